@@ -1,0 +1,583 @@
+//! Holdpoint's NATS topology, shared by the ingress, the worker and the client.
+//!
+//! - [`Topology`]: the names (prefix configurable), stream and bucket settings.
+//! - [`Bus`]: a connected handle that creates or binds every stream, bucket and the
+//!   workers' durable consumer, and offers typed reads and publishes.
+//! - [`connect`]: connects and refuses a nats-server older than [`MIN_SERVER`].
+//!
+//! Subjects (DESIGN "NATS topology"): commands `hp.cmd.<org>.<verb>`, events
+//! `hp.evt.<org>.<task>.<name>` (`_` for events without a task), lane messages
+//! `hp.lane.<org>.<session>.<lane>`, audit `hp.audit.<org>`. Every token is a
+//! validated id passed through [`holdpoint_domain::subject_token`].
+
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, consumer, kv, stream};
+use bytes::Bytes;
+use futures::StreamExt as _;
+use holdpoint_domain::{
+    CommandEnvelope, Event, Interaction, InteractionId, LaneMessage, OrgId, Outcome, Session,
+    SessionId,
+};
+use serde::de::DeserializeOwned;
+
+/// Oldest nats-server Holdpoint runs against (DESIGN: 2.9, what Debian ships).
+pub const MIN_SERVER: (u64, u64, u64) = (2, 9, 0);
+/// Header carrying the subject the worker replies the outcome to.
+pub const REPLY_HEADER: &str = "Hp-Reply-To";
+/// Header carrying the W3C trace context.
+pub const TRACEPARENT_HEADER: &str = "traceparent";
+
+/// Errors of the NATS boundary.
+#[derive(Debug, thiserror::Error)]
+pub enum BusError {
+    /// The server is older than [`MIN_SERVER`].
+    #[error(
+        "nats-server {found} is too old: Holdpoint needs {}.{}.{} or newer (run ops/setup.sh for a current one)",
+        MIN_SERVER.0, MIN_SERVER.1, MIN_SERVER.2
+    )]
+    ServerTooOld {
+        /// The version the server reported.
+        found: String,
+    },
+    /// Connecting failed.
+    #[error("cannot connect to NATS at {url}: {source}")]
+    Connect {
+        /// The URL.
+        url: String,
+        /// Why.
+        source: async_nats::ConnectError,
+    },
+    /// A JetStream or KV operation failed (retryable unless the message says otherwise).
+    #[error("{op}: {message}")]
+    Nats {
+        /// What was attempted.
+        op: &'static str,
+        /// The error text.
+        message: String,
+    },
+    /// A stored record could not be decoded.
+    #[error("stored record {key} is not valid: {message}")]
+    Corrupt {
+        /// The KV key.
+        key: String,
+        /// Why.
+        message: String,
+    },
+}
+
+impl BusError {
+    fn nats(op: &'static str, e: impl std::fmt::Display) -> Self {
+        BusError::Nats {
+            op,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Names and settings of everything Holdpoint keeps in NATS.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    /// Prefix of stream and bucket names (`HP` gives `HP_COMMANDS`).
+    pub name_prefix: String,
+    /// Prefix of subjects (`hp` gives `hp.cmd.…`).
+    pub subject_prefix: String,
+    /// Replicas of every stream and bucket (1, or 3 in a cluster).
+    pub replicas: usize,
+    /// JetStream duplicate window of the commands and events streams.
+    pub duplicate_window: Duration,
+    /// The workers' consumer `ack_wait`; redeliveries back off from it.
+    pub ack_wait: Duration,
+    /// The workers' consumer `max_deliver`.
+    pub max_deliver: i64,
+    /// How long stored outcomes (for duplicate requests) are kept.
+    pub outcome_ttl: Duration,
+    /// How long events are kept in the events stream.
+    pub event_max_age: Duration,
+}
+
+impl Default for Topology {
+    fn default() -> Self {
+        Topology {
+            name_prefix: "HP".into(),
+            subject_prefix: "hp".into(),
+            replicas: 1,
+            duplicate_window: Duration::from_secs(120),
+            ack_wait: Duration::from_secs(30),
+            max_deliver: 20,
+            outcome_ttl: Duration::from_secs(24 * 3600),
+            event_max_age: Duration::from_secs(7 * 24 * 3600),
+        }
+    }
+}
+
+impl Topology {
+    /// The commands stream (`HP_COMMANDS`).
+    pub fn commands_stream(&self) -> String {
+        format!("{}_COMMANDS", self.name_prefix)
+    }
+    /// The events stream (`HP_EVENTS`).
+    pub fn events_stream(&self) -> String {
+        format!("{}_EVENTS", self.name_prefix)
+    }
+    /// The lanes stream (`HP_LANES`).
+    pub fn lanes_stream(&self) -> String {
+        format!("{}_LANES", self.name_prefix)
+    }
+    /// The audit stream (`HP_AUDIT`).
+    pub fn audit_stream(&self) -> String {
+        format!("{}_AUDIT", self.name_prefix)
+    }
+    /// The interactions bucket (`HP_INTERACTIONS`).
+    pub fn interactions_bucket(&self) -> String {
+        format!("{}_INTERACTIONS", self.name_prefix)
+    }
+    /// The sessions bucket (`HP_SESSIONS`).
+    pub fn sessions_bucket(&self) -> String {
+        format!("{}_SESSIONS", self.name_prefix)
+    }
+    /// The outcomes bucket (`HP_OUTCOMES`).
+    pub fn outcomes_bucket(&self) -> String {
+        format!("{}_OUTCOMES", self.name_prefix)
+    }
+    /// The workers' durable consumer.
+    pub fn worker_consumer(&self) -> String {
+        format!("{}_WORKERS", self.name_prefix)
+    }
+
+    /// `hp.cmd.<org>.<verb>`.
+    pub fn command_subject(&self, env: &CommandEnvelope) -> String {
+        format!(
+            "{}.cmd.{}.{}",
+            self.subject_prefix,
+            env.org.token(),
+            env.verb()
+        )
+    }
+    /// `hp.evt.<org>.<task>.<name>`; `_` stands for "no task".
+    pub fn event_subject(&self, e: &Event) -> String {
+        let task = e
+            .taskid
+            .as_ref()
+            .map_or_else(|| "_".to_owned(), |t| t.token().into_owned());
+        format!(
+            "{}.evt.{}.{}.{}",
+            self.subject_prefix,
+            e.orgid.token(),
+            task,
+            e.name()
+        )
+    }
+    /// Filter for an organisation's events: `hp.evt.<org>.>`.
+    pub fn org_events_filter(&self, org: &OrgId) -> String {
+        format!("{}.evt.{}.>", self.subject_prefix, org.token())
+    }
+    /// `hp.audit.<org>`.
+    pub fn audit_subject(&self, org: &OrgId) -> String {
+        format!("{}.audit.{}", self.subject_prefix, org.token())
+    }
+    /// `hp.lane.<org>.<session>.<lane>`.
+    pub fn lane_subject(&self, m: &LaneMessage) -> String {
+        format!(
+            "{}.lane.{}.{}.{}",
+            self.subject_prefix,
+            m.org.token(),
+            m.session.token(),
+            m.lane.token()
+        )
+    }
+    /// KV key `<org>.<interactionId>`.
+    pub fn interaction_key(org: &OrgId, id: &InteractionId) -> String {
+        format!("{}.{}", org.token(), id.token())
+    }
+    /// KV key `<org>.<sessionId>`.
+    pub fn session_key(org: &OrgId, id: &SessionId) -> String {
+        format!("{}.{}", org.token(), id.token())
+    }
+}
+
+/// Connects to NATS and checks the server version.
+///
+/// # Errors
+/// [`BusError::Connect`] when unreachable (after the client's own retries are
+/// exhausted), [`BusError::ServerTooOld`] for a server older than [`MIN_SERVER`].
+pub async fn connect(url: &str, name: &str) -> Result<async_nats::Client, BusError> {
+    let client = async_nats::ConnectOptions::new()
+        .name(name)
+        .retry_on_initial_connect()
+        .connection_timeout(Duration::from_secs(5))
+        .request_timeout(Some(Duration::from_secs(5)))
+        .max_reconnects(None)
+        .connect(url)
+        .await
+        .map_err(|source| BusError::Connect {
+            url: url.to_owned(),
+            source,
+        })?;
+    // With retry_on_initial_connect the first server INFO may not be there yet.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let version = client.server_info().version;
+        if !version.is_empty() {
+            check_version(&version)?;
+            return Ok(client);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(BusError::nats(
+                "connect",
+                format!("no answer from NATS at {url}"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Checks a `major.minor.patch[-suffix]` version against [`MIN_SERVER`].
+///
+/// # Errors
+/// [`BusError::ServerTooOld`] when older or unparsable.
+pub fn check_version(version: &str) -> Result<(), BusError> {
+    let core = version
+        .trim_start_matches('v')
+        .split(['-', '+'])
+        .next()
+        .unwrap_or("");
+    let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
+    let parsed = (
+        parts.next().flatten(),
+        parts.next().flatten(),
+        parts.next().flatten(),
+    );
+    match parsed {
+        (Some(a), Some(b), Some(c)) if (a, b, c) >= MIN_SERVER => Ok(()),
+        _ => Err(BusError::ServerTooOld {
+            found: version.to_owned(),
+        }),
+    }
+}
+
+/// A record loaded from KV with its revision (0 when absent).
+#[derive(Debug, Clone)]
+pub struct Loaded<T> {
+    /// The record, if present.
+    pub value: Option<T>,
+    /// Its KV revision; the compare-and-set writes against it.
+    pub revision: u64,
+}
+
+/// Result of a compare-and-set write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cas {
+    /// Written at this revision.
+    Written(u64),
+    /// Somebody wrote first: reload and decide again.
+    Conflict,
+}
+
+/// A connected handle to every stream and bucket.
+#[derive(Clone)]
+pub struct Bus {
+    /// The core client.
+    pub client: async_nats::Client,
+    /// JetStream context.
+    pub js: jetstream::Context,
+    /// Names and settings.
+    pub topo: Topology,
+    /// Interactions bucket.
+    pub interactions: kv::Store,
+    /// Sessions bucket.
+    pub sessions: kv::Store,
+    /// Outcomes bucket.
+    pub outcomes: kv::Store,
+}
+
+impl std::fmt::Debug for Bus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bus")
+            .field("topo", &self.topo)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Bus {
+    /// Creates (or updates) every stream, bucket and the workers' consumer, and
+    /// returns a handle. Idempotent: every process may call it at start.
+    ///
+    /// # Errors
+    /// [`BusError::Nats`] when JetStream refuses.
+    pub async fn setup(client: async_nats::Client, topo: Topology) -> Result<Self, BusError> {
+        let js = jetstream::new(client.clone());
+        let sp = &topo.subject_prefix;
+        let file = |name: String, subjects: Vec<String>| stream::Config {
+            name,
+            subjects,
+            storage: stream::StorageType::File,
+            num_replicas: topo.replicas,
+            duplicate_window: topo.duplicate_window,
+            ..Default::default()
+        };
+        let streams = [
+            stream::Config {
+                retention: stream::RetentionPolicy::WorkQueue,
+                ..file(topo.commands_stream(), vec![format!("{sp}.cmd.>")])
+            },
+            stream::Config {
+                max_age: topo.event_max_age,
+                ..file(topo.events_stream(), vec![format!("{sp}.evt.>")])
+            },
+            file(topo.lanes_stream(), vec![format!("{sp}.lane.>")]),
+            file(topo.audit_stream(), vec![format!("{sp}.audit.>")]),
+        ];
+        for cfg in streams {
+            ensure_stream(&js, cfg).await?;
+        }
+        let bucket = |bucket: String, max_age: Duration| kv::Config {
+            bucket,
+            history: 1,
+            storage: stream::StorageType::File,
+            num_replicas: topo.replicas,
+            max_age,
+            ..Default::default()
+        };
+        let interactions =
+            ensure_bucket(&js, bucket(topo.interactions_bucket(), Duration::ZERO)).await?;
+        let sessions = ensure_bucket(&js, bucket(topo.sessions_bucket(), Duration::ZERO)).await?;
+        let outcomes = ensure_bucket(&js, bucket(topo.outcomes_bucket(), topo.outcome_ttl)).await?;
+        Ok(Bus {
+            client,
+            js,
+            topo,
+            interactions,
+            sessions,
+            outcomes,
+        })
+    }
+
+    /// The workers' durable pull consumer on the commands stream (created if absent).
+    ///
+    /// # Errors
+    /// [`BusError::Nats`] when JetStream refuses.
+    pub async fn worker_consumer(&self) -> Result<consumer::PullConsumer, BusError> {
+        let stream = self
+            .js
+            .get_stream(self.topo.commands_stream())
+            .await
+            .map_err(|e| BusError::nats("get commands stream", e))?;
+        let a = self.topo.ack_wait;
+        let backoff = vec![a, a * 2, a * 4, a * 4];
+        let cfg = consumer::pull::Config {
+            durable_name: Some(self.topo.worker_consumer()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            ack_wait: a,
+            max_deliver: self.topo.max_deliver.max(backoff.len() as i64 + 1),
+            backoff,
+            max_ack_pending: 10_000,
+            ..Default::default()
+        };
+        stream
+            .get_or_create_consumer(&self.topo.worker_consumer(), cfg)
+            .await
+            .map_err(|e| BusError::nats("create worker consumer", e))
+    }
+
+    /// Loads the interaction `org/id`.
+    ///
+    /// # Errors
+    /// [`BusError::Nats`] on NATS failure, [`BusError::Corrupt`] on a bad record.
+    pub async fn load_interaction(
+        &self,
+        org: &OrgId,
+        id: &InteractionId,
+    ) -> Result<Loaded<Interaction>, BusError> {
+        load(&self.interactions, Topology::interaction_key(org, id)).await
+    }
+
+    /// Loads the session `org/id`.
+    ///
+    /// # Errors
+    /// As [`Bus::load_interaction`].
+    pub async fn load_session(
+        &self,
+        org: &OrgId,
+        id: &SessionId,
+    ) -> Result<Loaded<Session>, BusError> {
+        load(&self.sessions, Topology::session_key(org, id)).await
+    }
+
+    /// Every interaction of `org` (latest value of each key). Reads the bucket's
+    /// stream with an ordered consumer filtered to the organisation, so another
+    /// organisation's records are never read.
+    ///
+    /// # Errors
+    /// [`BusError::Nats`] on NATS failure.
+    pub async fn list_interactions(&self, org: &OrgId) -> Result<Vec<Interaction>, BusError> {
+        let stream_name = format!("KV_{}", self.topo.interactions_bucket());
+        let stream = self
+            .js
+            .get_stream(&stream_name)
+            .await
+            .map_err(|e| BusError::nats("get interactions stream", e))?;
+        let filter = format!("$KV.{}.{}.>", self.topo.interactions_bucket(), org.token());
+        let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                filter_subject: filter,
+                deliver_policy: consumer::DeliverPolicy::LastPerSubject,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| BusError::nats("list interactions", e))?;
+        let pending = consumer.cached_info().num_pending;
+        let mut out = Vec::with_capacity(pending as usize);
+        if pending == 0 {
+            return Ok(out);
+        }
+        let mut messages = consumer
+            .messages()
+            .await
+            .map_err(|e| BusError::nats("list interactions", e))?;
+        while let Some(msg) = tokio::time::timeout(Duration::from_secs(5), messages.next())
+            .await
+            .map_err(|_| BusError::nats("list interactions", "timed out"))?
+        {
+            let msg = msg.map_err(|e| BusError::nats("list interactions", e))?;
+            let remaining = msg.info().map(|i| i.pending).unwrap_or(0);
+            let deleted = msg
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("KV-Operation"))
+                .is_some();
+            if !deleted && let Ok(i) = serde_json::from_slice::<Interaction>(&msg.payload) {
+                out.push(i);
+            }
+            if remaining == 0 {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes `value` at `key` if the key is still at `revision` (0: must not exist).
+    ///
+    /// # Errors
+    /// [`BusError::Nats`] on NATS failure (a lost race is [`Cas::Conflict`], not an error).
+    pub async fn cas(
+        store: &kv::Store,
+        key: &str,
+        revision: u64,
+        value: Bytes,
+    ) -> Result<Cas, BusError> {
+        if revision == 0 {
+            match store.create(key, value).await {
+                Ok(rev) => Ok(Cas::Written(rev)),
+                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(Cas::Conflict),
+                Err(e) => Err(BusError::nats("kv create", e)),
+            }
+        } else {
+            match store.update(key, value, revision).await {
+                Ok(rev) => Ok(Cas::Written(rev)),
+                Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(Cas::Conflict),
+                Err(e) => Err(BusError::nats("kv update", e)),
+            }
+        }
+    }
+
+    /// Publishes a command with `Nats-Msg-Id` = its command id, and optional headers.
+    /// Returns the PubAck (its `duplicate` says JetStream dropped it as a duplicate).
+    ///
+    /// # Errors
+    /// [`BusError::Nats`] when the publish or its ack fails.
+    pub async fn publish_command(
+        &self,
+        env: &CommandEnvelope,
+        mut headers: HeaderMap,
+    ) -> Result<jetstream::publish::PublishAck, BusError> {
+        let body = serde_json::to_vec(env).map_err(|e| BusError::nats("encode command", e))?;
+        headers.insert("Nats-Msg-Id", env.command_id().as_str());
+        self.js
+            .publish_with_headers(self.topo.command_subject(env), headers, body.into())
+            .await
+            .map_err(|e| BusError::nats("publish command", e))?
+            .await
+            .map_err(|e| BusError::nats("publish command ack", e))
+    }
+
+    /// The stored outcome of a command, if a worker recorded one.
+    ///
+    /// # Errors
+    /// [`BusError::Nats`] on NATS failure.
+    pub async fn stored_outcome(&self, command_id: &str) -> Result<Option<Outcome>, BusError> {
+        let loaded: Loaded<Outcome> = load(&self.outcomes, command_id.to_owned()).await?;
+        Ok(loaded.value)
+    }
+}
+
+async fn ensure_stream(js: &jetstream::Context, cfg: stream::Config) -> Result<(), BusError> {
+    match js.get_stream(&cfg.name).await {
+        Ok(_) => {
+            // Keep existing streams in step with the configured settings.
+            js.update_stream(&cfg)
+                .await
+                .map_err(|e| BusError::nats("update stream", e))?;
+        }
+        Err(_) => {
+            js.get_or_create_stream(cfg)
+                .await
+                .map_err(|e| BusError::nats("create stream", e))?;
+        }
+    }
+    Ok(())
+}
+
+async fn ensure_bucket(js: &jetstream::Context, cfg: kv::Config) -> Result<kv::Store, BusError> {
+    match js.get_key_value(&cfg.bucket).await {
+        Ok(store) => Ok(store),
+        Err(_) => match js.create_key_value(cfg.clone()).await {
+            Ok(store) => Ok(store),
+            // Another process created it in between.
+            Err(_) => js
+                .get_key_value(&cfg.bucket)
+                .await
+                .map_err(|e| BusError::nats("create bucket", e)),
+        },
+    }
+}
+
+async fn load<T: DeserializeOwned>(store: &kv::Store, key: String) -> Result<Loaded<T>, BusError> {
+    match store.entry(key.clone()).await {
+        Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
+            let value = serde_json::from_slice(&entry.value).map_err(|e| BusError::Corrupt {
+                key,
+                message: e.to_string(),
+            })?;
+            Ok(Loaded {
+                value: Some(value),
+                revision: entry.revision,
+            })
+        }
+        Ok(Some(entry)) => Ok(Loaded {
+            value: None,
+            revision: entry.revision,
+        }),
+        Ok(None) => Ok(Loaded {
+            value: None,
+            revision: 0,
+        }),
+        Err(e) => Err(BusError::nats("kv get", e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_check() {
+        assert!(check_version("2.9.10").is_ok());
+        assert!(check_version("2.15.1").is_ok());
+        assert!(check_version("v2.11.0-RC.1").is_ok());
+        assert!(check_version("2.8.4").is_err());
+        assert!(check_version("garbage").is_err());
+        assert!(check_version("").is_err());
+    }
+}

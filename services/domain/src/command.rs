@@ -1,0 +1,406 @@
+//! Commands: what the runtime and the ingress ask the worker to do, published on
+//! `hp.cmd.<org>.<verb>` with `Nats-Msg-Id` = [`CommandEnvelope::command_id`], and
+//! the [`Outcome`] the worker replies.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{ErrorCode, Rejection};
+use crate::ids::{
+    CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
+    SessionId, TaskId, digest,
+};
+use crate::model::{CallResult, CloseReason, OptionAnswer, QuestionSpec, SessionMode};
+
+/// Default number of messages a busy lane keeps before it refuses (lane full).
+pub const DEFAULT_LANE_CAPACITY: u32 = 8;
+
+/// A command with the organisation it acts in. The org comes from the caller's
+/// verified identity (ingress) or the runtime's configuration (client), never from
+/// a person's body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandEnvelope {
+    /// The organisation.
+    pub org: OrgId,
+    /// The command.
+    pub command: Command,
+}
+
+/// Every command Holdpoint takes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Command {
+    /// Runtime: a session starts.
+    SessionOpen {
+        /// Session id.
+        session: SessionId,
+        /// Its mode.
+        mode: SessionMode,
+        /// Messages a busy lane keeps before refusing; default [`DEFAULT_LANE_CAPACITY`].
+        #[serde(
+            default,
+            rename = "laneCapacity",
+            skip_serializing_if = "Option::is_none"
+        )]
+        lane_capacity: Option<u32>,
+    },
+    /// Runtime: the session refuses new messages from now on.
+    SessionClose {
+        /// Session id.
+        session: SessionId,
+    },
+    /// Runtime: the session is gone; its interactions answer `NRY-0002`.
+    SessionEnd {
+        /// Session id.
+        session: SessionId,
+    },
+    /// Runtime: open an interaction.
+    Open(Box<OpenInteraction>),
+    /// Runtime (host): close a pending interaction without an answer.
+    Close {
+        /// The interaction.
+        #[serde(rename = "interactionId")]
+        interaction_id: InteractionId,
+        /// Why.
+        reason: CloseReason,
+        /// The lane message that superseded it (product sessions).
+        #[serde(default, rename = "byMessage", skip_serializing_if = "Option::is_none")]
+        by_message: Option<MessageId>,
+    },
+    /// Person (through the ingress): answer an interaction.
+    Answer(Box<AnswerCommand>),
+    /// Runtime (tool executor): the released call's result.
+    ToolResult {
+        /// The approval (effect id).
+        #[serde(rename = "interactionId")]
+        interaction_id: InteractionId,
+        /// How the call ended.
+        result: CallResult,
+    },
+    /// Person: a message on a lane (the message road's createMessage).
+    Message {
+        /// Session.
+        session: SessionId,
+        /// Lane.
+        lane: LaneId,
+        /// Message id (idempotency key on the lane).
+        #[serde(rename = "messageId")]
+        message_id: MessageId,
+        /// Who.
+        by: PersonId,
+        /// Text.
+        text: String,
+    },
+    /// Runtime: a turn started on a lane without a person's message.
+    TurnStart {
+        /// Session.
+        session: SessionId,
+        /// Lane.
+        lane: LaneId,
+        /// The turn's id.
+        #[serde(rename = "turnId")]
+        turn_id: MessageId,
+    },
+    /// Runtime: the running turn on a lane ended; the next queued message's turn starts.
+    TurnFinish {
+        /// Session.
+        session: SessionId,
+        /// Lane.
+        lane: LaneId,
+        /// The turn that ended (the message id that started it).
+        #[serde(rename = "turnId")]
+        turn_id: MessageId,
+    },
+}
+
+/// Opening an interaction (issue 2 §2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenInteraction {
+    /// The interaction id: the effect id for an approval, a UUID for a question.
+    pub interaction_id: InteractionId,
+    /// Session.
+    pub session: SessionId,
+    /// Lane.
+    pub lane: LaneId,
+    /// A2A task.
+    pub task_id: TaskId,
+    /// A2A context.
+    pub context_id: ContextId,
+    /// The tool call it blocks.
+    pub call_id: CallId,
+    /// What it asks.
+    pub request: OpenRequest,
+}
+
+/// What an opening asks, by kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum OpenRequest {
+    /// The tool policy holds a call.
+    Approval {
+        /// MCP-style server.
+        server: String,
+        /// Tool.
+        tool: String,
+        /// The call's arguments.
+        arguments: Value,
+        /// Why it is held.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// `ask_user`.
+    Question {
+        /// 1 to 4 questions.
+        questions: Vec<QuestionSpec>,
+    },
+    /// `request_connection {app, reason}`.
+    Connection {
+        /// App (cut at 80 characters).
+        app: String,
+        /// Reason (cut at 280 characters).
+        reason: String,
+    },
+}
+
+/// Which operation the answer came through; decides which kinds it may address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnswerRoute {
+    /// `POST /v1/questions/{id}/answer` (questions only; others are not found).
+    Question,
+    /// The Runtime's `approve` command.
+    Approve,
+    /// The Runtime's `respond` command.
+    Respond,
+    /// An A2A message on the task.
+    A2a,
+}
+
+/// What the person sent, before it is read against the interaction's kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum AnswerInput {
+    /// Seed 003: one entry per question.
+    Answers {
+        /// The entries.
+        answers: Vec<OptionAnswer>,
+    },
+    /// `approved` (seed 000).
+    Approved {
+        /// The decision.
+        approved: bool,
+        /// Optional reason.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// The arguments digest the person saw; must match when given.
+        #[serde(
+            default,
+            rename = "argumentsDigest",
+            skip_serializing_if = "Option::is_none"
+        )]
+        arguments_digest: Option<String>,
+    },
+    /// `value`: any JSON (seed 000).
+    Value {
+        /// The value.
+        value: Value,
+        /// Optional reason.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A plain text reply (an A2A text part). Never approves.
+    Text {
+        /// The text.
+        text: String,
+    },
+}
+
+/// A person's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnswerCommand {
+    /// The interaction.
+    pub interaction_id: InteractionId,
+    /// Which operation it came through.
+    pub route: AnswerRoute,
+    /// The idempotency key (A2A `messageId`, `Idempotency-Key`, or a body digest).
+    pub key: IdempotencyKey,
+    /// The person.
+    pub by: PersonId,
+    /// When given (A2A), must match the interaction's task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<TaskId>,
+    /// When given (A2A), must match the interaction's context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<ContextId>,
+    /// The input.
+    pub input: AnswerInput,
+}
+
+impl CommandEnvelope {
+    /// The subject verb: `hp.cmd.<org>.<verb>`.
+    pub fn verb(&self) -> &'static str {
+        match &self.command {
+            Command::SessionOpen { .. } => "session-open",
+            Command::SessionClose { .. } => "session-close",
+            Command::SessionEnd { .. } => "session-end",
+            Command::Open(_) => "open",
+            Command::Close { .. } => "close",
+            Command::Answer(_) => "answer",
+            Command::ToolResult { .. } => "tool-result",
+            Command::Message { .. } => "message",
+            Command::TurnStart { .. } => "turn-start",
+            Command::TurnFinish { .. } => "turn-finish",
+        }
+    }
+
+    /// The deterministic command id, used as `Nats-Msg-Id`: the same logical command
+    /// (same org, target and key) always maps to the same id, and ids are scoped by
+    /// organisation and task, so two tenants using the same `messageId` never collide
+    /// (DESIGN guarantee 2).
+    pub fn command_id(&self) -> String {
+        let org = self.org.as_str();
+        let d = match &self.command {
+            Command::SessionOpen { session, .. } => {
+                digest(&[org, "session-open", session.as_str()])
+            }
+            Command::SessionClose { session } => digest(&[org, "session-close", session.as_str()]),
+            Command::SessionEnd { session } => digest(&[org, "session-end", session.as_str()]),
+            Command::Open(o) => digest(&[org, "open", o.interaction_id.as_str()]),
+            Command::Close {
+                interaction_id,
+                reason,
+                ..
+            } => digest(&[
+                org,
+                "close",
+                interaction_id.as_str(),
+                close_reason_str(*reason),
+            ]),
+            Command::Answer(a) => digest(&[
+                org,
+                "answer",
+                a.task_id.as_ref().map_or("", TaskId::as_str),
+                a.interaction_id.as_str(),
+                a.key.as_str(),
+            ]),
+            Command::ToolResult { interaction_id, .. } => {
+                digest(&[org, "tool-result", interaction_id.as_str()])
+            }
+            Command::Message {
+                session,
+                message_id,
+                ..
+            } => digest(&[org, "message", session.as_str(), message_id.as_str()]),
+            Command::TurnStart {
+                session,
+                lane,
+                turn_id,
+            } => digest(&[
+                org,
+                "turn-start",
+                session.as_str(),
+                lane.as_str(),
+                turn_id.as_str(),
+            ]),
+            Command::TurnFinish {
+                session,
+                lane,
+                turn_id,
+            } => digest(&[
+                org,
+                "turn-finish",
+                session.as_str(),
+                lane.as_str(),
+                turn_id.as_str(),
+            ]),
+        };
+        format!("cmd-{}", &d[..40])
+    }
+
+    /// The interaction this command addresses, if any.
+    pub fn interaction_id(&self) -> Option<&InteractionId> {
+        match &self.command {
+            Command::Open(o) => Some(&o.interaction_id),
+            Command::Close { interaction_id, .. } | Command::ToolResult { interaction_id, .. } => {
+                Some(interaction_id)
+            }
+            Command::Answer(a) => Some(&a.interaction_id),
+            _ => None,
+        }
+    }
+
+    /// The session this command names directly, if any (an answer's session is read
+    /// from its interaction).
+    pub fn session_id(&self) -> Option<&SessionId> {
+        match &self.command {
+            Command::SessionOpen { session, .. }
+            | Command::SessionClose { session }
+            | Command::SessionEnd { session }
+            | Command::Message { session, .. }
+            | Command::TurnStart { session, .. }
+            | Command::TurnFinish { session, .. } => Some(session),
+            Command::Open(o) => Some(&o.session),
+            _ => None,
+        }
+    }
+}
+
+fn close_reason_str(r: CloseReason) -> &'static str {
+    match r {
+        CloseReason::Interrupted => "interrupted",
+        CloseReason::Superseded => "superseded",
+        CloseReason::Expired => "expired",
+        CloseReason::Canceled => "canceled",
+    }
+}
+
+/// What a command achieved, when it succeeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Accepted {
+    /// A session or interaction was opened (or already was, with the same content).
+    Opened,
+    /// An answer resolved the interaction (blocking) or its turn was admitted
+    /// (product).
+    Resolved,
+    /// An interaction or session was closed.
+    Closed,
+    /// A released call's result was recorded.
+    Finished,
+    /// A lane message was admitted and its turn started.
+    Admitted,
+    /// Nothing to do (e.g. a turn that already ended).
+    Unchanged,
+}
+
+/// The worker's reply for one command: HTTP status and body derive from it. Stored
+/// with the resolution, so a retry with the same key gets the same outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Outcome {
+    /// The command.
+    pub command_id: String,
+    /// Success or a rejection.
+    pub result: Result<Accepted, Rejection>,
+}
+
+impl Outcome {
+    /// Success.
+    pub fn ok(command_id: &str, a: Accepted) -> Self {
+        Self {
+            command_id: command_id.to_owned(),
+            result: Ok(a),
+        }
+    }
+
+    /// A rejection.
+    pub fn err(command_id: &str, code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            command_id: command_id.to_owned(),
+            result: Err(Rejection::new(code, message)),
+        }
+    }
+}

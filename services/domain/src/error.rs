@@ -1,0 +1,208 @@
+//! The error catalog: every stable code Holdpoint answers with, its HTTP status and
+//! title, in one exhaustive table ([`ErrorCode::spec`]).
+//!
+//! `NRY-0002`, `NRY-0011` and `NRY-0032` come from seed 003; the other codes are
+//! Holdpoint's own, in the same family. The README's error table lists them all; a
+//! test keeps it in step with [`ErrorCode::ALL`].
+
+use serde::{Deserialize, Serialize};
+
+/// A stable error code. Serialized as its `NRY-xxxx` string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ErrorCode {
+    /// The request is malformed: bad JSON, a missing or wrongly typed field, a bad id.
+    #[serde(rename = "NRY-0001")]
+    InvalidRequest,
+    /// The interaction's session does not exist (seed 003).
+    #[serde(rename = "NRY-0002")]
+    SessionNotFound,
+    /// The answer does not fit the interaction: wrong number of answers, an option
+    /// index out of range, several options where one is allowed, text where none is.
+    #[serde(rename = "NRY-0003")]
+    AnswerMismatch,
+    /// No such interaction, question or task for this caller. Another organisation's
+    /// interaction answers exactly like this.
+    #[serde(rename = "NRY-0004")]
+    NotFound,
+    /// The interaction is no longer waiting: already resolved by another answer, or
+    /// closed by the host. Seed 003: "is a conflict".
+    #[serde(rename = "NRY-0009")]
+    AlreadySettled,
+    /// The approval's arguments digest does not match what the person was shown.
+    #[serde(rename = "NRY-0010")]
+    ArgumentsChanged,
+    /// No valid credentials (seed 003).
+    #[serde(rename = "NRY-0011")]
+    Unauthenticated,
+    /// The request body is larger than the limit.
+    #[serde(rename = "NRY-0013")]
+    PayloadTooLarge,
+    /// The request body is not `application/json`.
+    #[serde(rename = "NRY-0014")]
+    UnsupportedMediaType,
+    /// The operation does not apply: e.g. text may never approve (seed 000), a tool
+    /// result for an interaction that released nothing.
+    #[serde(rename = "NRY-0020")]
+    UnsupportedOperation,
+    /// A runtime command conflicts with what is recorded (e.g. the same interaction id
+    /// opened with different content).
+    #[serde(rename = "NRY-0021")]
+    CommandConflict,
+    /// The lane refused the message and kept nothing: session closed or lane full.
+    #[serde(rename = "NRY-0030")]
+    LaneRefused,
+    /// The lane is busy with a running turn: the message is kept and its turn starts
+    /// when the lane frees.
+    #[serde(rename = "NRY-0031")]
+    LaneBusy,
+    /// A product-session answer was refused with no message left behind: not
+    /// delivered, and the question is pending again (seed 003).
+    #[serde(rename = "NRY-0032")]
+    AnswerNotDelivered,
+    /// Holdpoint could not get an outcome in time or NATS is unreachable; retry with
+    /// the same idempotency key after `Retry-After` seconds.
+    #[serde(rename = "NRY-0050")]
+    Unavailable,
+    /// An unexpected internal error; the body carries no internals.
+    #[serde(rename = "NRY-0051")]
+    Internal,
+}
+
+/// What a code means on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodeSpec {
+    /// HTTP status.
+    pub status: u16,
+    /// The `NRY-xxxx` string.
+    pub code: &'static str,
+    /// Short human title (the body's `title`).
+    pub title: &'static str,
+}
+
+impl ErrorCode {
+    /// Every code, in catalog order.
+    pub const ALL: [ErrorCode; 16] = [
+        ErrorCode::InvalidRequest,
+        ErrorCode::SessionNotFound,
+        ErrorCode::AnswerMismatch,
+        ErrorCode::NotFound,
+        ErrorCode::AlreadySettled,
+        ErrorCode::ArgumentsChanged,
+        ErrorCode::Unauthenticated,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::UnsupportedMediaType,
+        ErrorCode::UnsupportedOperation,
+        ErrorCode::CommandConflict,
+        ErrorCode::LaneRefused,
+        ErrorCode::LaneBusy,
+        ErrorCode::AnswerNotDelivered,
+        ErrorCode::Unavailable,
+        ErrorCode::Internal,
+    ];
+
+    /// The one table from code to HTTP status, code string and title.
+    pub const fn spec(self) -> CodeSpec {
+        let (status, code, title) = match self {
+            ErrorCode::InvalidRequest => (400, "NRY-0001", "Invalid request"),
+            ErrorCode::SessionNotFound => (400, "NRY-0002", "Session not found"),
+            ErrorCode::AnswerMismatch => (400, "NRY-0003", "Answer does not fit"),
+            ErrorCode::NotFound => (404, "NRY-0004", "Not found"),
+            ErrorCode::AlreadySettled => (409, "NRY-0009", "No longer waiting"),
+            ErrorCode::ArgumentsChanged => (409, "NRY-0010", "Arguments changed"),
+            ErrorCode::Unauthenticated => (401, "NRY-0011", "Unauthenticated"),
+            ErrorCode::PayloadTooLarge => (413, "NRY-0013", "Payload too large"),
+            ErrorCode::UnsupportedMediaType => (415, "NRY-0014", "Unsupported media type"),
+            ErrorCode::UnsupportedOperation => (400, "NRY-0020", "Unsupported operation"),
+            ErrorCode::CommandConflict => (409, "NRY-0021", "Command conflicts with record"),
+            ErrorCode::LaneRefused => (409, "NRY-0030", "Lane refused the message"),
+            ErrorCode::LaneBusy => (409, "NRY-0031", "Lane busy; message queued"),
+            ErrorCode::AnswerNotDelivered => (409, "NRY-0032", "Answer not delivered"),
+            ErrorCode::Unavailable => (503, "NRY-0050", "Temporarily unavailable"),
+            ErrorCode::Internal => (500, "NRY-0051", "Internal error"),
+        };
+        CodeSpec {
+            status,
+            code,
+            title,
+        }
+    }
+
+    /// True when a retry with the same idempotency key may succeed later.
+    pub const fn retryable(self) -> bool {
+        matches!(self, ErrorCode::Unavailable | ErrorCode::Internal)
+    }
+}
+
+/// A refusal: a stable code and a message for the person. Changes nothing, except
+/// [`ErrorCode::LaneBusy`], which reports that the message was kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{code:?}: {message}")]
+pub struct Rejection {
+    /// The stable code.
+    pub code: ErrorCode,
+    /// What went wrong, for a person; never internals.
+    pub message: String,
+}
+
+impl Rejection {
+    /// A rejection with `code` and `message`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// The JSON error body every API answers with: `{code, title, message}` (seed 003).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// `NRY-xxxx`.
+    pub code: String,
+    /// The code's title.
+    pub title: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl From<&Rejection> for ErrorBody {
+    fn from(r: &Rejection) -> Self {
+        let spec = r.code.spec();
+        ErrorBody {
+            code: spec.code.to_owned(),
+            title: spec.title.to_owned(),
+            message: r.message.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serde_name_matches_table() {
+        for code in ErrorCode::ALL {
+            let json = serde_json::to_string(&code).expect("serializes");
+            assert_eq!(json, format!("\"{}\"", code.spec().code));
+        }
+    }
+
+    #[test]
+    fn codes_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for code in ErrorCode::ALL {
+            assert!(seen.insert(code.spec().code), "{:?}", code);
+        }
+    }
+
+    #[test]
+    fn seed_codes_keep_their_meaning() {
+        assert_eq!(ErrorCode::SessionNotFound.spec().status, 400);
+        assert_eq!(ErrorCode::SessionNotFound.spec().code, "NRY-0002");
+        assert_eq!(ErrorCode::Unauthenticated.spec().status, 401);
+        assert_eq!(ErrorCode::Unauthenticated.spec().code, "NRY-0011");
+        assert_eq!(ErrorCode::AnswerNotDelivered.spec().status, 409);
+        assert_eq!(ErrorCode::AnswerNotDelivered.spec().code, "NRY-0032");
+    }
+}

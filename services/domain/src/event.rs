@@ -1,0 +1,334 @@
+//! Events: CloudEvents 1.0 in structured JSON mode, published on
+//! `hp.evt.<org>.<taskId>.<name>` (audit records on `hp.audit.<org>`), each with a
+//! deterministic `id` derived from the interaction and the transition, used as
+//! `Nats-Msg-Id`, so re-emitting after a crash is a no-op (DESIGN "NATS topology").
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::ids::{
+    CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
+    SessionId, TaskId, digest,
+};
+use crate::model::{
+    Admission, Answer, CallResult, CloseReason, Kind, LaneContent, SessionMode, TaskState,
+};
+
+/// The seed 000 extension URI, under which status messages carry the open interaction.
+pub const EXTENSION_URI: &str = "https://docs.nylorun.com/a2a/interactions/v1";
+
+/// A CloudEvents 1.0 event (structured mode). `type` and `data` come from [`EventData`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Always `"1.0"`.
+    pub specversion: String,
+    /// Deterministic id (`evt-<40 hex>`), also the `Nats-Msg-Id`.
+    pub id: String,
+    /// `/holdpoint/orgs/<org>`.
+    pub source: String,
+    /// The interaction or session the event is about.
+    pub subject: String,
+    /// When the transition happened (RFC 3339).
+    #[serde(with = "time::serde::rfc3339")]
+    pub time: OffsetDateTime,
+    /// Always `application/json`.
+    pub datacontenttype: String,
+    /// Extension attribute: the organisation.
+    pub orgid: OrgId,
+    /// Extension attribute: the A2A task, when the event belongs to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taskid: Option<TaskId>,
+    /// `type` + `data`.
+    #[serde(flatten)]
+    pub body: EventData,
+}
+
+/// The open interaction as seed 000 puts it on a status message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenInteractionRef {
+    /// Interaction id.
+    pub interaction_id: InteractionId,
+    /// Kind.
+    pub kind: Kind,
+    /// Prompt.
+    pub prompt: String,
+    /// Detail (never arguments).
+    pub detail: Value,
+}
+
+/// A2A `TaskStatus` as carried on a status event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskStatusData {
+    /// The task.
+    pub task_id: TaskId,
+    /// The context.
+    pub context_id: ContextId,
+    /// The new state.
+    pub state: TaskState,
+    /// For interrupted states: the open interaction (becomes the status message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interaction: Option<OpenInteractionRef>,
+}
+
+/// Every event type. The CloudEvents `type` is `dev.holdpoint.<name>`; the subject's
+/// last token is `<name>` ([`EventData::name`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data")]
+pub enum EventData {
+    /// A session started.
+    #[serde(rename = "dev.holdpoint.session-opened")]
+    SessionOpened {
+        /// Session.
+        session: SessionId,
+        /// Mode.
+        mode: SessionMode,
+    },
+    /// A session closed or ended.
+    #[serde(rename = "dev.holdpoint.session-closed")]
+    SessionClosed {
+        /// Session.
+        session: SessionId,
+        /// True when ended (gone), false when only closed to new messages.
+        ended: bool,
+    },
+    /// The tool policy held a call for approval.
+    #[serde(rename = "dev.holdpoint.approval-requested", rename_all = "camelCase")]
+    ApprovalRequested {
+        /// Effect id.
+        interaction_id: InteractionId,
+        /// Blocked call.
+        call_id: CallId,
+        /// Session.
+        session: SessionId,
+        /// Lane.
+        lane: LaneId,
+        /// Prompt.
+        prompt: String,
+        /// Detail (server, tool, reason).
+        detail: Value,
+        /// Digest of the held arguments.
+        arguments_digest: String,
+    },
+    /// `ask_user` asked; the options are in engine order (seed 003).
+    #[serde(rename = "dev.holdpoint.question-asked", rename_all = "camelCase")]
+    QuestionAsked {
+        /// The question id (UUID).
+        question_id: InteractionId,
+        /// The `ask_user` call.
+        call_id: CallId,
+        /// Session.
+        session: SessionId,
+        /// Mode.
+        mode: SessionMode,
+        /// Lane.
+        lane: LaneId,
+        /// Prompt.
+        prompt: String,
+        /// The questions with their options, in engine order.
+        questions: Value,
+    },
+    /// `request_connection` asked for an app.
+    #[serde(
+        rename = "dev.holdpoint.connection-requested",
+        rename_all = "camelCase"
+    )]
+    ConnectionRequested {
+        /// Interaction id.
+        interaction_id: InteractionId,
+        /// Blocked call.
+        call_id: CallId,
+        /// Session.
+        session: SessionId,
+        /// Lane.
+        lane: LaneId,
+        /// `Connect <app>: <reason>`.
+        prompt: String,
+        /// `{app, reason}`.
+        detail: Value,
+    },
+    /// A task's A2A status changed.
+    #[serde(rename = "dev.holdpoint.task-status")]
+    TaskStatus(TaskStatusData),
+    /// A person's answer resolved an interaction.
+    #[serde(
+        rename = "dev.holdpoint.interaction-resolved",
+        rename_all = "camelCase"
+    )]
+    InteractionResolved {
+        /// Interaction.
+        interaction_id: InteractionId,
+        /// Kind.
+        kind: Kind,
+        /// The answer.
+        answer: Answer,
+        /// Who answered (`approvedBy` for approvals).
+        by: PersonId,
+        /// The resolving key.
+        key: IdempotencyKey,
+    },
+    /// An interaction closed without an answer.
+    #[serde(rename = "dev.holdpoint.interaction-closed", rename_all = "camelCase")]
+    InteractionClosed {
+        /// Interaction.
+        interaction_id: InteractionId,
+        /// Why.
+        reason: CloseReason,
+    },
+    /// An approved call is released for execution, exactly as the person saw it.
+    #[serde(rename = "dev.holdpoint.tool-call-released", rename_all = "camelCase")]
+    ToolCallReleased {
+        /// Effect id (the executor's idempotency key).
+        effect_id: InteractionId,
+        /// The call.
+        call_id: CallId,
+        /// MCP server.
+        server: String,
+        /// Tool.
+        tool: String,
+        /// The approved arguments.
+        arguments: Value,
+        /// Their digest.
+        arguments_digest: String,
+        /// The approver.
+        approved_by: PersonId,
+    },
+    /// A blocked call finished; exactly one per blocked call.
+    #[serde(rename = "dev.holdpoint.tool-call-finished", rename_all = "camelCase")]
+    ToolCallFinished {
+        /// The call.
+        call_id: CallId,
+        /// The interaction that blocked it.
+        interaction_id: InteractionId,
+        /// Kind.
+        kind: Kind,
+        /// The result.
+        result: CallResult,
+    },
+    /// A lane took a person's message.
+    #[serde(rename = "dev.holdpoint.lane-message", rename_all = "camelCase")]
+    LaneMessage {
+        /// Session.
+        session: SessionId,
+        /// Lane.
+        lane: LaneId,
+        /// Message id.
+        message_id: MessageId,
+        /// Admitted (its turn started) or queued.
+        admission: Admission,
+        /// Who.
+        by: PersonId,
+        /// Content.
+        content: LaneContent,
+    },
+    /// A lane's turn changed: `running` started (or none runs).
+    #[serde(rename = "dev.holdpoint.turn-started", rename_all = "camelCase")]
+    TurnStarted {
+        /// Session.
+        session: SessionId,
+        /// Lane.
+        lane: LaneId,
+        /// The message (or turn id) whose turn started.
+        turn_id: MessageId,
+    },
+    /// Audit (`hp.audit.<org>`): an approval decided. Never a question.
+    #[serde(rename = "dev.holdpoint.approval-decided", rename_all = "camelCase")]
+    ApprovalDecided {
+        /// Effect id.
+        effect_id: InteractionId,
+        /// MCP server.
+        server: String,
+        /// Tool.
+        tool: String,
+        /// The decision.
+        approved: bool,
+        /// Who decided.
+        approved_by: PersonId,
+        /// Optional reason.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A command could not be decoded and was terminated.
+    #[serde(rename = "dev.holdpoint.dead-letter", rename_all = "camelCase")]
+    DeadLetter {
+        /// The command subject.
+        subject: String,
+        /// The stream sequence of the command.
+        stream_sequence: u64,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl EventData {
+    /// The short name: the subject's last token and the `type` without its prefix.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventData::SessionOpened { .. } => "session-opened",
+            EventData::SessionClosed { .. } => "session-closed",
+            EventData::ApprovalRequested { .. } => "approval-requested",
+            EventData::QuestionAsked { .. } => "question-asked",
+            EventData::ConnectionRequested { .. } => "connection-requested",
+            EventData::TaskStatus(_) => "task-status",
+            EventData::InteractionResolved { .. } => "interaction-resolved",
+            EventData::InteractionClosed { .. } => "interaction-closed",
+            EventData::ToolCallReleased { .. } => "tool-call-released",
+            EventData::ToolCallFinished { .. } => "tool-call-finished",
+            EventData::LaneMessage { .. } => "lane-message",
+            EventData::TurnStarted { .. } => "turn-started",
+            EventData::ApprovalDecided { .. } => "approval-decided",
+            EventData::DeadLetter { .. } => "dead-letter",
+        }
+    }
+}
+
+/// Every short event name, for documentation and subject filters.
+pub const EVENT_NAMES: [&str; 14] = [
+    "session-opened",
+    "session-closed",
+    "approval-requested",
+    "question-asked",
+    "connection-requested",
+    "task-status",
+    "interaction-resolved",
+    "interaction-closed",
+    "tool-call-released",
+    "tool-call-finished",
+    "lane-message",
+    "turn-started",
+    "approval-decided",
+    "dead-letter",
+];
+
+impl Event {
+    /// Builds an event whose id is derived from `(org, subject, transition)`: the same
+    /// transition always gets the same id.
+    pub fn new(
+        org: &OrgId,
+        task: Option<&TaskId>,
+        subject: &str,
+        transition: &str,
+        time: OffsetDateTime,
+        body: EventData,
+    ) -> Self {
+        let d = digest(&[org.as_str(), subject, transition, body.name()]);
+        Event {
+            specversion: "1.0".into(),
+            id: format!("evt-{}", &d[..40]),
+            source: format!("/holdpoint/orgs/{}", org.token()),
+            subject: subject.to_owned(),
+            time,
+            datacontenttype: "application/json".into(),
+            orgid: org.clone(),
+            taskid: task.cloned(),
+            body,
+        }
+    }
+
+    /// The short name of this event's type.
+    pub fn name(&self) -> &'static str {
+        self.body.name()
+    }
+}

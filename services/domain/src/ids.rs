@@ -1,0 +1,337 @@
+//! Validated identifiers and their encoding into NATS subject tokens and KV keys.
+//!
+//! Every id that reaches a subject (`hp.cmd.<org>.…`, `hp.evt.<org>.<task>.…`) or a
+//! KV key (`<org>.<interactionId>`) goes through [`subject_token`], so no input can
+//! inject `.`, `*`, `>` or whitespace, or address another organisation
+//! (DESIGN "NATS topology").
+
+use std::borrow::Cow;
+use std::fmt;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+
+/// Longest id accepted, in bytes.
+pub const MAX_ID_LEN: usize = 128;
+/// Longest person (`sub`) accepted, in characters.
+pub const MAX_PERSON_LEN: usize = 256;
+
+/// Why a string is not a valid id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    /// The id is the empty string.
+    #[error("{what} is empty")]
+    Empty {
+        /// Which id (`orgId`, `taskId`, ...).
+        what: &'static str,
+    },
+    /// The id is longer than the limit.
+    #[error("{what} is longer than {max} bytes")]
+    TooLong {
+        /// Which id.
+        what: &'static str,
+        /// The limit in bytes.
+        max: usize,
+    },
+    /// The id holds whitespace, a control character or non-ASCII.
+    #[error("{what} may only hold printable ASCII without spaces")]
+    BadChar {
+        /// Which id.
+        what: &'static str,
+    },
+}
+
+fn check_ascii_id(what: &'static str, s: &str) -> Result<(), IdError> {
+    if s.is_empty() {
+        return Err(IdError::Empty { what });
+    }
+    if s.len() > MAX_ID_LEN {
+        return Err(IdError::TooLong {
+            what,
+            max: MAX_ID_LEN,
+        });
+    }
+    if !s.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+        return Err(IdError::BadChar { what });
+    }
+    Ok(())
+}
+
+/// True when `s` is already a safe subject token: `[A-Za-z0-9][A-Za-z0-9_-]*`.
+fn is_plain_token(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphanumeric())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Encodes an id as one NATS subject token (also a valid KV key segment).
+///
+/// Ids made only of `[A-Za-z0-9_-]` that start with a letter or digit are used as
+/// they are, so subjects stay readable; any other id becomes `_` followed by its
+/// unpadded base64url bytes. Plain ids never start with `_`, so the mapping is
+/// injective: two different ids never share a token. The result never holds `.`,
+/// `*`, `>` or whitespace.
+pub fn subject_token(id: &str) -> Cow<'_, str> {
+    if is_plain_token(id) {
+        Cow::Borrowed(id)
+    } else {
+        let mut out = String::from("_");
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode_string(id.as_bytes(), &mut out);
+        Cow::Owned(out)
+    }
+}
+
+/// Reverses [`subject_token`]: the id a token stands for, or `None` when the token is
+/// not one [`subject_token`] could have produced.
+pub fn decode_subject_token(token: &str) -> Option<String> {
+    if is_plain_token(token) {
+        return Some(token.to_owned());
+    }
+    let rest = token.strip_prefix('_')?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(rest)
+        .ok()?;
+    let s = String::from_utf8(bytes).ok()?;
+    (subject_token(&s) == token).then_some(s)
+}
+
+macro_rules! ascii_id {
+    ($(#[$meta:meta])* $name:ident, $what:literal) => {
+        $(#[$meta])*
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// Validates `s`: 1 to [`MAX_ID_LEN`] bytes of printable ASCII, no spaces.
+            ///
+            /// # Errors
+            /// [`IdError`] naming the field when `s` does not fit.
+            pub fn parse(s: impl Into<String>) -> Result<Self, IdError> {
+                let s = s.into();
+                check_ascii_id($what, &s)?;
+                Ok(Self(s))
+            }
+
+            /// The id as given.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            /// The id as one subject token (see [`subject_token`]).
+            pub fn token(&self) -> Cow<'_, str> {
+                subject_token(&self.0)
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = IdError;
+            fn try_from(s: String) -> Result<Self, IdError> {
+                Self::parse(s)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({:?})", stringify!($name), self.0)
+            }
+        }
+    };
+}
+
+ascii_id!(
+    /// An organisation (tenant). Comes from the caller's verified identity, never from a body.
+    OrgId,
+    "orgId"
+);
+ascii_id!(
+    /// A runtime session (seed 003: `NRY-0002` when it does not exist).
+    SessionId,
+    "sessionId"
+);
+ascii_id!(
+    /// A lane of a session: the road a person's messages travel on.
+    LaneId,
+    "lane"
+);
+ascii_id!(
+    /// An A2A task id (seed 000: the answer is a message on the same `taskId`).
+    TaskId,
+    "taskId"
+);
+ascii_id!(
+    /// An A2A context id.
+    ContextId,
+    "contextId"
+);
+ascii_id!(
+    /// An interaction: the effect id for an approval, a UUID for a question.
+    InteractionId,
+    "interactionId"
+);
+ascii_id!(
+    /// The tool call an interaction blocks (its `tool-call-finished` names it).
+    CallId,
+    "callId"
+);
+ascii_id!(
+    /// A lane message id (the question id when the message is an answer).
+    MessageId,
+    "messageId"
+);
+ascii_id!(
+    /// An answer's idempotency key: an A2A `messageId`, an `Idempotency-Key` header,
+    /// or a digest of the answer.
+    IdempotencyKey,
+    "idempotencyKey"
+);
+
+/// The person who acts: a verified JWT `sub` or the local OS user.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct PersonId(String);
+
+impl PersonId {
+    /// Validates `s`: 1 to [`MAX_PERSON_LEN`] characters, no control characters.
+    ///
+    /// # Errors
+    /// [`IdError`] when `s` does not fit.
+    pub fn parse(s: impl Into<String>) -> Result<Self, IdError> {
+        let s = s.into();
+        if s.is_empty() {
+            return Err(IdError::Empty { what: "person" });
+        }
+        if s.chars().count() > MAX_PERSON_LEN {
+            return Err(IdError::TooLong {
+                what: "person",
+                max: MAX_PERSON_LEN,
+            });
+        }
+        if s.chars().any(char::is_control) {
+            return Err(IdError::BadChar { what: "person" });
+        }
+        Ok(Self(s))
+    }
+
+    /// The person as given.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for PersonId {
+    type Error = IdError;
+    fn try_from(s: String) -> Result<Self, IdError> {
+        Self::parse(s)
+    }
+}
+
+impl From<PersonId> for String {
+    fn from(id: PersonId) -> String {
+        id.0
+    }
+}
+
+impl fmt::Display for PersonId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for PersonId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PersonId({:?})", self.0)
+    }
+}
+
+/// Lower-case hex SHA-256 of the parts, each followed by a NUL separator.
+///
+/// Used for command ids and event ids, so the same inputs always give the same id.
+pub fn digest(parts: &[&str]) -> String {
+    use sha2::{Digest as _, Sha256};
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0u8]);
+    }
+    hex::encode(h.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_ids_stay_readable() {
+        assert_eq!(subject_token("acme-1_x"), "acme-1_x");
+        assert_eq!(
+            subject_token("6b9f6d2e-1c3a-4f5b-9d7e-2a8c4e6f0b1d"),
+            "6b9f6d2e-1c3a-4f5b-9d7e-2a8c4e6f0b1d"
+        );
+    }
+
+    #[test]
+    fn hostile_ids_are_encoded_without_subject_metacharacters() {
+        for raw in [
+            "a.b", "*", ">", "a b", "_x", "t1.x", "../etc", "a/b", "%2F", "é",
+        ] {
+            let t = subject_token(raw);
+            assert!(t.starts_with('_'), "{raw} -> {t}");
+            assert!(
+                t.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+                "{raw} -> {t}"
+            );
+        }
+    }
+
+    #[test]
+    fn encoding_is_injective_on_the_edge_cases() {
+        // A plain id can never collide with an encoded one: plain never starts with `_`.
+        let encoded = subject_token("a.b").into_owned();
+        assert_ne!(subject_token(&encoded), encoded);
+        assert_ne!(subject_token("a.b"), subject_token("a_b"));
+    }
+
+    #[test]
+    fn tokens_decode_back() {
+        for raw in ["acme", "a.b", "t1.x y", "_x"] {
+            let t = subject_token(raw).into_owned();
+            assert_eq!(decode_subject_token(&t).as_deref(), Some(raw));
+        }
+        assert_eq!(decode_subject_token("_!!"), None);
+        assert_eq!(decode_subject_token("a.b"), None);
+    }
+
+    #[test]
+    fn ids_reject_bad_input() {
+        assert!(OrgId::parse("").is_err());
+        assert!(OrgId::parse("a b").is_err());
+        assert!(OrgId::parse("a\0b").is_err());
+        assert!(OrgId::parse("x".repeat(MAX_ID_LEN + 1)).is_err());
+        assert!(OrgId::parse("x".repeat(MAX_ID_LEN)).is_ok());
+        assert!(TaskId::parse("t1.abc").is_ok());
+        assert!(PersonId::parse("ana@example.com").is_ok());
+        assert!(PersonId::parse("a\nb").is_err());
+    }
+
+    #[test]
+    fn ids_deserialize_through_validation() {
+        let bad: Result<OrgId, _> = serde_json::from_str("\"a b\"");
+        assert!(bad.is_err());
+        let good: OrgId = serde_json::from_str("\"acme\"").expect("valid");
+        assert_eq!(good.as_str(), "acme");
+    }
+}

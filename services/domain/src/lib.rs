@@ -1,0 +1,29 @@
+//! Holdpoint's pure core. No IO, no async runtime, no NATS: a command and the
+//! records it touches go in, the records to write, the events to publish and the
+//! outcome to reply come out.
+//!
+//! - [`ids`]: validated ids and their encoding into subject tokens and KV keys.
+//! - [`model`]: the interaction and session records kept in KV, kinds, answers.
+//! - [`command`]: commands (`hp.cmd.<org>.<verb>`), their deterministic ids, outcomes.
+//! - [`event`]: CloudEvents emitted on `hp.evt.<org>.<task>.<name>` and `hp.audit.<org>`.
+//! - [`rules`]: what an opening may ask and how an answer is read (seeds 000 and 003).
+//! - [`decide`]: the state machine.
+//! - [`error`]: the error catalog (`NRY-xxxx` codes, HTTP statuses).
+
+pub mod command;
+pub mod decide;
+pub mod error;
+pub mod event;
+pub mod ids;
+pub mod model;
+pub mod rules;
+
+pub use command::{
+    Accepted, AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, OpenInteraction,
+    OpenRequest, Outcome,
+};
+pub use decide::{Decision, Effects, Snapshot, decide};
+pub use error::{CodeSpec, ErrorBody, ErrorCode, Rejection};
+pub use event::{EXTENSION_URI, Event, EventData};
+pub use ids::*;
+pub use model::*;

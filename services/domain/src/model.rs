@@ -1,0 +1,660 @@
+//! The records Holdpoint keeps in its KV buckets: [`Interaction`] (the source of
+//! truth for one interaction, key `<org>.<interactionId>`) and [`Session`] (a
+//! session, its mode and its lanes, key `<org>.<sessionId>`), plus the kind
+//! specifications and answers they carry (DESIGN "Interactions").
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::command::{CommandEnvelope, Outcome};
+use crate::event::Event;
+use crate::ids::{
+    CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
+    SessionId, TaskId,
+};
+
+/// How many recent transitions a record keeps for replay after a crash.
+pub const OUTBOX_KEEP: usize = 8;
+/// How many recent lane deliveries a session keeps per lane for deduplication.
+pub const DELIVERIES_KEEP: usize = 512;
+
+/// The two ways a session runs (DESIGN "Interactions", seed 003).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionMode {
+    /// The tool call blocks; resolving releases it and its close arrives as
+    /// `tool-call-finished`.
+    Blocking,
+    /// Nothing blocks; an answer becomes the person's next message on the lane.
+    Product,
+}
+
+/// The kind of an interaction (seed 000 "The open interaction").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A held tool call waiting for `approved: true/false`.
+    Approval,
+    /// `ask_user`: 1 to 4 questions with ordered options.
+    Question,
+    /// `request_connection`: an app the agent wants connected.
+    Connection,
+}
+
+impl Kind {
+    /// The A2A task state a waiting task of this kind shows (seed 000 table).
+    pub fn task_state(self) -> TaskState {
+        match self {
+            Kind::Approval | Kind::Connection => TaskState::AuthRequired,
+            Kind::Question => TaskState::InputRequired,
+        }
+    }
+
+    /// The lower-case name used on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Approval => "approval",
+            Kind::Question => "question",
+            Kind::Connection => "connection",
+        }
+    }
+}
+
+/// A2A v1.0 task states Holdpoint reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaskState {
+    /// Waiting for an approval or a connection.
+    #[serde(rename = "TASK_STATE_AUTH_REQUIRED")]
+    AuthRequired,
+    /// Waiting for an answer to a question.
+    #[serde(rename = "TASK_STATE_INPUT_REQUIRED")]
+    InputRequired,
+    /// Running again after an answer.
+    #[serde(rename = "TASK_STATE_WORKING")]
+    Working,
+}
+
+/// One question of an `ask_user` call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QuestionSpec {
+    /// The question shown to the person (1 to 2000 characters).
+    pub text: String,
+    /// The options in the order the engine sent them; answers index into this list.
+    #[serde(default)]
+    pub options: Vec<String>,
+    /// Whether several options may be chosen.
+    #[serde(default)]
+    pub multiple: bool,
+    /// Whether free text may accompany (or replace) the chosen options.
+    #[serde(default)]
+    pub allow_text: bool,
+}
+
+/// What an interaction is about, by kind. Stored; `arguments` never leave through
+/// `detail` (seed 000).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Spec {
+    /// A held tool call.
+    Approval {
+        /// MCP-style server name.
+        server: String,
+        /// Tool name.
+        tool: String,
+        /// The call's arguments exactly as held; released as they are.
+        arguments: Value,
+        /// Hex SHA-256 of the canonical JSON of `arguments`; the approval binds to it.
+        #[serde(rename = "argumentsDigest")]
+        arguments_digest: String,
+        /// Why the policy held the call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// An `ask_user` call.
+    Question {
+        /// 1 to 4 questions.
+        questions: Vec<QuestionSpec>,
+    },
+    /// A `request_connection` call.
+    Connection {
+        /// The app, cut at 80 characters.
+        app: String,
+        /// The reason, cut at 280 characters.
+        reason: String,
+    },
+}
+
+impl Spec {
+    /// This spec's kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Spec::Approval { .. } => Kind::Approval,
+            Spec::Question { .. } => Kind::Question,
+            Spec::Connection { .. } => Kind::Connection,
+        }
+    }
+
+    /// The text to show a person (seed 000 `prompt`).
+    pub fn prompt(&self) -> String {
+        match self {
+            Spec::Approval { server, tool, .. } => format!("Approve {server} / {tool}?"),
+            Spec::Question { questions } => match questions.as_slice() {
+                [one] => one.text.clone(),
+                many => many
+                    .iter()
+                    .enumerate()
+                    .map(|(i, q)| format!("{}. {}", i + 1, q.text))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            },
+            Spec::Connection { app, reason } => format!("Connect {app}: {reason}"),
+        }
+    }
+
+    /// Seed 000 `detail`: server/tool/reason, the questions, or app/reason. Never the
+    /// call's arguments.
+    pub fn detail(&self) -> Value {
+        match self {
+            Spec::Approval {
+                server,
+                tool,
+                reason,
+                ..
+            } => {
+                let mut d = serde_json::json!({ "server": server, "tool": tool });
+                if let (Some(r), Some(obj)) = (reason, d.as_object_mut()) {
+                    obj.insert("reason".into(), Value::String(r.clone()));
+                }
+                d
+            }
+            Spec::Question { questions } => serde_json::json!({ "questions": questions }),
+            Spec::Connection { app, reason } => serde_json::json!({ "app": app, "reason": reason }),
+        }
+    }
+}
+
+/// One answer to one question (seed 003 body entry).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptionAnswer {
+    /// Indices into the option list as the engine sent it.
+    pub options: Vec<u32>,
+    /// Free text, when the question allows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+/// A recorded answer, read by kind (seed 000 "The answer").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Answer {
+    /// `approved: true` releases the held call; `false` fails it as `tool.denied`.
+    Approval {
+        /// The decision.
+        approved: bool,
+        /// Optional reason travelling with the decision.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// The per-question answers of seed 003.
+    Question {
+        /// One entry per question, in order.
+        answers: Vec<OptionAnswer>,
+    },
+    /// Any JSON value answering a question (seed 000 `value`), e.g. an A2A text part.
+    Value {
+        /// The value.
+        value: Value,
+    },
+    /// A connection answer.
+    Connection {
+        /// `{connected: true}` or `true` (or `approved: true`) means connected.
+        connected: bool,
+    },
+}
+
+/// Where an interaction is in its lifecycle: `pending -> resolved -> finished`, or
+/// `pending -> closed` (DESIGN "Interactions").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// Waiting for a person.
+    Pending,
+    /// Answered; for an approved call, released and waiting for its result.
+    Resolved,
+    /// The blocked call has its `tool-call-finished`.
+    Finished,
+    /// Closed without an answer (interrupted, superseded, expired, canceled).
+    Closed,
+}
+
+/// Why an interaction was closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CloseReason {
+    /// The host interrupted the turn.
+    Interrupted,
+    /// The person wrote on the lane instead of answering (product sessions).
+    Superseded,
+    /// The host let it expire.
+    Expired,
+    /// The host canceled it.
+    Canceled,
+}
+
+/// How a blocked call ends (`tool-call-finished` payload).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum CallResult {
+    /// The call produced an output.
+    Ok {
+        /// The output given to the model.
+        output: Value,
+    },
+    /// The call failed; `code` is e.g. `tool.denied` or `interaction.closed`.
+    Error {
+        /// Stable error code for the model.
+        code: String,
+        /// Human text.
+        message: String,
+    },
+}
+
+/// The resolving answer, kept forever on the record (DESIGN guarantee 2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resolution {
+    /// The idempotency key that resolved it.
+    pub key: IdempotencyKey,
+    /// The command id that resolved it.
+    pub command_id: String,
+    /// Who answered (`approvedBy` for approvals).
+    pub by: PersonId,
+    /// When, RFC 3339.
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// The recorded answer; a later body never changes it.
+    pub answer: Answer,
+    /// What the answer returned, replayed to every retry with the same key.
+    pub outcome: Outcome,
+}
+
+/// The closing of an interaction without an answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Closure {
+    /// Why.
+    pub reason: CloseReason,
+    /// When.
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// The lane message that superseded it, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_message: Option<MessageId>,
+}
+
+/// A transition's effects, kept so a redelivered command re-emits exactly the same
+/// events (deduplicated by id) instead of deciding again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutboxEntry {
+    /// The command that made the transition.
+    pub command_id: String,
+    /// What it answered.
+    pub outcome: Outcome,
+    /// The events it emitted.
+    #[serde(default)]
+    pub events: Vec<Event>,
+    /// The audit records it emitted.
+    #[serde(default)]
+    pub audit: Vec<Event>,
+    /// The lane messages it delivered.
+    #[serde(default)]
+    pub lane_messages: Vec<LaneMessage>,
+    /// Commands it asked to run next (e.g. closing superseded questions).
+    #[serde(default)]
+    pub follow_ups: Vec<CommandEnvelope>,
+}
+
+/// The interaction record (KV `<org>.<interactionId>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Interaction {
+    /// The id (effect id for approvals, UUID for questions).
+    pub id: InteractionId,
+    /// The owning organisation.
+    pub org: OrgId,
+    /// The session.
+    pub session: SessionId,
+    /// The session's mode when opened.
+    pub mode: SessionMode,
+    /// The lane.
+    pub lane: LaneId,
+    /// The A2A task.
+    pub task_id: TaskId,
+    /// The A2A context.
+    pub context_id: ContextId,
+    /// The tool call it blocks.
+    pub call_id: CallId,
+    /// What it is about.
+    pub spec: Spec,
+    /// The prompt shown to the person.
+    pub prompt: String,
+    /// Lifecycle state.
+    pub state: State,
+    /// When it opened.
+    #[serde(with = "time::serde::rfc3339")]
+    pub opened_at: OffsetDateTime,
+    /// Digest of the open command's content: reopening with the same content is a
+    /// no-op, with other content a conflict.
+    pub open_digest: String,
+    /// The answer that resolved it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<Resolution>,
+    /// How it closed without an answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closure: Option<Closure>,
+    /// How the blocked call finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<CallResult>,
+    /// Recent transitions, newest last (at most [`OUTBOX_KEEP`]).
+    #[serde(default)]
+    pub outbox: VecDeque<OutboxEntry>,
+}
+
+impl Interaction {
+    /// This interaction's kind.
+    pub fn kind(&self) -> Kind {
+        self.spec.kind()
+    }
+
+    /// The public view (no outbox; arguments only under `call`).
+    pub fn view(&self) -> InteractionView {
+        let call = match &self.spec {
+            Spec::Approval {
+                server,
+                tool,
+                arguments,
+                arguments_digest,
+                ..
+            } => Some(HeldCall {
+                server: server.clone(),
+                tool: tool.clone(),
+                arguments: arguments.clone(),
+                arguments_digest: arguments_digest.clone(),
+            }),
+            _ => None,
+        };
+        InteractionView {
+            interaction_id: self.id.clone(),
+            kind: self.kind(),
+            state: self.state,
+            prompt: self.prompt.clone(),
+            detail: self.spec.detail(),
+            task_id: self.task_id.clone(),
+            context_id: self.context_id.clone(),
+            session_id: self.session.clone(),
+            mode: self.mode,
+            lane: self.lane.clone(),
+            call_id: self.call_id.clone(),
+            opened_at: self.opened_at,
+            call,
+            resolution: self.resolution.as_ref().map(|r| ResolutionView {
+                by: r.by.clone(),
+                at: r.at,
+                answer: r.answer.clone(),
+            }),
+            closure: self.closure.clone(),
+            result: self.result.clone(),
+        }
+    }
+
+    pub(crate) fn push_outbox(&mut self, entry: OutboxEntry) {
+        self.outbox.push_back(entry);
+        while self.outbox.len() > OUTBOX_KEEP {
+            self.outbox.pop_front();
+        }
+    }
+}
+
+/// The held call as the person sees it before approving.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldCall {
+    /// MCP server.
+    pub server: String,
+    /// Tool.
+    pub tool: String,
+    /// The exact arguments that approval releases.
+    pub arguments: Value,
+    /// Their digest; send it back as `argumentsDigest` to bind the approval to it.
+    pub arguments_digest: String,
+}
+
+/// Who answered what, when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolutionView {
+    /// The person (`approvedBy` for approvals).
+    pub by: PersonId,
+    /// When.
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// The recorded answer.
+    pub answer: Answer,
+}
+
+/// `GET /v1/interactions/{id}` body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InteractionView {
+    /// The id.
+    pub interaction_id: InteractionId,
+    /// Kind.
+    pub kind: Kind,
+    /// State.
+    pub state: State,
+    /// Prompt.
+    pub prompt: String,
+    /// Seed 000 `detail`.
+    pub detail: Value,
+    /// A2A task.
+    pub task_id: TaskId,
+    /// A2A context.
+    pub context_id: ContextId,
+    /// Session.
+    pub session_id: SessionId,
+    /// Session mode.
+    pub mode: SessionMode,
+    /// Lane.
+    pub lane: LaneId,
+    /// The blocked call.
+    pub call_id: CallId,
+    /// When it opened.
+    #[serde(with = "time::serde::rfc3339")]
+    pub opened_at: OffsetDateTime,
+    /// For approvals: the held call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<HeldCall>,
+    /// The resolution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<ResolutionView>,
+    /// The closure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closure: Option<Closure>,
+    /// The blocked call's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<CallResult>,
+}
+
+/// A session's lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionStatus {
+    /// Messages are admitted.
+    Open,
+    /// The session refuses new messages; its records stay.
+    Closed,
+    /// The host ended it: it answers as not found (`NRY-0002`).
+    Ended,
+}
+
+/// How the lane took a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Admission {
+    /// Its turn started.
+    Admitted,
+    /// Kept; its turn starts when the running one ends.
+    Queued,
+}
+
+/// A message the lane took, remembered for deduplication by message id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delivery {
+    /// The message id (the question id for an answer).
+    pub message_id: MessageId,
+    /// How it was taken.
+    pub admission: Admission,
+    /// The product questions it closed.
+    #[serde(default)]
+    pub closes: Vec<InteractionId>,
+    /// For an answer: the recorded answer, its key and person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<DeliveredAnswer>,
+}
+
+/// The answer a lane delivery carries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveredAnswer {
+    /// The recorded answer.
+    pub answer: Answer,
+    /// Who answered.
+    pub by: PersonId,
+    /// The first key.
+    pub key: IdempotencyKey,
+}
+
+/// One lane of a session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lane {
+    /// The message whose turn is running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<MessageId>,
+    /// Messages waiting for the lane to free, oldest first.
+    #[serde(default)]
+    pub queue: VecDeque<MessageId>,
+    /// Product questions open on this lane.
+    #[serde(default)]
+    pub open_questions: Vec<InteractionId>,
+    /// Recent deliveries (at most [`DELIVERIES_KEEP`]).
+    #[serde(default)]
+    pub delivered: VecDeque<Delivery>,
+}
+
+impl Lane {
+    /// The delivery of `message_id`, if the lane took it.
+    pub fn delivery(&self, message_id: &MessageId) -> Option<&Delivery> {
+        self.delivered.iter().find(|d| &d.message_id == message_id)
+    }
+
+    /// True when a message on this lane already closed `question`.
+    pub fn superseded(&self, question: &InteractionId) -> bool {
+        self.delivered.iter().any(|d| d.closes.contains(question))
+    }
+
+    pub(crate) fn remember(&mut self, d: Delivery) {
+        self.delivered.push_back(d);
+        while self.delivered.len() > DELIVERIES_KEEP {
+            self.delivered.pop_front();
+        }
+    }
+}
+
+/// The session record (KV `<org>.<sessionId>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Session {
+    /// The owning organisation.
+    pub org: OrgId,
+    /// The id.
+    pub id: SessionId,
+    /// Its mode.
+    pub mode: SessionMode,
+    /// Its status.
+    pub status: SessionStatus,
+    /// How many messages a lane keeps while busy before refusing (lane full).
+    pub lane_capacity: u32,
+    /// Lanes by name.
+    #[serde(default)]
+    pub lanes: BTreeMap<String, Lane>,
+    /// Recent transitions (at most [`OUTBOX_KEEP`]).
+    #[serde(default)]
+    pub outbox: VecDeque<OutboxEntry>,
+}
+
+impl Session {
+    /// The lane, if it has state.
+    pub fn lane(&self, lane: &LaneId) -> Option<&Lane> {
+        self.lanes.get(lane.as_str())
+    }
+
+    pub(crate) fn lane_mut(&mut self, lane: &LaneId) -> &mut Lane {
+        self.lanes.entry(lane.as_str().to_owned()).or_default()
+    }
+
+    pub(crate) fn push_outbox(&mut self, entry: OutboxEntry) {
+        self.outbox.push_back(entry);
+        while self.outbox.len() > OUTBOX_KEEP {
+            self.outbox.pop_front();
+        }
+    }
+}
+
+/// A message on a lane (stream subject `hp.lane.<org>.<sessionId>.<lane>`); its
+/// `Nats-Msg-Id` derives from the message id, so a second delivery is a no-op.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LaneMessage {
+    /// The organisation.
+    pub org: OrgId,
+    /// The session.
+    pub session: SessionId,
+    /// The lane.
+    pub lane: LaneId,
+    /// The message id (question id for answers).
+    pub message_id: MessageId,
+    /// Who wrote it.
+    pub by: PersonId,
+    /// What it says.
+    pub content: LaneContent,
+    /// When.
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+}
+
+/// A lane message's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum LaneContent {
+    /// Text the person wrote.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// The person's answer to a product question.
+    Answer {
+        /// The question.
+        #[serde(rename = "questionId")]
+        question_id: InteractionId,
+        /// The answer.
+        answer: Answer,
+    },
+}

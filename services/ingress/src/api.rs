@@ -1,0 +1,590 @@
+//! REST handlers, request bodies, and the mapping from outcomes and errors to HTTP.
+//!
+//! | method | path | body | success |
+//! |---|---|---|---|
+//! | POST | `/v1/questions/{questionId}/answer` | `{answers: [{options: [i…], text?}…]}` (seed 003) | 204 |
+//! | POST | `/v1/interactions/{id}/approve` | `{approved: bool, reason?, argumentsDigest?}` or `{value: bool}` | 204 |
+//! | POST | `/v1/interactions/{id}/respond` | `{value: any}` or `{approved: bool}` | 204 |
+//! | GET | `/v1/interactions/{id}` | | 200 view |
+//! | GET | `/v1/interactions?state=pending&limit=50&cursor=…` | | 200 page |
+//! | POST | `/v1/sessions/{sessionId}/messages` | `{text, lane?, messageId?}` | 202 |
+//!
+//! Errors are `{code, title, message}` with the status of the code's row in
+//! [`holdpoint_domain::ErrorCode::spec`]. The idempotency key of an answer is the
+//! `Idempotency-Key` header, else a digest of (person, operation, body): the same
+//! person retrying the same body gets the same outcome.
+
+use axum::Json;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use holdpoint_domain::{
+    AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, ErrorBody, ErrorCode,
+    IdempotencyKey, InteractionId, InteractionView, LaneId, MessageId, OptionAnswer, Outcome,
+    Rejection, SessionId, State as IState, digest, rules::canonical_json,
+};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tracing::{error, warn};
+
+use crate::AppState;
+use crate::identity::Caller;
+use crate::outcome::WaitError;
+
+/// An error answered as `{code, title, message}` with the code's status.
+#[derive(Debug)]
+pub struct ApiError {
+    /// The stable code.
+    pub code: ErrorCode,
+    /// The message.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error with `code` and `message`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Rejection> for ApiError {
+    fn from(r: Rejection) -> Self {
+        ApiError {
+            code: r.code,
+            message: r.message,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let spec = self.code.spec();
+        let body = ErrorBody::from(&Rejection::new(self.code, self.message));
+        let status = StatusCode::from_u16(spec.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut resp = (status, Json(body)).into_response();
+        if self.code == ErrorCode::Unavailable {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if self.code == ErrorCode::Unauthenticated {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        resp
+    }
+}
+
+fn unavailable(e: impl std::fmt::Display) -> ApiError {
+    warn!(error = %e, "answering 503");
+    ApiError::new(
+        ErrorCode::Unavailable,
+        "Holdpoint could not confirm the outcome in time; retry with the same idempotency key",
+    )
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    error!(error = %e, "internal error");
+    ApiError::new(ErrorCode::Internal, "internal error")
+}
+
+/// The API routes.
+pub fn routes(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/questions/{question_id}/answer", post(answer_question))
+        .route("/v1/interactions/{id}/approve", post(approve))
+        .route("/v1/interactions/{id}/respond", post(respond))
+        .route("/v1/interactions/{id}", get(get_interaction))
+        .route("/v1/interactions", get(list_interactions))
+        .route("/v1/sessions/{session_id}/messages", post(post_message))
+        .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                ErrorCode::InvalidRequest,
+                "method not allowed on this route",
+            )
+        })
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
+            ApiError::new(ErrorCode::Internal, "internal error").into_response()
+        }))
+        .with_state(state)
+}
+
+/// The admin routes.
+pub fn admin_routes(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    let checks = async {
+        state
+            .bus
+            .js
+            .query_account()
+            .await
+            .map_err(|e| e.to_string())?;
+        for name in [
+            state.bus.topo.commands_stream(),
+            state.bus.topo.events_stream(),
+        ] {
+            state
+                .bus
+                .js
+                .get_stream(&name)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        for bucket in [
+            state.bus.topo.interactions_bucket(),
+            state.bus.topo.sessions_bucket(),
+            state.bus.topo.outcomes_bucket(),
+        ] {
+            state
+                .bus
+                .js
+                .get_key_value(&bucket)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok::<(), String>(())
+    };
+    match tokio::time::timeout(std::time::Duration::from_secs(2), checks).await {
+        Ok(Ok(())) => (StatusCode::OK, "ready").into_response(),
+        Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {e}")).into_response(),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "not ready: NATS timed out").into_response(),
+    }
+}
+
+/// Reads a JSON body: `application/json` only, at most the configured size, into a
+/// typed struct that refuses unknown fields and duplicate keys.
+async fn json_body<T: DeserializeOwned>(
+    state: &AppState,
+    req: Request,
+) -> Result<(T, Value), ApiError> {
+    let is_json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !is_json {
+        return Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "send the body as Content-Type: application/json",
+        ));
+    }
+    let limit = state.cfg.body_limit;
+    let bytes = axum::body::to_bytes(req.into_body(), limit)
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("the body is larger than {limit} bytes"),
+            )
+        })?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("the body is not valid JSON: {e}"),
+        )
+    })?;
+    // Typed parse from the bytes (not the Value), so duplicate keys are refused.
+    let typed = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, format!("invalid body: {e}")))?;
+    Ok((typed, value))
+}
+
+fn idempotency_key(
+    headers: &HeaderMap,
+    caller: &Caller,
+    op: &str,
+    body: &Value,
+) -> Result<IdempotencyKey, ApiError> {
+    let mut given = headers.get_all("idempotency-key").iter();
+    match (given.next(), given.next()) {
+        (Some(_), Some(_)) => Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "more than one Idempotency-Key header",
+        )),
+        (Some(v), None) => v
+            .to_str()
+            .ok()
+            .and_then(|s| IdempotencyKey::parse(s).ok())
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    "Idempotency-Key must be 1 to 128 printable ASCII characters",
+                )
+            }),
+        (None, _) => {
+            let d = digest(&[caller.person.as_str(), op, &canonical_json(body)]);
+            IdempotencyKey::parse(format!("body-{}", &d[..40])).map_err(internal)
+        }
+    }
+}
+
+fn parse_id<T>(
+    what: &str,
+    parse: impl FnOnce(String) -> Result<T, holdpoint_domain::IdError>,
+    raw: String,
+) -> Result<T, ApiError> {
+    parse(raw).map_err(|e| ApiError::new(ErrorCode::InvalidRequest, format!("invalid {what}: {e}")))
+}
+
+async fn submit(state: &AppState, env: CommandEnvelope) -> Result<Outcome, ApiError> {
+    state
+        .outcomes
+        .submit(&state.bus, &env, state.cfg.outcome_timeout)
+        .await
+        .map_err(|e: WaitError| unavailable(e))
+}
+
+async fn submit_answer(
+    state: &AppState,
+    caller: Caller,
+    answer: AnswerCommand,
+) -> Result<StatusCode, ApiError> {
+    let env = CommandEnvelope {
+        org: caller.org,
+        command: Command::Answer(Box::new(answer)),
+    };
+    let outcome = submit(state, env).await?;
+    match outcome.result {
+        Ok(_) => Ok(StatusCode::NO_CONTENT),
+        Err(r) => Err(r.into()),
+    }
+}
+
+/// Seed 003 body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnswerBody {
+    answers: Vec<OptionAnswer>,
+}
+
+async fn answer_question(
+    State(state): State<AppState>,
+    Path(question_id): Path<String>,
+    caller: Caller,
+    req: Request,
+) -> Result<StatusCode, ApiError> {
+    let id = parse_id("questionId", InteractionId::parse, question_id)?;
+    let headers = req.headers().clone();
+    let (body, raw): (AnswerBody, Value) = json_body(&state, req).await?;
+    let key = idempotency_key(&headers, &caller, "answer", &raw)?;
+    let by = caller.person.clone();
+    submit_answer(
+        &state,
+        caller,
+        AnswerCommand {
+            interaction_id: id,
+            route: AnswerRoute::Question,
+            key,
+            by,
+            task_id: None,
+            context_id: None,
+            input: AnswerInput::Answers {
+                answers: body.answers,
+            },
+        },
+    )
+    .await
+}
+
+/// `approve` body (seed 000: `approved`, or a boolean `value`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ApproveBody {
+    #[serde(default)]
+    approved: Option<bool>,
+    #[serde(default)]
+    value: Option<Value>,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    arguments_digest: Option<String>,
+}
+
+async fn approve(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    caller: Caller,
+    req: Request,
+) -> Result<StatusCode, ApiError> {
+    let id = parse_id("interactionId", InteractionId::parse, id)?;
+    let headers = req.headers().clone();
+    let (body, raw): (ApproveBody, Value) = json_body(&state, req).await?;
+    let input = match (body.approved, body.value) {
+        (Some(approved), None) => AnswerInput::Approved {
+            approved,
+            reason: body.reason,
+            arguments_digest: body.arguments_digest,
+        },
+        (None, Some(value)) => AnswerInput::Value {
+            value,
+            reason: body.reason,
+        },
+        _ => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                "give exactly one of `approved` (boolean) or `value`",
+            ));
+        }
+    };
+    let key = idempotency_key(&headers, &caller, "approve", &raw)?;
+    let by = caller.person.clone();
+    submit_answer(
+        &state,
+        caller,
+        AnswerCommand {
+            interaction_id: id,
+            route: AnswerRoute::Approve,
+            key,
+            by,
+            task_id: None,
+            context_id: None,
+            input,
+        },
+    )
+    .await
+}
+
+/// `respond` body (seed 000: `value`, or `approved` read as the value).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RespondBody {
+    #[serde(default)]
+    value: Option<Value>,
+    #[serde(default)]
+    approved: Option<bool>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+async fn respond(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    caller: Caller,
+    req: Request,
+) -> Result<StatusCode, ApiError> {
+    let id = parse_id("interactionId", InteractionId::parse, id)?;
+    let headers = req.headers().clone();
+    let (body, raw): (RespondBody, Value) = json_body(&state, req).await?;
+    let input = match (body.value, body.approved) {
+        (Some(value), None) => AnswerInput::Value {
+            value,
+            reason: body.reason,
+        },
+        (None, Some(approved)) => AnswerInput::Approved {
+            approved,
+            reason: body.reason,
+            arguments_digest: None,
+        },
+        _ => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                "give exactly one of `value` or `approved`",
+            ));
+        }
+    };
+    let key = idempotency_key(&headers, &caller, "respond", &raw)?;
+    let by = caller.person.clone();
+    submit_answer(
+        &state,
+        caller,
+        AnswerCommand {
+            interaction_id: id,
+            route: AnswerRoute::Respond,
+            key,
+            by,
+            task_id: None,
+            context_id: None,
+            input,
+        },
+    )
+    .await
+}
+
+async fn get_interaction(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    caller: Caller,
+) -> Result<Json<InteractionView>, ApiError> {
+    let id = parse_id("interactionId", InteractionId::parse, id)?;
+    let loaded = state
+        .bus
+        .load_interaction(&caller.org, &id)
+        .await
+        .map_err(unavailable)?;
+    match loaded.value {
+        Some(i) => Ok(Json(i.view())),
+        None => Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no interaction {id}"),
+        )),
+    }
+}
+
+/// Query of the listing.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+/// A page of interactions, oldest first.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Page {
+    /// The interactions.
+    pub items: Vec<InteractionView>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// Largest page.
+pub const MAX_PAGE: usize = 500;
+
+async fn list_interactions(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Page>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.body_text()))?;
+    let wanted: Option<IState> = match q.state.as_deref().unwrap_or("pending") {
+        "all" => None,
+        s => Some(
+            serde_json::from_value(Value::String(s.to_owned())).map_err(|_| {
+                ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    "state is one of pending, resolved, finished, closed, all",
+                )
+            })?,
+        ),
+    };
+    let limit = q.limit.unwrap_or(50);
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("limit is 1 to {MAX_PAGE}"),
+        ));
+    }
+    let after = match q.cursor.as_deref() {
+        None => None,
+        Some(c) => Some(
+            parse_cursor(c)
+                .ok_or_else(|| ApiError::new(ErrorCode::InvalidRequest, "invalid cursor"))?,
+        ),
+    };
+    let mut all = state
+        .bus
+        .list_interactions(&caller.org)
+        .await
+        .map_err(unavailable)?;
+    all.retain(|i| wanted.is_none_or(|w| i.state == w));
+    all.sort_by(|a, b| {
+        (a.opened_at.unix_timestamp_nanos(), a.id.as_str())
+            .cmp(&(b.opened_at.unix_timestamp_nanos(), b.id.as_str()))
+    });
+    let start = match &after {
+        Some((t, id)) => all
+            .iter()
+            .position(|i| (i.opened_at.unix_timestamp_nanos(), i.id.as_str()) > (*t, id.as_str()))
+            .unwrap_or(all.len()),
+        None => 0,
+    };
+    let page: Vec<_> = all.iter().skip(start).take(limit).collect();
+    let next_cursor = if start + page.len() < all.len() {
+        page.last()
+            .map(|i| format!("{}~{}", i.opened_at.unix_timestamp_nanos(), i.id))
+    } else {
+        None
+    };
+    Ok(Json(Page {
+        items: page.into_iter().map(|i| i.view()).collect(),
+        next_cursor,
+    }))
+}
+
+fn parse_cursor(c: &str) -> Option<(i128, String)> {
+    let (t, id) = c.split_once('~')?;
+    Some((t.parse().ok()?, id.to_owned()))
+}
+
+/// A person's message on a session's lane (the message road's createMessage).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct MessageBody {
+    text: String,
+    #[serde(default)]
+    lane: Option<String>,
+    #[serde(default)]
+    message_id: Option<String>,
+}
+
+/// Accepted message.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageAccepted {
+    /// The message id.
+    pub message_id: String,
+    /// `admitted`: its turn started.
+    pub admission: String,
+}
+
+async fn post_message(
+    State(state): State<AppState>,
+    Path(session_id): Path<String>,
+    caller: Caller,
+    req: Request<Body>,
+) -> Result<(StatusCode, Json<MessageAccepted>), ApiError> {
+    let session = parse_id("sessionId", SessionId::parse, session_id)?;
+    let (body, _raw): (MessageBody, Value) = json_body(&state, req).await?;
+    let lane = parse_id(
+        "lane",
+        LaneId::parse,
+        body.lane.unwrap_or_else(|| "main".into()),
+    )?;
+    let message_id = parse_id(
+        "messageId",
+        MessageId::parse,
+        body.message_id
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+    )?;
+    let env = CommandEnvelope {
+        org: caller.org,
+        command: Command::Message {
+            session,
+            lane,
+            message_id: message_id.clone(),
+            by: caller.person,
+            text: body.text,
+        },
+    };
+    let outcome = submit(&state, env).await?;
+    match outcome.result {
+        Ok(_) => Ok((
+            StatusCode::ACCEPTED,
+            Json(MessageAccepted {
+                message_id: message_id.to_string(),
+                admission: "admitted".into(),
+            }),
+        )),
+        Err(r) => Err(r.into()),
+    }
+}

@@ -1,0 +1,114 @@
+//! The Holdpoint ingress: a thin, stateless HTTP front.
+//!
+//! - [`router`] / [`run`]: the REST API (`/v1/...`) over TCP; [`admin_router`]:
+//!   `/healthz` and `/readyz` on a separate admin listener.
+//! - [`identity`]: who is calling (the `Caller` extractor).
+//! - [`outcome`]: publishes a command and waits, bounded, for the worker's outcome.
+//! - [`api`]: the handlers, request bodies and the error mapping.
+//!
+//! The ingress never decides whether an answer fits an interaction: it turns a
+//! request into a command, publishes it to `HP_COMMANDS` with its idempotency key as
+//! `Nats-Msg-Id`, and maps the worker's outcome to the HTTP status (DESIGN "Flow").
+
+pub mod api;
+pub mod identity;
+pub mod outcome;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use holdpoint_bus::Bus;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use identity::{Caller, IdentityMode};
+
+/// Ingress settings.
+#[derive(Debug, Clone)]
+pub struct IngressConfig {
+    /// How long a request waits for the worker's outcome before answering 503.
+    pub outcome_timeout: Duration,
+    /// Largest request body, in bytes.
+    pub body_limit: usize,
+    /// How callers are identified.
+    pub identity: IdentityMode,
+}
+
+impl Default for IngressConfig {
+    fn default() -> Self {
+        IngressConfig {
+            outcome_timeout: Duration::from_secs(5),
+            body_limit: 64 * 1024,
+            identity: IdentityMode::Refuse,
+        }
+    }
+}
+
+/// Shared state of the handlers.
+#[derive(Clone)]
+pub struct AppState {
+    /// NATS handle.
+    pub bus: Bus,
+    /// Settings.
+    pub cfg: Arc<IngressConfig>,
+    /// Outcome waiter.
+    pub outcomes: Arc<outcome::Waiter>,
+}
+
+impl AppState {
+    /// Builds the state and starts the outcome listener.
+    ///
+    /// # Errors
+    /// When the reply subscription cannot be made.
+    pub async fn new(bus: Bus, cfg: IngressConfig) -> anyhow::Result<Self> {
+        let outcomes = Arc::new(outcome::Waiter::start(&bus.client).await?);
+        Ok(AppState {
+            bus,
+            cfg: Arc::new(cfg),
+            outcomes,
+        })
+    }
+}
+
+/// The API router.
+pub fn router(state: AppState) -> Router {
+    api::routes(state)
+}
+
+/// The admin router: `/healthz` (process up) and `/readyz` (NATS, streams and buckets
+/// reachable).
+pub fn admin_router(state: AppState) -> Router {
+    api::admin_routes(state)
+}
+
+/// Serves the API on `listener` until `shutdown`, then drains in-flight requests.
+///
+/// # Errors
+/// When serving fails.
+pub async fn run(
+    state: AppState,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let app = router(state);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await?;
+    Ok(())
+}
+
+/// Serves the admin endpoints on `listener` until `shutdown`.
+///
+/// # Errors
+/// When serving fails.
+pub async fn run_admin(
+    state: AppState,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    axum::serve(listener, admin_router(state))
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await?;
+    Ok(())
+}

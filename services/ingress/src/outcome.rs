@@ -1,0 +1,150 @@
+//! Publishing a command and waiting, bounded, for its outcome.
+//!
+//! Each request registers a reply subject under this process's inbox and publishes
+//! the command with it in the `Hp-Reply-To` header. When JetStream reports the
+//! publish as a duplicate (a retry, or a concurrent request with the same key, inside
+//! the duplicate window), the original's reply goes elsewhere, so the request reads
+//! the outcome the worker stores in `HP_OUTCOMES` instead. If no outcome arrives in
+//! time the caller gets a retryable 503; the retry with the same key gets the
+//! recorded outcome.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use futures::StreamExt as _;
+use holdpoint_bus::{Bus, REPLY_HEADER};
+use holdpoint_domain::{CommandEnvelope, Outcome};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tracing::warn;
+
+/// Why no outcome could be had.
+#[derive(Debug, thiserror::Error)]
+pub enum WaitError {
+    /// NATS did not take the command in time.
+    #[error("command not accepted by NATS: {0}")]
+    Publish(String),
+    /// The worker did not answer in time.
+    #[error("no outcome within the deadline")]
+    Timeout,
+}
+
+type Table = Mutex<HashMap<u64, oneshot::Sender<Outcome>>>;
+
+/// Routes replies on this process's inbox to the requests waiting for them.
+pub struct Waiter {
+    prefix: String,
+    next: AtomicU64,
+    pending: Arc<Table>,
+}
+
+impl std::fmt::Debug for Waiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiter")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Removes a registration when the request stops waiting, whatever the reason.
+struct Registration<'a> {
+    table: &'a Table,
+    id: u64,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut t) = self.table.lock() {
+            t.remove(&self.id);
+        }
+    }
+}
+
+impl Waiter {
+    /// Subscribes to `<inbox>.>` and starts routing replies.
+    ///
+    /// # Errors
+    /// When the subscription fails.
+    pub async fn start(client: &async_nats::Client) -> anyhow::Result<Self> {
+        let prefix = client.new_inbox();
+        let mut sub = client.subscribe(format!("{prefix}.>")).await?;
+        let pending: Arc<Table> = Arc::new(Mutex::new(HashMap::new()));
+        let table = Arc::downgrade(&pending);
+        tokio::spawn(async move {
+            while let Some(msg) = sub.next().await {
+                let Some(table) = table.upgrade() else { break };
+                let Some(id) = msg
+                    .subject
+                    .rsplit('.')
+                    .next()
+                    .and_then(|t| t.parse::<u64>().ok())
+                else {
+                    continue;
+                };
+                let Ok(outcome) = serde_json::from_slice::<Outcome>(&msg.payload) else {
+                    warn!(subject = %msg.subject, "undecodable outcome");
+                    continue;
+                };
+                let sender = table.lock().ok().and_then(|mut t| t.remove(&id));
+                if let Some(tx) = sender {
+                    let _ = tx.send(outcome);
+                }
+            }
+        });
+        Ok(Waiter {
+            prefix,
+            next: AtomicU64::new(1),
+            pending,
+        })
+    }
+
+    /// Publishes `env` and waits until `timeout` for its outcome.
+    ///
+    /// # Errors
+    /// [`WaitError`] when NATS or the worker did not answer in time: answer a
+    /// retryable 503.
+    pub async fn submit(
+        &self,
+        bus: &Bus,
+        env: &CommandEnvelope,
+        timeout: Duration,
+    ) -> Result<Outcome, WaitError> {
+        let deadline = Instant::now() + timeout;
+        let command_id = env.command_id();
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut t) = self.pending.lock() {
+            t.insert(id, tx);
+        }
+        let _registration = Registration {
+            table: &self.pending,
+            id,
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(REPLY_HEADER, format!("{}.{id}", self.prefix).as_str());
+        let ack = tokio::time::timeout_at(deadline, bus.publish_command(env, headers))
+            .await
+            .map_err(|_| WaitError::Publish("timed out".into()))?
+            .map_err(|e| WaitError::Publish(e.to_string()))?;
+        if !ack.duplicate {
+            if let Ok(Ok(outcome)) = tokio::time::timeout_at(deadline, rx).await {
+                return Ok(outcome);
+            }
+        }
+        // A duplicate (or a lost reply): read the stored outcome until the deadline.
+        let mut pause = Duration::from_millis(5);
+        loop {
+            if let Ok(Some(outcome)) = bus.stored_outcome(&command_id).await {
+                return Ok(outcome);
+            }
+            if Instant::now() + pause > deadline {
+                return Err(WaitError::Timeout);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(200));
+        }
+    }
+}

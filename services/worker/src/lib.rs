@@ -1,0 +1,414 @@
+//! The Holdpoint worker: the only place that decides.
+//!
+//! [`run`] pulls commands from the shared durable consumer on `HP_COMMANDS` (any
+//! number of worker processes may share it) and, for each, in this order:
+//! loads the interaction and session records from KV, calls
+//! [`holdpoint_domain::decide`], writes the new records by compare-and-set on their
+//! KV revision (a lost race reloads and decides again), publishes the events with
+//! `Nats-Msg-Id` = their deterministic id (awaiting every PubAck), stores the outcome,
+//! replies it to the ingress, and acks last (double ack). A message that cannot be
+//! decoded is terminated and leaves a `dead-letter` event. A command it cannot finish
+//! (NATS away) is NAKed with a delay and redelivered.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, AckKind};
+use futures::StreamExt as _;
+use holdpoint_bus::{Bus, BusError, Cas, Loaded, REPLY_HEADER, Topology};
+use holdpoint_domain::{
+    CommandEnvelope, Effects, Event, EventData, OrgId, Outcome, Snapshot, decide,
+    decode_subject_token, digest,
+};
+use time::OffsetDateTime;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument as _, debug, info, info_span, warn};
+
+/// A point where a test may make the worker abort, to prove crash safety.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failpoint {
+    /// Abort right after the records are written, before any event is published.
+    AfterWrite,
+    /// Abort after everything but the ack.
+    BeforeAck,
+}
+
+impl std::str::FromStr for Failpoint {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "after-write" => Ok(Failpoint::AfterWrite),
+            "before-ack" => Ok(Failpoint::BeforeAck),
+            other => Err(format!(
+                "unknown failpoint {other:?} (after-write, before-ack)"
+            )),
+        }
+    }
+}
+
+/// Worker settings.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Commands handled at once by this process.
+    pub concurrency: usize,
+    /// Messages per pull request.
+    pub batch: usize,
+    /// Test only: abort the process at this point on the first command that writes.
+    pub failpoint: Option<Failpoint>,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            concurrency: 64,
+            batch: 64,
+            failpoint: None,
+        }
+    }
+}
+
+/// Runs the worker until `shutdown` is cancelled, then stops pulling, finishes and
+/// acks the commands in flight, and returns.
+///
+/// # Errors
+/// Only when the consumer cannot be created at start; later NATS failures are
+/// retried.
+pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let cfg = Arc::new(cfg);
+    let permits = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
+    let mut tasks = JoinSet::new();
+    let mut consumer = bus.worker_consumer().await?;
+    info!(consumer = %bus.topo.worker_consumer(), "worker pulling commands");
+    'outer: while !shutdown.is_cancelled() {
+        let stream = consumer
+            .stream()
+            .max_messages_per_batch(cfg.batch)
+            .heartbeat(Duration::from_secs(5))
+            .expires(Duration::from_secs(30))
+            .messages()
+            .await;
+        let mut messages = match stream {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(error = %e, "cannot pull commands; retrying");
+                if pause(&shutdown, Duration::from_millis(500)).await {
+                    break;
+                }
+                if let Ok(c) = bus.worker_consumer().await {
+                    consumer = c;
+                }
+                continue;
+            }
+        };
+        loop {
+            let next = tokio::select! {
+                _ = shutdown.cancelled() => break 'outer,
+                next = messages.next() => next,
+            };
+            while tasks.try_join_next().is_some() {}
+            match next {
+                Some(Ok(msg)) => {
+                    let Ok(permit) = permits.clone().acquire_owned().await else {
+                        break 'outer;
+                    };
+                    let bus = bus.clone();
+                    let cfg = cfg.clone();
+                    tasks.spawn(async move {
+                        handle(&bus, &cfg, msg).await;
+                        drop(permit);
+                    });
+                }
+                Some(Err(e)) => {
+                    // Heartbeats missed (server restarted, consumer lost): pull anew.
+                    warn!(error = %e, "command stream error; re-subscribing");
+                    if pause(&shutdown, Duration::from_millis(200)).await {
+                        break 'outer;
+                    }
+                    if let Ok(c) = bus.worker_consumer().await {
+                        consumer = c;
+                    }
+                    continue 'outer;
+                }
+                None => continue 'outer,
+            }
+        }
+    }
+    info!(
+        in_flight = tasks.len(),
+        "worker stopping; finishing commands in flight"
+    );
+    while tasks.join_next().await.is_some() {}
+    Ok(())
+}
+
+/// Sleeps `d` unless shutdown comes first; true when shutting down.
+async fn pause(shutdown: &CancellationToken, d: Duration) -> bool {
+    tokio::select! {
+        _ = shutdown.cancelled() => true,
+        _ = tokio::time::sleep(d) => false,
+    }
+}
+
+async fn handle(bus: &Bus, cfg: &WorkerConfig, msg: jetstream::Message) {
+    let (delivered, stream_seq) = match msg.info() {
+        Ok(i) => (i.delivered, i.stream_sequence),
+        Err(_) => (1, 0),
+    };
+    let subject = msg.subject.to_string();
+    let env: CommandEnvelope = match serde_json::from_slice(&msg.payload) {
+        Ok(env) => env,
+        Err(e) => {
+            dead_letter(
+                bus,
+                &msg,
+                &subject,
+                stream_seq,
+                &format!("undecodable command: {e}"),
+            )
+            .await;
+            return;
+        }
+    };
+    if bus.topo.command_subject(&env) != subject {
+        dead_letter(
+            bus,
+            &msg,
+            &subject,
+            stream_seq,
+            "command does not match its subject",
+        )
+        .await;
+        return;
+    }
+    let command_id = env.command_id();
+    let span = info_span!("command", org = %env.org, verb = env.verb(), command_id = %command_id, delivered);
+    async {
+        let work = process(bus, cfg, &env, &command_id, delivered);
+        tokio::pin!(work);
+        let mut progress = tokio::time::interval(bus.topo.ack_wait / 3);
+        progress.tick().await;
+        let result = loop {
+            tokio::select! {
+                r = &mut work => break r,
+                _ = progress.tick() => {
+                    // Still working: keep the message ours (progress ack resets ack_wait).
+                    let _ = msg.ack_with(AckKind::Progress).await;
+                }
+            }
+        };
+        match result {
+            Ok(outcome) => {
+                if let Some(reply) = msg.headers.as_ref().and_then(|h| h.get(REPLY_HEADER)) {
+                    match serde_json::to_vec(&outcome) {
+                        Ok(body) => {
+                            let _ = bus.client.publish(reply.to_string(), body.into()).await;
+                        }
+                        Err(e) => warn!(error = %e, "cannot encode outcome"),
+                    }
+                }
+                if cfg.failpoint == Some(Failpoint::BeforeAck) {
+                    abort("before-ack");
+                }
+                if let Err(e) = msg.double_ack().await {
+                    // The command will be redelivered and replayed from the outbox.
+                    warn!(error = %e, "ack failed");
+                }
+                debug!(result = ?outcome.result, "command done");
+            }
+            Err(e) => {
+                warn!(error = %e, "command not finished; will be redelivered");
+                let delay = Duration::from_millis(250 * u64::from(delivered.min(20) as u32));
+                let _ = msg.ack_with(AckKind::Nak(Some(delay))).await;
+            }
+        }
+    }
+    .instrument(span)
+    .await;
+}
+
+fn abort(point: &str) -> ! {
+    eprintln!("holdpoint worker: failpoint {point} reached, aborting");
+    std::process::abort();
+}
+
+/// Load, decide, write, publish, store the outcome. Returns the outcome to reply.
+async fn process(
+    bus: &Bus,
+    cfg: &WorkerConfig,
+    env: &CommandEnvelope,
+    command_id: &str,
+    delivered: i64,
+) -> Result<Outcome, BusError> {
+    for _attempt in 0..64 {
+        let interaction = match env.interaction_id() {
+            Some(id) => bus.load_interaction(&env.org, id).await?,
+            None => Loaded {
+                value: None,
+                revision: 0,
+            },
+        };
+        let session_id = env
+            .session_id()
+            .cloned()
+            .or_else(|| interaction.value.as_ref().map(|i| i.session.clone()));
+        let session = match &session_id {
+            Some(id) => bus.load_session(&env.org, id).await?,
+            None => Loaded {
+                value: None,
+                revision: 0,
+            },
+        };
+        let snapshot = Snapshot {
+            interaction: interaction.value.as_ref(),
+            session: session.value.as_ref(),
+        };
+        let decision = decide(snapshot, env, command_id, OffsetDateTime::now_utc());
+        if let (Some(s), Some(id)) = (&decision.session, &session_id) {
+            let key = Topology::session_key(&env.org, id);
+            let body = encode(s)?;
+            if Bus::cas(&bus.sessions, &key, session.revision, body).await? == Cas::Conflict {
+                continue;
+            }
+        }
+        if let Some(i) = &decision.interaction {
+            let key = Topology::interaction_key(&env.org, &i.id);
+            let body = encode(i)?;
+            if Bus::cas(&bus.interactions, &key, interaction.revision, body).await? == Cas::Conflict
+            {
+                continue;
+            }
+        }
+        let wrote = decision.session.is_some() || decision.interaction.is_some();
+        if wrote && cfg.failpoint == Some(Failpoint::AfterWrite) {
+            abort("after-write");
+        }
+        // A replay publishes again only for a redelivery (the first delivery may have
+        // died before publishing); ids make the repeat a no-op inside the window.
+        if !decision.replay || delivered > 1 {
+            publish_effects(bus, &decision.effects).await?;
+        }
+        let body = encode(&decision.outcome)?;
+        bus.outcomes
+            .put(command_id, body)
+            .await
+            .map_err(|e| BusError::Nats {
+                op: "store outcome",
+                message: e.to_string(),
+            })?;
+        return Ok(decision.outcome);
+    }
+    Err(BusError::Nats {
+        op: "decide",
+        message: "too many revision conflicts".into(),
+    })
+}
+
+fn encode<T: serde::Serialize>(v: &T) -> Result<bytes::Bytes, BusError> {
+    serde_json::to_vec(v)
+        .map(Into::into)
+        .map_err(|e| BusError::Nats {
+            op: "encode",
+            message: e.to_string(),
+        })
+}
+
+fn nats_err(op: &'static str) -> impl Fn(async_nats::jetstream::context::PublishError) -> BusError {
+    move |e| BusError::Nats {
+        op,
+        message: e.to_string(),
+    }
+}
+
+/// Publishes every effect, pipelined: all publishes go out, then every PubAck is
+/// awaited. Each carries a deterministic `Nats-Msg-Id`.
+async fn publish_effects(bus: &Bus, effects: &Effects) -> Result<(), BusError> {
+    let mut acks = Vec::new();
+    for e in &effects.events {
+        acks.push(publish_event(bus, bus.topo.event_subject(e), e).await?);
+    }
+    for e in &effects.audit {
+        acks.push(publish_event(bus, bus.topo.audit_subject(&e.orgid), e).await?);
+    }
+    for m in &effects.lane_messages {
+        let mut headers = HeaderMap::new();
+        let id = format!(
+            "lane-{}",
+            &digest(&[m.org.as_str(), m.session.as_str(), m.message_id.as_str()])[..40]
+        );
+        headers.insert("Nats-Msg-Id", id.as_str());
+        let body = encode(m)?;
+        acks.push(
+            bus.js
+                .publish_with_headers(bus.topo.lane_subject(m), headers, body)
+                .await
+                .map_err(nats_err("publish lane message"))?,
+        );
+    }
+    for ack in
+        futures::future::join_all(acks.into_iter().map(std::future::IntoFuture::into_future)).await
+    {
+        ack.map_err(nats_err("event ack"))?;
+    }
+    for f in &effects.follow_ups {
+        bus.publish_command(f, HeaderMap::new()).await?;
+    }
+    Ok(())
+}
+
+async fn publish_event(
+    bus: &Bus,
+    subject: String,
+    e: &Event,
+) -> Result<jetstream::context::PublishAckFuture, BusError> {
+    let mut headers = HeaderMap::new();
+    headers.insert("Nats-Msg-Id", e.id.as_str());
+    headers.insert("Content-Type", "application/cloudevents+json");
+    let body = encode(e)?;
+    bus.js
+        .publish_with_headers(subject, headers, body)
+        .await
+        .map_err(nats_err("publish event"))
+}
+
+/// Terminates `msg` and leaves a `dead-letter` event naming it.
+async fn dead_letter(bus: &Bus, msg: &jetstream::Message, subject: &str, seq: u64, reason: &str) {
+    warn!(subject, seq, reason, "dead-lettering command");
+    let org = subject
+        .split('.')
+        .nth(2)
+        .and_then(decode_subject_token)
+        .and_then(|s| OrgId::parse(s).ok())
+        .or_else(|| OrgId::parse("_unknown").ok());
+    if let Some(org) = org {
+        let event = Event::new(
+            &org,
+            None,
+            subject,
+            &format!("dead-letter\u{0}{seq}"),
+            OffsetDateTime::now_utc(),
+            EventData::DeadLetter {
+                subject: subject.to_owned(),
+                stream_sequence: seq,
+                reason: reason.to_owned(),
+            },
+        );
+        match publish_event(bus, bus.topo.event_subject(&event), &event).await {
+            Ok(ack) => {
+                if let Err(e) = ack.await {
+                    warn!(error = %e, "dead-letter event not stored; command stays for redelivery");
+                    return;
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "dead-letter event not published; command stays for redelivery");
+                return;
+            }
+        }
+    }
+    if let Err(e) = msg.ack_with(AckKind::Term).await {
+        warn!(error = %e, "term failed");
+    }
+}
