@@ -4,11 +4,14 @@
 //! - [`Bus`]: a connected handle that creates or binds every stream, bucket and the
 //!   workers' durable consumer, and offers typed reads and publishes.
 //! - [`connect`]: connects and refuses a nats-server older than [`MIN_SERVER`].
+//! - [`outcome`]: publish a command and wait, bounded, for the worker's outcome.
 //!
 //! Subjects (DESIGN "NATS topology"): commands `hp.cmd.<org>.<verb>`, events
 //! `hp.evt.<org>.<task>.<name>` (`_` for events without a task), lane messages
 //! `hp.lane.<org>.<session>.<lane>`, audit `hp.audit.<org>`. Every token is a
 //! validated id passed through [`holdpoint_domain::subject_token`].
+
+pub mod outcome;
 
 use std::time::Duration;
 

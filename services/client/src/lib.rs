@@ -1,1 +1,481 @@
-//! placeholder
+//! The Holdpoint client library for agent runtimes.
+//!
+//! - [`Runtime`]: one organisation's handle. Opens sessions and interactions
+//!   ([`Runtime::hold_for_approval`], [`Runtime::ask_user`],
+//!   [`Runtime::request_connection`]), closes them, reports a released call's result
+//!   ([`Runtime::report_tool_result`]), reports turns, and follows the events
+//!   ([`Runtime::follow`]). Every call is a JetStream command with a deterministic
+//!   `Nats-Msg-Id`, so retrying any of them is safe; each waits for the worker's
+//!   outcome.
+//! - [`manifest`]: reads an agent's `AGENT.md` front matter; `request_connection` is
+//!   off unless it says `loop.connections: true` (seed 000 "Connections").
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), holdpoint_client::ClientError> {
+//! use holdpoint_client::{Runtime, HoldCall, Placement};
+//! let rt = Runtime::connect("nats://127.0.0.1:4222", "acme").await?;
+//! let at = Placement::new("session-1", "main", "task-1", "ctx-1")?;
+//! let effect = rt
+//!     .hold_for_approval(&at, HoldCall {
+//!         effect_id: "eff_1".into(),
+//!         call_id: "call_1".into(),
+//!         server: "github".into(),
+//!         tool: "create_pull_request".into(),
+//!         arguments: serde_json::json!({"title": "Fix"}),
+//!         reason: Some("writes to a repository".into()),
+//!     })
+//!     .await?;
+//! # let _ = effect; Ok(()) }
+//! ```
+
+pub mod manifest;
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use async_nats::jetstream::consumer;
+use futures::{Stream, StreamExt as _};
+use holdpoint_bus::outcome::Waiter;
+use holdpoint_bus::{Bus, BusError, Topology};
+use holdpoint_domain::{
+    Accepted, CallId, CallResult, CloseReason, Command, CommandEnvelope, ContextId, Event, IdError,
+    InteractionId, LaneId, MessageId, OpenInteraction, OpenRequest, OrgId, QuestionSpec, Rejection,
+    SessionId, SessionMode, TaskId,
+};
+pub use manifest::AgentManifest;
+
+/// Errors of the client.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// NATS failed.
+    #[error(transparent)]
+    Bus(#[from] BusError),
+    /// An id did not validate.
+    #[error(transparent)]
+    Id(#[from] IdError),
+    /// The worker refused the command.
+    #[error("refused: {0}")]
+    Rejected(Rejection),
+    /// No outcome within the timeout; retrying the same call is safe.
+    #[error("no outcome in time: {0}")]
+    Timeout(String),
+    /// `request_connection` is off for this agent (seed 000: off by default).
+    #[error(
+        "request_connection is off for agent {agent:?}: set `loop.connections: true` in its AGENT.md"
+    )]
+    ConnectionsDisabled {
+        /// The agent's name.
+        agent: String,
+    },
+    /// The manifest could not be read.
+    #[error("AGENT.md: {0}")]
+    Manifest(String),
+}
+
+/// Where an interaction lives: session, lane, A2A task and context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// Session.
+    pub session: SessionId,
+    /// Lane.
+    pub lane: LaneId,
+    /// A2A task.
+    pub task_id: TaskId,
+    /// A2A context.
+    pub context_id: ContextId,
+}
+
+impl Placement {
+    /// Validates and builds a placement.
+    ///
+    /// # Errors
+    /// [`ClientError::Id`] when an id does not validate.
+    pub fn new(session: &str, lane: &str, task: &str, context: &str) -> Result<Self, ClientError> {
+        Ok(Placement {
+            session: SessionId::parse(session)?,
+            lane: LaneId::parse(lane)?,
+            task_id: TaskId::parse(task)?,
+            context_id: ContextId::parse(context)?,
+        })
+    }
+}
+
+/// A tool call the policy holds for approval.
+#[derive(Debug, Clone)]
+pub struct HoldCall {
+    /// The effect id (becomes the interaction id and the executor's idempotency key).
+    pub effect_id: String,
+    /// The blocked call.
+    pub call_id: String,
+    /// MCP-style server.
+    pub server: String,
+    /// Tool.
+    pub tool: String,
+    /// Arguments, released exactly as held.
+    pub arguments: serde_json::Value,
+    /// Why it is held.
+    pub reason: Option<String>,
+}
+
+/// Which events to follow.
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    /// Only this task's events.
+    pub task: Option<TaskId>,
+    /// Only this event name (e.g. `tool-call-finished`).
+    pub name: Option<String>,
+    /// Start from the stream's first retained event instead of new ones only.
+    pub from_start: bool,
+}
+
+/// A followed event with its position in the events stream.
+#[derive(Debug, Clone)]
+pub struct Followed {
+    /// Stream sequence (resume point).
+    pub sequence: u64,
+    /// The event.
+    pub event: Event,
+}
+
+/// A stream of events.
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<Followed, ClientError>> + Send>>;
+
+/// One organisation's runtime handle.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    bus: Bus,
+    org: OrgId,
+    waiter: std::sync::Arc<Waiter>,
+    timeout: Duration,
+}
+
+impl Runtime {
+    /// Connects to NATS at `url` for organisation `org`, with the default topology.
+    ///
+    /// # Errors
+    /// [`ClientError`] when NATS is unreachable, too old, or `org` is not a valid id.
+    pub async fn connect(url: &str, org: &str) -> Result<Self, ClientError> {
+        let client = holdpoint_bus::connect(url, "holdpoint-runtime").await?;
+        let bus = Bus::setup(client, Topology::default()).await?;
+        Self::with_bus(bus, org).await
+    }
+
+    /// Builds a handle on an existing [`Bus`].
+    ///
+    /// # Errors
+    /// As [`Runtime::connect`].
+    pub async fn with_bus(bus: Bus, org: &str) -> Result<Self, ClientError> {
+        let waiter = Waiter::start(&bus.client).await?;
+        Ok(Runtime {
+            org: OrgId::parse(org)?,
+            bus,
+            waiter: std::sync::Arc::new(waiter),
+            timeout: Duration::from_secs(10),
+        })
+    }
+
+    /// Sets how long each call waits for the worker's outcome (default 10 s).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The organisation.
+    pub fn org(&self) -> &OrgId {
+        &self.org
+    }
+
+    /// The underlying bus.
+    pub fn bus(&self) -> &Bus {
+        &self.bus
+    }
+
+    /// Sends `command` and waits for its outcome.
+    ///
+    /// # Errors
+    /// [`ClientError::Rejected`] with the worker's rejection, or
+    /// [`ClientError::Timeout`] (safe to retry).
+    pub async fn send(&self, command: Command) -> Result<Accepted, ClientError> {
+        let env = CommandEnvelope {
+            org: self.org.clone(),
+            command,
+        };
+        let outcome = self
+            .waiter
+            .submit(&self.bus, &env, self.timeout)
+            .await
+            .map_err(|e| ClientError::Timeout(e.to_string()))?;
+        outcome.result.map_err(ClientError::Rejected)
+    }
+
+    /// Opens a session in `mode`.
+    ///
+    /// # Errors
+    /// As [`Runtime::send`].
+    pub async fn open_session(
+        &self,
+        session: &str,
+        mode: SessionMode,
+    ) -> Result<Accepted, ClientError> {
+        self.send(Command::SessionOpen {
+            session: SessionId::parse(session)?,
+            mode,
+            lane_capacity: None,
+        })
+        .await
+    }
+
+    /// Closes a session to new messages.
+    ///
+    /// # Errors
+    /// As [`Runtime::send`].
+    pub async fn close_session(&self, session: &str) -> Result<Accepted, ClientError> {
+        self.send(Command::SessionClose {
+            session: SessionId::parse(session)?,
+        })
+        .await
+    }
+
+    /// Ends a session: its interactions then answer `NRY-0002`.
+    ///
+    /// # Errors
+    /// As [`Runtime::send`].
+    pub async fn end_session(&self, session: &str) -> Result<Accepted, ClientError> {
+        self.send(Command::SessionEnd {
+            session: SessionId::parse(session)?,
+        })
+        .await
+    }
+
+    async fn open(
+        &self,
+        at: &Placement,
+        id: InteractionId,
+        call_id: &str,
+        request: OpenRequest,
+    ) -> Result<InteractionId, ClientError> {
+        self.send(Command::Open(Box::new(OpenInteraction {
+            interaction_id: id.clone(),
+            session: at.session.clone(),
+            lane: at.lane.clone(),
+            task_id: at.task_id.clone(),
+            context_id: at.context_id.clone(),
+            call_id: CallId::parse(call_id)?,
+            request,
+        })))
+        .await?;
+        Ok(id)
+    }
+
+    /// The tool policy holds a call: opens an approval whose id is the effect id.
+    /// The approval binds to a digest of `arguments`; `detail` never shows them.
+    ///
+    /// # Errors
+    /// As [`Runtime::send`].
+    pub async fn hold_for_approval(
+        &self,
+        at: &Placement,
+        call: HoldCall,
+    ) -> Result<InteractionId, ClientError> {
+        let id = InteractionId::parse(call.effect_id)?;
+        self.open(
+            at,
+            id,
+            &call.call_id,
+            OpenRequest::Approval {
+                server: call.server,
+                tool: call.tool,
+                arguments: call.arguments,
+                reason: call.reason,
+            },
+        )
+        .await
+    }
+
+    /// `ask_user`: opens a question with 1 to 4 questions. The question id is a new
+    /// UUID unless `question_id` is given (give it to make a retry idempotent); the
+    /// `question-asked` event announces it with the options in this order.
+    ///
+    /// # Errors
+    /// As [`Runtime::send`].
+    pub async fn ask_user(
+        &self,
+        at: &Placement,
+        call_id: &str,
+        questions: Vec<QuestionSpec>,
+        question_id: Option<uuid::Uuid>,
+    ) -> Result<InteractionId, ClientError> {
+        let id = InteractionId::parse(question_id.unwrap_or_else(uuid::Uuid::new_v4).to_string())?;
+        self.open(at, id, call_id, OpenRequest::Question { questions })
+            .await
+    }
+
+    /// `request_connection {app, reason}` for `agent`: refused unless the agent's
+    /// manifest turns connections on. App and reason are cut at 80 and 280
+    /// characters by the worker.
+    ///
+    /// # Errors
+    /// [`ClientError::ConnectionsDisabled`], or as [`Runtime::send`].
+    pub async fn request_connection(
+        &self,
+        agent: &AgentManifest,
+        at: &Placement,
+        call_id: &str,
+        app: &str,
+        reason: &str,
+        interaction_id: Option<&str>,
+    ) -> Result<InteractionId, ClientError> {
+        if !agent.connections_enabled() {
+            return Err(ClientError::ConnectionsDisabled {
+                agent: agent.name.clone().unwrap_or_default(),
+            });
+        }
+        let id = match interaction_id {
+            Some(id) => InteractionId::parse(id)?,
+            None => InteractionId::parse(format!("con_{}", uuid::Uuid::new_v4().simple()))?,
+        };
+        self.open(
+            at,
+            id,
+            call_id,
+            OpenRequest::Connection {
+                app: app.to_owned(),
+                reason: reason.to_owned(),
+            },
+        )
+        .await
+    }
+
+    /// The host closes a pending interaction (its turn was interrupted, or it expired
+    /// or was canceled). A blocked call then finishes with `interaction.closed`.
+    ///
+    /// # Errors
+    /// As [`Runtime::send`].
+    pub async fn close_interaction(
+        &self,
+        id: &str,
+        reason: CloseReason,
+    ) -> Result<Accepted, ClientError> {
+        self.send(Command::Close {
+            interaction_id: InteractionId::parse(id)?,
+            reason,
+            by_message: None,
+        })
+        .await
+    }
+
+    /// The tool executor reports a released call's result; it becomes that call's
+    /// `tool-call-finished`.
+    ///
+    /// # Errors
+    /// As [`Runtime::send`].
+    pub async fn report_tool_result(
+        &self,
+        effect_id: &str,
+        result: CallResult,
+    ) -> Result<Accepted, ClientError> {
+        self.send(Command::ToolResult {
+            interaction_id: InteractionId::parse(effect_id)?,
+            result,
+        })
+        .await
+    }
+
+    /// A turn started on a lane without a person's message (the lane is busy).
+    ///
+    /// # Errors
+    /// As [`Runtime::send`].
+    pub async fn start_turn(
+        &self,
+        session: &str,
+        lane: &str,
+        turn_id: &str,
+    ) -> Result<Accepted, ClientError> {
+        self.send(Command::TurnStart {
+            session: SessionId::parse(session)?,
+            lane: LaneId::parse(lane)?,
+            turn_id: MessageId::parse(turn_id)?,
+        })
+        .await
+    }
+
+    /// The running turn on a lane ended; the next queued message's turn starts.
+    ///
+    /// # Errors
+    /// As [`Runtime::send`].
+    pub async fn finish_turn(
+        &self,
+        session: &str,
+        lane: &str,
+        turn_id: &str,
+    ) -> Result<Accepted, ClientError> {
+        self.send(Command::TurnFinish {
+            session: SessionId::parse(session)?,
+            lane: LaneId::parse(lane)?,
+            turn_id: MessageId::parse(turn_id)?,
+        })
+        .await
+    }
+
+    /// Follows this organisation's events (an ordered consumer on `HP_EVENTS`
+    /// filtered to `hp.evt.<org>.<task|*>.<name|*>`), new ones only unless
+    /// `from_start`.
+    ///
+    /// # Errors
+    /// [`ClientError::Bus`] when the consumer cannot be made.
+    pub async fn follow(&self, filter: EventFilter) -> Result<EventStream, ClientError> {
+        let topo = &self.bus.topo;
+        let task = filter
+            .task
+            .as_ref()
+            .map_or_else(|| "*".to_owned(), |t| t.token().into_owned());
+        let name = filter.name.clone().unwrap_or_else(|| "*".to_owned());
+        let subject = format!(
+            "{}.evt.{}.{}.{}",
+            topo.subject_prefix,
+            self.org.token(),
+            task,
+            name
+        );
+        let stream = self
+            .bus
+            .js
+            .get_stream(topo.events_stream())
+            .await
+            .map_err(|e| BusError::Nats {
+                op: "get events stream",
+                message: e.to_string(),
+            })?;
+        let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                filter_subject: subject,
+                deliver_policy: if filter.from_start {
+                    consumer::DeliverPolicy::All
+                } else {
+                    consumer::DeliverPolicy::New
+                },
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| BusError::Nats {
+                op: "follow events",
+                message: e.to_string(),
+            })?;
+        let messages = consumer.messages().await.map_err(|e| BusError::Nats {
+            op: "follow events",
+            message: e.to_string(),
+        })?;
+        Ok(Box::pin(messages.map(|m| {
+            let m = m.map_err(|e| BusError::Nats {
+                op: "follow events",
+                message: e.to_string(),
+            })?;
+            let sequence = m.info().map(|i| i.stream_sequence).unwrap_or(0);
+            let event = serde_json::from_slice(&m.payload).map_err(|e| BusError::Corrupt {
+                key: m.subject.to_string(),
+                message: e.to_string(),
+            })?;
+            Ok(Followed { sequence, event })
+        })))
+    }
+}

@@ -33,7 +33,7 @@ use tracing::{error, warn};
 
 use crate::AppState;
 use crate::identity::Caller;
-use crate::outcome::WaitError;
+use holdpoint_bus::outcome::WaitError;
 
 /// An error answered as `{code, title, message}` with the code's status.
 #[derive(Debug)]

@@ -3,7 +3,6 @@
 //! - [`router`] / [`run`]: the REST API (`/v1/...`) over TCP; [`admin_router`]:
 //!   `/healthz` and `/readyz` on a separate admin listener.
 //! - [`identity`]: who is calling (the `Caller` extractor).
-//! - [`outcome`]: publishes a command and waits, bounded, for the worker's outcome.
 //! - [`api`]: the handlers, request bodies and the error mapping.
 //!
 //! The ingress never decides whether an answer fits an interaction: it turns a
@@ -12,7 +11,6 @@
 
 pub mod api;
 pub mod identity;
-pub mod outcome;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,7 +51,7 @@ pub struct AppState {
     /// Settings.
     pub cfg: Arc<IngressConfig>,
     /// Outcome waiter.
-    pub outcomes: Arc<outcome::Waiter>,
+    pub outcomes: Arc<holdpoint_bus::outcome::Waiter>,
 }
 
 impl AppState {
@@ -62,7 +60,7 @@ impl AppState {
     /// # Errors
     /// When the reply subscription cannot be made.
     pub async fn new(bus: Bus, cfg: IngressConfig) -> anyhow::Result<Self> {
-        let outcomes = Arc::new(outcome::Waiter::start(&bus.client).await?);
+        let outcomes = Arc::new(holdpoint_bus::outcome::Waiter::start(&bus.client).await?);
         Ok(AppState {
             bus,
             cfg: Arc::new(cfg),

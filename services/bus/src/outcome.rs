@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::{Bus, REPLY_HEADER};
 use async_nats::HeaderMap;
 use futures::StreamExt as _;
-use holdpoint_bus::{Bus, REPLY_HEADER};
 use holdpoint_domain::{CommandEnvelope, Outcome};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -68,9 +68,16 @@ impl Waiter {
     ///
     /// # Errors
     /// When the subscription fails.
-    pub async fn start(client: &async_nats::Client) -> anyhow::Result<Self> {
+    pub async fn start(client: &async_nats::Client) -> Result<Self, crate::BusError> {
         let prefix = client.new_inbox();
-        let mut sub = client.subscribe(format!("{prefix}.>")).await?;
+        let mut sub =
+            client
+                .subscribe(format!("{prefix}.>"))
+                .await
+                .map_err(|e| crate::BusError::Nats {
+                    op: "subscribe replies",
+                    message: e.to_string(),
+                })?;
         let pending: Arc<Table> = Arc::new(Mutex::new(HashMap::new()));
         let table = Arc::downgrade(&pending);
         tokio::spawn(async move {
