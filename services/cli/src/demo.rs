@@ -1,0 +1,304 @@
+//! `holdpoint demo`: the main job, end to end on a real nats-server.
+//!
+//! 1. Starts a private nats-server (temporary store, free port) unless `--nats-url`,
+//!    then a worker and the ingress on free ports.
+//! 2. Plays a runtime: opens a blocking session, holds `github / create_pull_request`
+//!    for approval, asks two questions with `ask_user` (the second with three options),
+//!    and requests a connection for an agent whose `AGENT.md` turns connections on.
+//! 3. Plays a person over real HTTP: lists the pending interactions, approves the
+//!    held call (bound to the arguments digest it was shown), answers the question
+//!    with exactly seed 003's example body, and answers the connection.
+//! 4. Plays the tool executor: runs the released call and reports its result.
+//! 5. Prints each event as it arrives and exits 0 once each of the three blocked
+//!    calls has its one `tool-call-finished`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use futures::StreamExt as _;
+use holdpoint_client::{AgentManifest, EventFilter, HoldCall, Placement, Runtime};
+use holdpoint_domain::{CallResult, EventData, QuestionSpec, SessionMode};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::{DemoArgs, HttpArgs, NatsArgs, WorkerSettings, connect_bus, localnats, start_services};
+
+const ORG: &str = "acme";
+const PERSON: &str = "ana@acme.example";
+
+/// The agent's manifest: `request_connection` is off unless `loop.connections: true`.
+const AGENT_MD: &str = "---\nname: coder\ndescription: Writes and ships changes to the team's repositories.\nloop:\n  connections: true\n---\n";
+
+fn summary(data: &EventData) -> String {
+    match data {
+        EventData::ApprovalRequested { prompt, .. }
+        | EventData::QuestionAsked { prompt, .. }
+        | EventData::ConnectionRequested { prompt, .. } => prompt.replace('\n', " | "),
+        EventData::TaskStatus(s) => format!(
+            "{} {}",
+            serde_json::to_value(s.state)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            s.interaction
+                .as_ref()
+                .map(|i| format!("(waits for {} {})", i.kind.as_str(), i.interaction_id))
+                .unwrap_or_default()
+        ),
+        EventData::InteractionResolved {
+            interaction_id, by, ..
+        } => format!("{interaction_id} answered by {by}"),
+        EventData::ToolCallReleased {
+            server,
+            tool,
+            approved_by,
+            ..
+        } => format!("{server} / {tool} released (approved by {approved_by})"),
+        EventData::ToolCallFinished {
+            call_id, result, ..
+        } => match result {
+            CallResult::Ok { output } => format!("{call_id}: {output}"),
+            CallResult::Error { code, message } => format!("{call_id}: error {code}: {message}"),
+        },
+        EventData::InteractionClosed {
+            interaction_id,
+            reason,
+        } => format!("{interaction_id} closed ({reason:?})"),
+        EventData::SessionOpened { session, mode } => format!("{session} ({mode:?})"),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+/// Runs the demo.
+///
+/// # Errors
+/// When any step fails or the expected events do not arrive within 30 s.
+pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+    let shutdown = CancellationToken::new();
+    let store = tempfile::tempdir()?;
+    let (url, local) = match &args.nats_url {
+        Some(u) => (u.clone(), None),
+        None => {
+            let nats = localnats::LocalNats::start(store.path(), 0).await?;
+            println!(
+                "• nats-server {} (JetStream, file store in {})",
+                nats.url,
+                store.path().display()
+            );
+            (nats.url.clone(), Some(nats))
+        }
+    };
+    let nats = NatsArgs {
+        nats_url: Some(url.clone()),
+        replicas: 1,
+        duplicate_window_secs: 120,
+        ack_wait_ms: 30_000,
+    };
+    let http = HttpArgs {
+        listen: "127.0.0.1:0".parse()?,
+        admin_listen: "127.0.0.1:0".parse()?,
+        insecure_dev_identity: true,
+        outcome_timeout_ms: 5_000,
+    };
+    let worker = WorkerSettings {
+        concurrency: 64,
+        failpoint: None,
+    };
+    let bus = connect_bus(&url, "holdpoint-demo", nats.topology()).await?;
+    let services = start_services(bus.clone(), &http, &worker, 1, shutdown.clone()).await?;
+    let base = format!("http://{}", services.api);
+    println!("• holdpoint ingress {base}, worker pulling HP_COMMANDS");
+
+    let result = script(&bus, &base, args.verbose).await;
+
+    shutdown.cancel();
+    services.wait().await?;
+    if let Some(n) = local {
+        n.stop().await;
+    }
+    result
+}
+
+async fn script(bus: &holdpoint_bus::Bus, base: &str, verbose: bool) -> anyhow::Result<()> {
+    let rt = Runtime::with_bus(bus.clone(), ORG).await?;
+    let mut events = rt.follow(EventFilter::default()).await?;
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let session = format!("demo-{}", &run_id[..8]);
+    let at = Placement::new(
+        &session,
+        "main",
+        &format!("task-{}", &run_id[..8]),
+        "ticket-4821",
+    )?;
+    rt.open_session(&session, SessionMode::Blocking).await?;
+
+    // The runtime's side: three blocked calls.
+    println!("\n── runtime opens three interactions");
+    let effect_id = format!("eff_{}", &run_id[..12]);
+    let approval = rt
+        .hold_for_approval(
+            &at,
+            HoldCall {
+                effect_id: effect_id.clone(),
+                call_id: "call_pr".into(),
+                server: "github".into(),
+                tool: "create_pull_request".into(),
+                arguments: json!({"repo": "acme/app", "title": "Fix duplicate invoices", "head": "fix/dupes", "base": "main"}),
+                reason: Some("writes to a shared repository".into()),
+            },
+        )
+        .await?;
+    let question = rt
+        .ask_user(
+            &at,
+            "call_ask",
+            vec![
+                QuestionSpec {
+                    text: "Which branch should the fix target?".into(),
+                    options: vec!["main".into(), "release-2.3".into()],
+                    multiple: false,
+                    allow_text: false,
+                },
+                QuestionSpec {
+                    text: "What should happen to the duplicate invoices?".into(),
+                    options: vec![
+                        "Delete the newer copy".into(),
+                        "Merge them".into(),
+                        "Keep both".into(),
+                    ],
+                    multiple: false,
+                    allow_text: true,
+                },
+            ],
+            None,
+        )
+        .await?;
+    let agent = AgentManifest::from_markdown(AGENT_MD)?;
+    let connection = rt
+        .request_connection(
+            &agent,
+            &at,
+            "call_connect",
+            "Linear",
+            "to file the follow-up ticket",
+            None,
+        )
+        .await?;
+    println!("   approval {approval}, question {question}, connection {connection}");
+
+    // The person's side, over HTTP.
+    let http = reqwest::Client::new();
+    let person = |r: reqwest::RequestBuilder| {
+        r.header("X-Holdpoint-Org", ORG)
+            .header("X-Holdpoint-Person", PERSON)
+    };
+    let pending: Value = person(http.get(format!("{base}/v1/interactions?state=pending")))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let count = pending["items"].as_array().map_or(0, Vec::len);
+    println!("\n── person sees {count} pending interactions (GET /v1/interactions)");
+    let view: Value = person(http.get(format!("{base}/v1/interactions/{approval}")))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let digest = view["call"]["argumentsDigest"]
+        .as_str()
+        .context("approval view has no argumentsDigest")?
+        .to_owned();
+
+    let steps = [
+        (
+            "approve",
+            format!("{base}/v1/interactions/{approval}/approve"),
+            json!({"approved": true, "argumentsDigest": digest}),
+        ),
+        (
+            "answer",
+            format!("{base}/v1/questions/{question}/answer"),
+            json!({"answers": [{"options": [0]}, {"options": [2], "text": "Keep both and reconcile nightly."}]}),
+        ),
+        (
+            "respond",
+            format!("{base}/v1/interactions/{connection}/respond"),
+            json!({"value": {"connected": true}}),
+        ),
+    ];
+    println!("\n── person answers");
+    for (what, url, body) in steps {
+        let resp = person(http.post(&url)).json(&body).send().await?;
+        let status = resp.status();
+        println!(
+            "   POST {} -> {}",
+            url.trim_start_matches(base),
+            status.as_u16()
+        );
+        if status.as_u16() != 204 {
+            bail!(
+                "{what} answered {status}: {}",
+                resp.text().await.unwrap_or_default()
+            );
+        }
+    }
+
+    // Follow the events until each blocked call has finished.
+    println!("\n── events (hp.evt.{ORG}.>)");
+    let mut finished: BTreeMap<String, Value> = BTreeMap::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while finished.len() < 3 {
+        let next = tokio::time::timeout_at(deadline, events.next())
+            .await
+            .context("timed out waiting for tool-call-finished events")?;
+        let Some(next) = next else {
+            bail!("event stream ended")
+        };
+        let followed = next?;
+        let e = followed.event;
+        println!(
+            "   #{:<3} {:<22} {}",
+            followed.sequence,
+            e.name(),
+            summary(&e.body)
+        );
+        if verbose {
+            println!("{}", serde_json::to_string_pretty(&e)?);
+        }
+        match &e.body {
+            EventData::ToolCallReleased {
+                effect_id,
+                server,
+                tool,
+                arguments,
+                ..
+            } => {
+                // The tool executor: run the released call once, keyed by the effect id.
+                println!("         executor runs {server} / {tool} with {arguments}");
+                rt.report_tool_result(
+                    effect_id.as_str(),
+                    CallResult::Ok {
+                        output: json!({"url": "https://github.com/acme/app/pull/42"}),
+                    },
+                )
+                .await?;
+            }
+            EventData::ToolCallFinished {
+                call_id, result, ..
+            } => {
+                if finished
+                    .insert(call_id.to_string(), serde_json::to_value(result)?)
+                    .is_some()
+                {
+                    bail!("a second tool-call-finished for {call_id}");
+                }
+            }
+            _ => {}
+        }
+    }
+    println!("\n✓ three blocked calls, three tool-call-finished events, each exactly once");
+    Ok(())
+}
