@@ -2,5 +2,7 @@
 //! `nats-server` processes (single JetStream servers and 3-node clusters on
 //! loopback) so tests run against the broker Holdpoint uses in production.
 //! The server binary comes from `ops/setup.sh` (see [`nats::nats_server_binary`]).
+//! [`app`] runs a whole Holdpoint (ingress, workers) on such a server.
 
+pub mod app;
 pub mod nats;

@@ -485,18 +485,20 @@ impl Bus {
         }
     }
 
-    /// Publishes a command with `Nats-Msg-Id` = its command id, and optional headers.
-    /// Returns the PubAck (its `duplicate` says JetStream dropped it as a duplicate).
+    /// Publishes a command with `Nats-Msg-Id` = `msg_id` (its command id unless a
+    /// retry after a refusal needs a fresh one), and optional headers. Returns the
+    /// PubAck (its `duplicate` says JetStream dropped it as a duplicate).
     ///
     /// # Errors
     /// [`BusError::Nats`] when the publish or its ack fails.
     pub async fn publish_command(
         &self,
         env: &CommandEnvelope,
+        msg_id: &str,
         mut headers: HeaderMap,
     ) -> Result<jetstream::publish::PublishAck, BusError> {
         let body = serde_json::to_vec(env).map_err(|e| BusError::nats("encode command", e))?;
-        headers.insert("Nats-Msg-Id", env.command_id().as_str());
+        headers.insert("Nats-Msg-Id", msg_id);
         self.js
             .publish_with_headers(self.topo.command_subject(env), headers, body.into())
             .await
@@ -505,7 +507,8 @@ impl Bus {
             .map_err(|e| BusError::nats("publish command ack", e))
     }
 
-    /// The stored outcome of a command, if a worker recorded one.
+    /// The stored outcome of a command publish (keyed by its `Nats-Msg-Id`), if a
+    /// worker recorded one.
     ///
     /// # Errors
     /// [`BusError::Nats`] on NATS failure.

@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::{Bus, REPLY_HEADER};
 use async_nats::HeaderMap;
 use futures::StreamExt as _;
-use holdpoint_domain::{CommandEnvelope, Outcome};
+use holdpoint_domain::{CommandEnvelope, ErrorCode, Outcome};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::warn;
@@ -110,6 +110,12 @@ impl Waiter {
 
     /// Publishes `env` and waits until `timeout` for its outcome.
     ///
+    /// A duplicate publish reads the stored outcome. When that outcome is a refusal
+    /// that left nothing behind and may not hold any more (`NRY-0032`: the question
+    /// is pending again), the command is published again under a fresh
+    /// `Nats-Msg-Id` (`<command id>-r<n>`) so the worker decides anew; the worker's
+    /// record-based idempotency still makes the retry resolve at most once.
+    ///
     /// # Errors
     /// [`WaitError`] when NATS or the worker did not answer in time: answer a
     /// retryable 503.
@@ -121,6 +127,31 @@ impl Waiter {
     ) -> Result<Outcome, WaitError> {
         let deadline = Instant::now() + timeout;
         let command_id = env.command_id();
+        let mut attempt = 0u32;
+        loop {
+            let msg_id = if attempt == 0 {
+                command_id.clone()
+            } else {
+                format!("{command_id}-r{attempt}")
+            };
+            let (outcome, duplicate) = self.publish_and_wait(bus, env, &msg_id, deadline).await?;
+            let stale_refusal =
+                matches!(&outcome.result, Err(r) if r.code == ErrorCode::AnswerNotDelivered);
+            if duplicate && stale_refusal && attempt < MAX_REATTEMPTS {
+                attempt += 1;
+                continue;
+            }
+            return Ok(outcome);
+        }
+    }
+
+    async fn publish_and_wait(
+        &self,
+        bus: &Bus,
+        env: &CommandEnvelope,
+        msg_id: &str,
+        deadline: Instant,
+    ) -> Result<(Outcome, bool), WaitError> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         if let Ok(mut t) = self.pending.lock() {
@@ -132,20 +163,20 @@ impl Waiter {
         };
         let mut headers = HeaderMap::new();
         headers.insert(REPLY_HEADER, format!("{}.{id}", self.prefix).as_str());
-        let ack = tokio::time::timeout_at(deadline, bus.publish_command(env, headers))
+        let ack = tokio::time::timeout_at(deadline, bus.publish_command(env, msg_id, headers))
             .await
             .map_err(|_| WaitError::Publish("timed out".into()))?
             .map_err(|e| WaitError::Publish(e.to_string()))?;
         if !ack.duplicate {
             if let Ok(Ok(outcome)) = tokio::time::timeout_at(deadline, rx).await {
-                return Ok(outcome);
+                return Ok((outcome, false));
             }
         }
         // A duplicate (or a lost reply): read the stored outcome until the deadline.
         let mut pause = Duration::from_millis(5);
         loop {
-            if let Ok(Some(outcome)) = bus.stored_outcome(&command_id).await {
-                return Ok(outcome);
+            if let Ok(Some(outcome)) = bus.stored_outcome(msg_id).await {
+                return Ok((outcome, ack.duplicate));
             }
             if Instant::now() + pause > deadline {
                 return Err(WaitError::Timeout);
@@ -155,3 +186,6 @@ impl Waiter {
         }
     }
 }
+
+/// How many fresh publishes a request makes past stored `NRY-0032` refusals.
+const MAX_REATTEMPTS: u32 = 8;

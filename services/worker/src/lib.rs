@@ -184,9 +184,22 @@ async fn handle(bus: &Bus, cfg: &WorkerConfig, msg: jetstream::Message) {
         return;
     }
     let command_id = env.command_id();
+    // Outcomes are stored under the publish's Nats-Msg-Id: the command id, or the
+    // command id with a `-r<n>` suffix for a retry after a refusal (see
+    // holdpoint_bus::outcome).
+    let outcome_key = msg
+        .headers
+        .as_ref()
+        .and_then(|h| h.get("Nats-Msg-Id"))
+        .map(|v| v.to_string())
+        .filter(|k| {
+            k.strip_prefix(&command_id)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with("-r"))
+        })
+        .unwrap_or_else(|| command_id.clone());
     let span = info_span!("command", org = %env.org, verb = env.verb(), command_id = %command_id, delivered);
     async {
-        let work = process(bus, cfg, &env, &command_id, delivered);
+        let work = process(bus, cfg, &env, &command_id, &outcome_key, delivered);
         tokio::pin!(work);
         let mut progress = tokio::time::interval(bus.topo.ack_wait / 3);
         progress.tick().await;
@@ -240,6 +253,7 @@ async fn process(
     cfg: &WorkerConfig,
     env: &CommandEnvelope,
     command_id: &str,
+    outcome_key: &str,
     delivered: i64,
 ) -> Result<Outcome, BusError> {
     for _attempt in 0..64 {
@@ -292,7 +306,7 @@ async fn process(
         }
         let body = encode(&decision.outcome)?;
         bus.outcomes
-            .put(command_id, body)
+            .put(outcome_key, body)
             .await
             .map_err(|e| BusError::Nats {
                 op: "store outcome",
@@ -353,7 +367,8 @@ async fn publish_effects(bus: &Bus, effects: &Effects) -> Result<(), BusError> {
         ack.map_err(nats_err("event ack"))?;
     }
     for f in &effects.follow_ups {
-        bus.publish_command(f, HeaderMap::new()).await?;
+        bus.publish_command(f, &f.command_id(), HeaderMap::new())
+            .await?;
     }
     Ok(())
 }

@@ -1,0 +1,665 @@
+//! Shared helpers for the domain's integration tests: builders for command
+//! envelopes, and a tiny in-memory store that applies a [`Decision`] the way the
+//! worker does (load, decide, write the session then the interaction by
+//! compare-and-set on their revisions, publish, reply). A lost compare-and-set
+//! means deciding again from the current records.
+//!
+//! The store also checks, on every write, that an interaction's resolution never
+//! changes once set and that its state never goes back.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use holdpoint_domain::{
+    AnswerCommand, AnswerInput, AnswerRoute, CallId, CallResult, CloseReason, Command,
+    CommandEnvelope, ContextId, Decision, Event, IdempotencyKey, Interaction, InteractionId,
+    LaneId, LaneMessage, MessageId, OpenInteraction, OpenRequest, OptionAnswer, OrgId, PersonId,
+    QuestionSpec, Session, SessionId, SessionMode, Snapshot, State, TaskId, decide,
+};
+use serde_json::Value;
+use time::OffsetDateTime;
+use time::macros::datetime;
+
+pub const ORG: &str = "acme";
+pub const LANE: &str = "main";
+pub const TASK: &str = "task-1";
+pub const CONTEXT: &str = "ticket-4821";
+pub const PERSON: &str = "ana@example.com";
+
+// ---------------------------------------------------------------- ids
+
+pub fn org() -> OrgId {
+    OrgId::parse(ORG).expect("fixture org id")
+}
+pub fn sid(s: &str) -> SessionId {
+    SessionId::parse(s).expect("fixture session id")
+}
+pub fn iid(s: &str) -> InteractionId {
+    InteractionId::parse(s).expect("fixture interaction id")
+}
+pub fn lane(s: &str) -> LaneId {
+    LaneId::parse(s).expect("fixture lane id")
+}
+pub fn mid(s: &str) -> MessageId {
+    MessageId::parse(s).expect("fixture message id")
+}
+pub fn key(s: &str) -> IdempotencyKey {
+    IdempotencyKey::parse(s).expect("fixture idempotency key")
+}
+pub fn person(s: &str) -> PersonId {
+    PersonId::parse(s).expect("fixture person")
+}
+pub fn task(s: &str) -> TaskId {
+    TaskId::parse(s).expect("fixture task id")
+}
+pub fn ctx(s: &str) -> ContextId {
+    ContextId::parse(s).expect("fixture context id")
+}
+pub fn call_of(interaction: &str) -> CallId {
+    CallId::parse(format!("call-{interaction}")).expect("fixture call id")
+}
+
+pub fn t0() -> OffsetDateTime {
+    datetime!(2025-06-01 12:00 UTC)
+}
+
+// ---------------------------------------------------------------- envelopes
+
+pub fn env(command: Command) -> CommandEnvelope {
+    CommandEnvelope {
+        org: org(),
+        command,
+    }
+}
+
+pub fn session_open(session: &str, mode: SessionMode) -> CommandEnvelope {
+    env(Command::SessionOpen {
+        session: sid(session),
+        mode,
+        lane_capacity: None,
+    })
+}
+
+pub fn session_open_cap(session: &str, mode: SessionMode, cap: u32) -> CommandEnvelope {
+    env(Command::SessionOpen {
+        session: sid(session),
+        mode,
+        lane_capacity: Some(cap),
+    })
+}
+
+pub fn session_close(session: &str) -> CommandEnvelope {
+    env(Command::SessionClose {
+        session: sid(session),
+    })
+}
+
+pub fn session_end(session: &str) -> CommandEnvelope {
+    env(Command::SessionEnd {
+        session: sid(session),
+    })
+}
+
+/// Opens `interaction` on `session`, lane [`LANE`], task [`TASK`], context
+/// [`CONTEXT`], blocking call `call-<interaction>`.
+pub fn open(interaction: &str, session: &str, request: OpenRequest) -> CommandEnvelope {
+    open_on(interaction, session, LANE, request)
+}
+
+pub fn open_on(
+    interaction: &str,
+    session: &str,
+    lane_name: &str,
+    request: OpenRequest,
+) -> CommandEnvelope {
+    env(Command::Open(Box::new(OpenInteraction {
+        interaction_id: iid(interaction),
+        session: sid(session),
+        lane: lane(lane_name),
+        task_id: task(TASK),
+        context_id: ctx(CONTEXT),
+        call_id: call_of(interaction),
+        request,
+    })))
+}
+
+pub fn approval_req(server: &str, tool: &str, arguments: Value) -> OpenRequest {
+    OpenRequest::Approval {
+        server: server.into(),
+        tool: tool.into(),
+        arguments,
+        reason: Some("writes to a repository".into()),
+    }
+}
+
+/// The held call of the tests: `github / create_pull_request` with a secret in the
+/// arguments, so a test can check the arguments never leave through `detail`.
+pub fn pr_arguments() -> Value {
+    serde_json::json!({
+        "repo": "acme/api",
+        "title": "Fix the flaky test",
+        "token": "s3cr3t-arg-value"
+    })
+}
+
+pub fn pr_approval() -> OpenRequest {
+    approval_req("github", "create_pull_request", pr_arguments())
+}
+
+pub fn question(text: &str, options: &[&str], multiple: bool, allow_text: bool) -> QuestionSpec {
+    QuestionSpec {
+        text: text.into(),
+        options: options.iter().map(|o| (*o).to_owned()).collect(),
+        multiple,
+        allow_text,
+    }
+}
+
+/// Two questions shaped for seed 003's example body: the first single-choice, the
+/// second with three options, several allowed, text allowed.
+pub fn seed_questions() -> Vec<QuestionSpec> {
+    vec![
+        question(
+            "Which database should the service use?",
+            &["Postgres", "SQLite", "MySQL"],
+            false,
+            false,
+        ),
+        question(
+            "How should conflicting rows be handled?",
+            &["Overwrite", "Skip", "Keep both"],
+            true,
+            true,
+        ),
+    ]
+}
+
+pub fn seed_question_req() -> OpenRequest {
+    OpenRequest::Question {
+        questions: seed_questions(),
+    }
+}
+
+pub fn connection_req(app: &str, reason: &str) -> OpenRequest {
+    OpenRequest::Connection {
+        app: app.into(),
+        reason: reason.into(),
+    }
+}
+
+pub fn close(interaction: &str, reason: CloseReason) -> CommandEnvelope {
+    env(Command::Close {
+        interaction_id: iid(interaction),
+        reason,
+        by_message: None,
+    })
+}
+
+pub fn tool_result(interaction: &str, result: CallResult) -> CommandEnvelope {
+    env(Command::ToolResult {
+        interaction_id: iid(interaction),
+        result,
+    })
+}
+
+pub fn ok_output(v: Value) -> CallResult {
+    CallResult::Ok { output: v }
+}
+
+pub fn message(session: &str, lane_name: &str, message_id: &str, text: &str) -> CommandEnvelope {
+    env(Command::Message {
+        session: sid(session),
+        lane: lane(lane_name),
+        message_id: mid(message_id),
+        by: person(PERSON),
+        text: text.into(),
+    })
+}
+
+pub fn turn_start(session: &str, lane_name: &str, turn: &str) -> CommandEnvelope {
+    env(Command::TurnStart {
+        session: sid(session),
+        lane: lane(lane_name),
+        turn_id: mid(turn),
+    })
+}
+
+pub fn turn_finish(session: &str, lane_name: &str, turn: &str) -> CommandEnvelope {
+    env(Command::TurnFinish {
+        session: sid(session),
+        lane: lane(lane_name),
+        turn_id: mid(turn),
+    })
+}
+
+// ---------------------------------------------------------------- answers
+
+/// A person's answer through `respond` (no task or context given).
+pub fn answer_cmd(interaction: &str, k: &str, input: AnswerInput) -> AnswerCommand {
+    AnswerCommand {
+        interaction_id: iid(interaction),
+        route: AnswerRoute::Respond,
+        key: key(k),
+        by: person(PERSON),
+        task_id: None,
+        context_id: None,
+        input,
+    }
+}
+
+pub fn answer(interaction: &str, k: &str, input: AnswerInput) -> CommandEnvelope {
+    answer_env(answer_cmd(interaction, k, input))
+}
+
+pub fn answer_env(a: AnswerCommand) -> CommandEnvelope {
+    env(Command::Answer(Box::new(a)))
+}
+
+/// The same answer through a given route.
+pub fn answer_via(
+    route: AnswerRoute,
+    interaction: &str,
+    k: &str,
+    input: AnswerInput,
+) -> CommandEnvelope {
+    let mut a = answer_cmd(interaction, k, input);
+    a.route = route;
+    answer_env(a)
+}
+
+/// The answer as an A2A message on the task and context it names.
+pub fn answer_a2a(
+    interaction: &str,
+    k: &str,
+    task_id: &str,
+    context_id: &str,
+    input: AnswerInput,
+) -> CommandEnvelope {
+    let mut a = answer_cmd(interaction, k, input);
+    a.route = AnswerRoute::A2a;
+    a.task_id = Some(task(task_id));
+    a.context_id = Some(ctx(context_id));
+    answer_env(a)
+}
+
+pub fn approved(approved: bool) -> AnswerInput {
+    AnswerInput::Approved {
+        approved,
+        reason: None,
+        arguments_digest: None,
+    }
+}
+
+pub fn approved_because(approved: bool, reason: &str) -> AnswerInput {
+    AnswerInput::Approved {
+        approved,
+        reason: Some(reason.into()),
+        arguments_digest: None,
+    }
+}
+
+pub fn approved_digest(approved: bool, digest: &str) -> AnswerInput {
+    AnswerInput::Approved {
+        approved,
+        reason: None,
+        arguments_digest: Some(digest.into()),
+    }
+}
+
+pub fn value(v: Value) -> AnswerInput {
+    AnswerInput::Value {
+        value: v,
+        reason: None,
+    }
+}
+
+pub fn text(t: &str) -> AnswerInput {
+    AnswerInput::Text { text: t.into() }
+}
+
+pub fn answers(entries: Vec<OptionAnswer>) -> AnswerInput {
+    AnswerInput::Answers { answers: entries }
+}
+
+pub fn oa(options: &[u32]) -> OptionAnswer {
+    OptionAnswer {
+        options: options.to_vec(),
+        text: None,
+    }
+}
+
+pub fn oa_text(options: &[u32], t: &str) -> OptionAnswer {
+    OptionAnswer {
+        options: options.to_vec(),
+        text: Some(t.into()),
+    }
+}
+
+/// Seed 003's example body.
+pub fn seed_answers() -> AnswerInput {
+    answers(vec![
+        oa(&[0]),
+        oa_text(&[2], "Keep both and reconcile nightly."),
+    ])
+}
+
+// ---------------------------------------------------------------- inspection
+
+pub fn names(events: &[Event]) -> Vec<&'static str> {
+    events.iter().map(Event::name).collect()
+}
+
+pub fn ids(events: &[Event]) -> Vec<String> {
+    events.iter().map(|e| e.id.clone()).collect()
+}
+
+// ---------------------------------------------------------------- the store
+
+/// A KV record with its revision (0 means "absent": a write expecting 0 creates).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rec<T> {
+    pub rev: u64,
+    pub value: T,
+}
+
+/// What a worker loaded for one command: the records and their revisions.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub interaction: Option<Interaction>,
+    pub interaction_rev: u64,
+    pub session_id: Option<SessionId>,
+    pub session: Option<Session>,
+    pub session_rev: u64,
+}
+
+impl Loaded {
+    pub fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot {
+            interaction: self.interaction.as_ref(),
+            session: self.session.as_ref(),
+        }
+    }
+}
+
+/// A lost compare-and-set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conflict;
+
+/// Everything published, in publish order (re-publishes included).
+#[derive(Debug, Clone, Default)]
+pub struct Published {
+    pub events: Vec<Event>,
+    pub audit: Vec<Event>,
+    pub lane_messages: Vec<LaneMessage>,
+    pub follow_ups: Vec<CommandEnvelope>,
+}
+
+/// The in-memory KV buckets, a clock, and what was published.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pub interactions: BTreeMap<(String, String), Rec<Interaction>>,
+    pub sessions: BTreeMap<(String, String), Rec<Session>>,
+    pub published: Published,
+    /// The clock the next decision reads; every decision advances it by one second,
+    /// so a re-decision at another time would show in the event contents.
+    pub now: OffsetDateTime,
+    /// How many records were written (both buckets), to check "no write".
+    pub writes: u64,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Store {
+    pub fn new() -> Self {
+        Store {
+            interactions: BTreeMap::new(),
+            sessions: BTreeMap::new(),
+            published: Published::default(),
+            now: t0(),
+            writes: 0,
+        }
+    }
+
+    pub fn tick(&mut self) -> OffsetDateTime {
+        let now = self.now;
+        self.now += time::Duration::seconds(1);
+        now
+    }
+
+    /// Loads what the worker loads for `env`: the interaction it names, and the
+    /// session it names (or its interaction's session).
+    pub fn load(&self, env: &CommandEnvelope) -> Loaded {
+        let org = env.org.as_str().to_owned();
+        let (interaction, interaction_rev) = match env.interaction_id() {
+            Some(id) => match self.interactions.get(&(org.clone(), id.as_str().to_owned())) {
+                Some(r) => (Some(r.value.clone()), r.rev),
+                None => (None, 0),
+            },
+            None => (None, 0),
+        };
+        let session_id = env
+            .session_id()
+            .cloned()
+            .or_else(|| interaction.as_ref().map(|i| i.session.clone()));
+        let (session, session_rev) = match &session_id {
+            Some(id) => match self.sessions.get(&(org, id.as_str().to_owned())) {
+                Some(r) => (Some(r.value.clone()), r.rev),
+                None => (None, 0),
+            },
+            None => (None, 0),
+        };
+        Loaded {
+            interaction,
+            interaction_rev,
+            session_id,
+            session,
+            session_rev,
+        }
+    }
+
+    /// Decides `env` on what `loaded` holds, at the store's clock.
+    pub fn decide_on(&mut self, loaded: &Loaded, env: &CommandEnvelope) -> Decision {
+        let now = self.tick();
+        decide(loaded.snapshot(), env, &env.command_id(), now)
+    }
+
+    /// Writes the decision's session by compare-and-set on the loaded revision.
+    pub fn write_session(
+        &mut self,
+        env: &CommandEnvelope,
+        loaded: &Loaded,
+        decision: &Decision,
+    ) -> Result<(), Conflict> {
+        let (Some(s), Some(id)) = (&decision.session, &loaded.session_id) else {
+            return Ok(());
+        };
+        assert_eq!(&s.id, id, "a decision writes the session it loaded");
+        let k = (env.org.as_str().to_owned(), id.as_str().to_owned());
+        let current = self.sessions.get(&k).map_or(0, |r| r.rev);
+        if current != loaded.session_rev {
+            return Err(Conflict);
+        }
+        self.sessions.insert(
+            k,
+            Rec {
+                rev: current + 1,
+                value: s.clone(),
+            },
+        );
+        self.writes += 1;
+        Ok(())
+    }
+
+    /// Writes the decision's interaction by compare-and-set on the loaded revision,
+    /// checking that a resolution never changes and a state never goes back.
+    pub fn write_interaction(
+        &mut self,
+        env: &CommandEnvelope,
+        loaded: &Loaded,
+        decision: &Decision,
+    ) -> Result<(), Conflict> {
+        let Some(i) = &decision.interaction else {
+            return Ok(());
+        };
+        let k = (env.org.as_str().to_owned(), i.id.as_str().to_owned());
+        let old = self.interactions.get(&k);
+        let current = old.map_or(0, |r| r.rev);
+        if current != loaded.interaction_rev {
+            return Err(Conflict);
+        }
+        if let Some(old) = old {
+            check_interaction_step(&old.value, i);
+        }
+        self.interactions.insert(
+            k,
+            Rec {
+                rev: current + 1,
+                value: i.clone(),
+            },
+        );
+        self.writes += 1;
+        Ok(())
+    }
+
+    /// Writes session then interaction, as the worker does.
+    pub fn apply(
+        &mut self,
+        env: &CommandEnvelope,
+        loaded: &Loaded,
+        decision: &Decision,
+    ) -> Result<(), Conflict> {
+        self.write_session(env, loaded, decision)?;
+        self.write_interaction(env, loaded, decision)
+    }
+
+    pub fn publish(&mut self, decision: &Decision) {
+        let e = &decision.effects;
+        self.published.events.extend(e.events.iter().cloned());
+        self.published.audit.extend(e.audit.iter().cloned());
+        self.published
+            .lane_messages
+            .extend(e.lane_messages.iter().cloned());
+        self.published.follow_ups.extend(e.follow_ups.iter().cloned());
+    }
+
+    /// One delivery of `env` through the worker loop: load, decide, write (a lost
+    /// compare-and-set decides again), publish (a replay publishes only when
+    /// `redelivered`), and return the decision that was applied.
+    pub fn deliver(&mut self, env: &CommandEnvelope, redelivered: bool) -> Decision {
+        for _ in 0..64 {
+            let loaded = self.load(env);
+            let decision = self.decide_on(&loaded, env);
+            if self.apply(env, &loaded, &decision).is_err() {
+                continue;
+            }
+            if !decision.replay || redelivered {
+                self.publish(&decision);
+            }
+            return decision;
+        }
+        panic!("too many revision conflicts for {}", env.verb());
+    }
+
+    /// A first delivery.
+    pub fn run(&mut self, env: &CommandEnvelope) -> Decision {
+        self.deliver(env, false)
+    }
+
+    pub fn interaction(&self, id: &str) -> &Interaction {
+        &self
+            .interactions
+            .get(&(ORG.to_owned(), id.to_owned()))
+            .unwrap_or_else(|| panic!("interaction {id} is stored"))
+            .value
+    }
+
+    pub fn has_interaction(&self, id: &str) -> bool {
+        self.interactions
+            .contains_key(&(ORG.to_owned(), id.to_owned()))
+    }
+
+    pub fn session(&self, id: &str) -> &Session {
+        &self
+            .sessions
+            .get(&(ORG.to_owned(), id.to_owned()))
+            .unwrap_or_else(|| panic!("session {id} is stored"))
+            .value
+    }
+
+    pub fn has_session(&self, id: &str) -> bool {
+        self.sessions.contains_key(&(ORG.to_owned(), id.to_owned()))
+    }
+
+    /// Empties every record's outbox, as if enough later transitions had pushed the
+    /// recorded ones out ([`holdpoint_domain::OUTBOX_KEEP`]): a repeated command is
+    /// then decided again instead of replayed.
+    pub fn forget_outboxes(&mut self) {
+        for r in self.interactions.values_mut() {
+            r.value.outbox.clear();
+            r.rev += 1;
+        }
+        for r in self.sessions.values_mut() {
+            r.value.outbox.clear();
+            r.rev += 1;
+        }
+    }
+
+    /// Every record with its revision, to compare before and after.
+    pub fn revisions(&self) -> Vec<(String, u64)> {
+        self.sessions
+            .iter()
+            .map(|((o, k), r)| (format!("s:{o}.{k}"), r.rev))
+            .chain(
+                self.interactions
+                    .iter()
+                    .map(|((o, k), r)| (format!("i:{o}.{k}"), r.rev)),
+            )
+            .collect()
+    }
+}
+
+/// One interaction write, old to new: a set resolution never changes (answer, key,
+/// person, outcome), and the lifecycle only goes forward.
+pub fn check_interaction_step(old: &Interaction, new: &Interaction) {
+    if let Some(r) = &old.resolution {
+        assert_eq!(
+            new.resolution.as_ref(),
+            Some(r),
+            "the resolution of {} changed once set",
+            old.id
+        );
+    }
+    if let Some(c) = &old.closure {
+        assert_eq!(
+            new.closure.as_ref(),
+            Some(c),
+            "the closure of {} changed",
+            old.id
+        );
+    }
+    if let Some(res) = &old.result {
+        assert_eq!(
+            new.result.as_ref(),
+            Some(res),
+            "the call result of {} changed",
+            old.id
+        );
+    }
+    let allowed = match old.state {
+        State::Pending => true,
+        State::Resolved => matches!(new.state, State::Resolved | State::Finished),
+        State::Finished => new.state == State::Finished,
+        State::Closed => new.state == State::Closed,
+    };
+    assert!(
+        allowed,
+        "interaction {} went from {:?} to {:?}",
+        old.id, old.state, new.state
+    );
+    assert_eq!(old.spec, new.spec, "the spec of {} changed", old.id);
+}

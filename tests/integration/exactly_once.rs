@@ -1,0 +1,169 @@
+//! Exactly once under duplicates and races (DESIGN guarantees 1 and 2).
+
+use std::time::Duration;
+
+use holdpoint_bus::Topology;
+use holdpoint_domain::{SessionMode, State};
+use holdpoint_tests::app::{AppOptions, TestApp};
+use serde_json::json;
+
+use crate::common::*;
+
+#[tokio::test]
+async fn same_key_fifty_times_at_once_resolves_once() {
+    let app = TestApp::start().await;
+    let rt = app.runtime("acme").await;
+    let (_, q) = open_question(&rt, SessionMode::Blocking).await;
+    let ana = app.person("acme", "ana");
+    let path = format!("/v1/questions/{q}/answer");
+    let replies = futures::future::join_all((0..50).map(|_| {
+        let (ana, path) = (ana.clone(), path.clone());
+        async move { ana.post_keyed(&path, "press-1", &seed_answer()).await }
+    }))
+    .await;
+    assert!(replies.iter().all(|r| r == &replies[0]), "{replies:?}");
+    assert_eq!(replies[0].status, 204);
+    app.wait_idle().await;
+    let events = app.events("acme").await;
+    assert_eq!(named(&events, "interaction-resolved", &q).len(), 1);
+    assert_eq!(finished(&events, &q).len(), 1);
+    assert_ids_consistent(&events);
+}
+
+#[tokio::test]
+async fn twenty_different_answers_race_one_wins() {
+    let app = TestApp::start_with(AppOptions {
+        workers: 2,
+        ..AppOptions::default()
+    })
+    .await;
+    let rt = app.runtime("acme").await;
+    let (_, q) = open_question(&rt, SessionMode::Blocking).await;
+    let path = format!("/v1/questions/{q}/answer");
+    let replies = futures::future::join_all((0..20).map(|i| {
+        let person = app.person("acme", &format!("p{i}"));
+        let path = path.clone();
+        let body = json!({"answers": [{"options": [i % 2]}, {"options": [i % 3], "text": format!("answer {i}")}]});
+        async move { person.post(&path, &body).await }
+    }))
+    .await;
+    let ok = replies.iter().filter(|r| r.status == 204).count();
+    let conflicts = replies
+        .iter()
+        .filter(|r| r.status == 409 && r.code() == "NRY-0009")
+        .count();
+    assert_eq!((ok, conflicts), (1, 19), "{replies:?}");
+    app.wait_idle().await;
+    let events = app.events("acme").await;
+    assert_eq!(finished(&events, &q).len(), 1);
+    // The winner is the one recorded.
+    let winner = replies
+        .iter()
+        .position(|r| r.status == 204)
+        .expect("a winner");
+    let record = app.interaction("acme", &q).await.expect("stored");
+    assert_eq!(
+        record.resolution.expect("resolved").by.as_str(),
+        format!("p{winner}")
+    );
+}
+
+#[tokio::test]
+async fn idempotency_outlives_the_duplicate_window() {
+    let app = TestApp::start_with(AppOptions {
+        topo: Topology {
+            duplicate_window: Duration::from_secs(1),
+            ack_wait: Duration::from_secs(2),
+            ..Topology::default()
+        },
+        ..AppOptions::default()
+    })
+    .await;
+    let rt = app.runtime("acme").await;
+    let (_, eff) = open_approval(&rt).await;
+    let ana = app.person("acme", "ana");
+    let path = format!("/v1/interactions/{eff}/approve");
+    let first = ana
+        .post_keyed(&path, "m-2", &json!({"approved": true}))
+        .await;
+    assert_eq!(first.status, 204);
+    app.wait_idle().await;
+    // Let the 1 s duplicate window pass: JetStream no longer knows the key.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Same key, different body: the recorded outcome; the answer does not change.
+    let again = ana
+        .post_keyed(&path, "m-2", &json!({"approved": false}))
+        .await;
+    assert_eq!(again, first);
+    // A different key: conflict.
+    let other = ana
+        .post_keyed(&path, "m-3", &json!({"approved": true}))
+        .await;
+    assert_eq!((other.status, other.code()), (409, "NRY-0009"));
+    app.wait_idle().await;
+    let record = app.interaction("acme", &eff).await.expect("stored");
+    assert_eq!(record.state, State::Resolved);
+    assert_eq!(
+        serde_json::to_value(&record.resolution.expect("resolved").answer).expect("json")["approved"],
+        json!(true)
+    );
+    let events = app.events("acme").await;
+    assert_eq!(named(&events, "tool-call-released", &eff).len(), 1);
+    assert_eq!(named(&events, "interaction-resolved", &eff).len(), 1);
+}
+
+#[tokio::test]
+async fn keys_are_scoped_by_organisation_and_task() {
+    let app = TestApp::start().await;
+    let acme = app.runtime("acme").await;
+    let globex = app.runtime("globex").await;
+    // Same effect id in two organisations, and two tasks in one organisation,
+    // all answered with the same key inside the duplicate window.
+    let (_, a1) = open_approval(&acme).await;
+    let (_, a2) = open_approval(&acme).await;
+    let session = "shared-session";
+    globex
+        .open_session(session, SessionMode::Blocking)
+        .await
+        .expect("session");
+    let at = placement(session);
+    globex
+        .hold_for_approval(
+            &at,
+            holdpoint_client::HoldCall {
+                effect_id: a1.clone(),
+                call_id: "c".into(),
+                server: "github".into(),
+                tool: "merge".into(),
+                arguments: json!({}),
+                reason: None,
+            },
+        )
+        .await
+        .expect("hold");
+    for (org, id) in [("acme", &a1), ("acme", &a2), ("globex", &a1)] {
+        let r = app
+            .person(org, "p")
+            .post_keyed(
+                &format!("/v1/interactions/{id}/approve"),
+                "m-2",
+                &json!({"approved": true}),
+            )
+            .await;
+        assert_eq!(r.status, 204, "{org}/{id}: {r:?}");
+    }
+    app.wait_idle().await;
+    for (org, id) in [("acme", &a1), ("acme", &a2), ("globex", &a1)] {
+        assert_eq!(
+            app.interaction(org, id).await.expect("stored").state,
+            State::Resolved,
+            "{org}/{id}"
+        );
+        let events = app.events(org).await;
+        assert_eq!(
+            named(&events, "tool-call-released", id).len(),
+            1,
+            "{org}/{id}"
+        );
+    }
+}

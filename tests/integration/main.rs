@@ -1,0 +1,9 @@
+//! Holdpoint integration tests: real nats-server processes started per test on free
+//! ports with temporary stores (see `holdpoint_tests::nats`), the real ingress over
+//! HTTP, real workers (in-process or as child processes a test can SIGKILL).
+
+mod answers;
+mod common;
+mod exactly_once;
+mod faults;
+mod product;

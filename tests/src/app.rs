@@ -1,0 +1,396 @@
+//! A whole Holdpoint on a private nats-server, for integration tests.
+//!
+//! [`TestApp`] starts a [`NatsServer`] (free port, temporary file store), sets the
+//! topology up, runs the ingress in-process on a free port (development identity),
+//! and runs workers either in-process ([`TestApp::start_worker`]) or as real
+//! `holdpoint worker` child processes ([`TestApp::spawn_worker_process`]) that a test
+//! can SIGKILL. [`Person`] talks HTTP as one person of one organisation;
+//! [`TestApp::runtime`] is the runtime side. [`TestApp::wait_idle`] waits until the
+//! workers' consumer has nothing pending or unacknowledged, so counting events
+//! afterwards is exact, not hopeful.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use async_nats::jetstream::consumer;
+use futures::StreamExt as _;
+use holdpoint_bus::{Bus, Topology};
+use holdpoint_client::Runtime;
+use holdpoint_domain::{Event, Interaction, InteractionId, OrgId};
+use holdpoint_ingress::{AppState, IdentityMode, IngressConfig};
+use holdpoint_worker::WorkerConfig;
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::nats::{NatsServer, NatsServerOptions, wait_for, workspace_root};
+
+/// Settings of a [`TestApp`].
+#[derive(Debug, Clone)]
+pub struct AppOptions {
+    /// Topology (ack_wait, duplicate window...).
+    pub topo: Topology,
+    /// In-process workers started with the app.
+    pub workers: usize,
+    /// The ingress's outcome timeout.
+    pub outcome_timeout: Duration,
+    /// nats-server options.
+    pub nats: NatsServerOptions,
+}
+
+impl Default for AppOptions {
+    fn default() -> Self {
+        AppOptions {
+            topo: Topology {
+                ack_wait: Duration::from_secs(2),
+                ..Topology::default()
+            },
+            workers: 1,
+            outcome_timeout: Duration::from_secs(5),
+            nats: NatsServerOptions::default(),
+        }
+    }
+}
+
+struct InProcessWorker {
+    token: CancellationToken,
+    handle: JoinHandle<anyhow::Result<()>>,
+}
+
+/// A running Holdpoint.
+pub struct TestApp {
+    /// The private nats-server.
+    pub nats: NatsServer,
+    /// The options it was started with.
+    pub opts: AppOptions,
+    /// The bus (connected to [`TestApp::nats`]).
+    pub bus: Bus,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    http: reqwest::Client,
+    ingress: CancellationToken,
+    workers: Vec<InProcessWorker>,
+    processes: Vec<Child>,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.ingress.cancel();
+        for w in &self.workers {
+            w.token.cancel();
+        }
+        for p in &mut self.processes {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+    }
+}
+
+/// The `holdpoint` binary built by `cargo build --bins` (`HOLDPOINT_BIN` overrides).
+pub fn holdpoint_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("HOLDPOINT_BIN") {
+        return PathBuf::from(p);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"));
+    let bin = target.join("debug").join("holdpoint");
+    assert!(
+        bin.is_file(),
+        "{} is missing: run `cargo build --bins` first (ops/test.sh does)",
+        bin.display()
+    );
+    bin
+}
+
+impl TestApp {
+    /// Starts with [`AppOptions::default`].
+    pub async fn start() -> TestApp {
+        Self::start_with(AppOptions::default()).await
+    }
+
+    /// Starts with `opts`.
+    pub async fn start_with(opts: AppOptions) -> TestApp {
+        let nats = NatsServer::start_with(opts.nats.clone()).await;
+        let bus = connect(&nats.url(), &opts.topo).await;
+        let state = AppState::new(
+            bus.clone(),
+            IngressConfig {
+                outcome_timeout: opts.outcome_timeout,
+                identity: IdentityMode::InsecureDevHeaders,
+                ..IngressConfig::default()
+            },
+        )
+        .await
+        .expect("ingress state");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let ingress = CancellationToken::new();
+        tokio::spawn(holdpoint_ingress::run(state, listener, ingress.clone()));
+        let mut app = TestApp {
+            nats,
+            opts: opts.clone(),
+            bus,
+            base,
+            http: reqwest::Client::new(),
+            ingress,
+            workers: Vec::new(),
+            processes: Vec::new(),
+        };
+        for _ in 0..opts.workers {
+            app.start_worker().await;
+        }
+        app
+    }
+
+    /// Starts one more in-process worker.
+    pub async fn start_worker(&mut self) {
+        let bus = connect(&self.nats.url(), &self.opts.topo).await;
+        let token = CancellationToken::new();
+        let handle = tokio::spawn(holdpoint_worker::run(
+            bus,
+            WorkerConfig::default(),
+            token.clone(),
+        ));
+        self.workers.push(InProcessWorker { token, handle });
+    }
+
+    /// Stops every in-process worker (they finish and ack what they hold).
+    pub async fn stop_workers(&mut self) {
+        for w in self.workers.drain(..) {
+            w.token.cancel();
+            let _ = w.handle.await;
+        }
+    }
+
+    /// Starts `holdpoint worker` as a child process, with an optional failpoint
+    /// (`after-write`, `before-ack`). Returns its index for [`TestApp::process`].
+    pub fn spawn_worker_process(&mut self, failpoint: Option<&str>) -> usize {
+        let mut cmd = Command::new(holdpoint_binary());
+        cmd.arg("worker")
+            .arg("--nats-url")
+            .arg(self.nats.url())
+            .arg("--ack-wait-ms")
+            .arg(self.opts.topo.ack_wait.as_millis().to_string())
+            .arg("--duplicate-window-secs")
+            .arg(self.opts.topo.duplicate_window.as_secs().max(1).to_string())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        match failpoint {
+            Some(f) => cmd.env("HOLDPOINT_FAILPOINT", f),
+            None => cmd.env_remove("HOLDPOINT_FAILPOINT"),
+        };
+        let child = cmd.spawn().expect("spawn holdpoint worker");
+        self.processes.push(child);
+        self.processes.len() - 1
+    }
+
+    /// A child process started by [`TestApp::spawn_worker_process`].
+    pub fn process(&mut self, i: usize) -> &mut Child {
+        &mut self.processes[i]
+    }
+
+    /// A runtime handle for `org`.
+    pub async fn runtime(&self, org: &str) -> Runtime {
+        let bus = connect(&self.nats.url(), &self.opts.topo).await;
+        Runtime::with_bus(bus, org)
+            .await
+            .expect("runtime")
+            .with_timeout(Duration::from_secs(10))
+    }
+
+    /// A person of `org` talking HTTP.
+    pub fn person(&self, org: &str, person: &str) -> Person {
+        Person {
+            http: self.http.clone(),
+            base: self.base.clone(),
+            org: org.to_owned(),
+            person: person.to_owned(),
+        }
+    }
+
+    /// Waits (deadline 20 s) until the workers' consumer has no pending and no
+    /// unacknowledged command: every command sent so far is fully handled.
+    pub async fn wait_idle(&self) {
+        let stream = self.bus.topo.commands_stream();
+        let name = self.bus.topo.worker_consumer();
+        let js = self.bus.js.clone();
+        wait_for(Duration::from_secs(20), "workers to be idle", || {
+            let js = js.clone();
+            let (stream, name) = (stream.clone(), name.clone());
+            async move {
+                let s = js.get_stream(&stream).await.ok()?;
+                let mut c: consumer::PullConsumer = s.get_consumer(&name).await.ok()?;
+                let info = c.info().await.ok()?;
+                (info.num_pending == 0 && info.num_ack_pending == 0).then_some(())
+            }
+        })
+        .await;
+    }
+
+    /// Every event of `org` in the events stream, in stream order.
+    pub async fn events(&self, org: &str) -> Vec<Event> {
+        let org = OrgId::parse(org).expect("org");
+        read_all(
+            &self.bus,
+            &self.bus.topo.events_stream(),
+            &self.bus.topo.org_events_filter(&org),
+        )
+        .await
+    }
+
+    /// Every lane message of `org`.
+    pub async fn lane_messages(&self, org: &str) -> Vec<holdpoint_domain::LaneMessage> {
+        let org = OrgId::parse(org).expect("org");
+        let filter = format!("{}.lane.{}.>", self.bus.topo.subject_prefix, org.token());
+        read_all(&self.bus, &self.bus.topo.lanes_stream(), &filter).await
+    }
+
+    /// The stored interaction.
+    pub async fn interaction(&self, org: &str, id: &str) -> Option<Interaction> {
+        let org = OrgId::parse(org).expect("org");
+        let id = InteractionId::parse(id).expect("id");
+        self.bus
+            .load_interaction(&org, &id)
+            .await
+            .expect("load")
+            .value
+    }
+}
+
+async fn connect(url: &str, topo: &Topology) -> Bus {
+    let client = holdpoint_bus::connect(url, "holdpoint-test")
+        .await
+        .expect("connect");
+    Bus::setup(client, topo.clone()).await.expect("setup")
+}
+
+/// Reads every message of `stream` matching `filter`, decoded as `T`, in order.
+pub async fn read_all<T: serde::de::DeserializeOwned>(
+    bus: &Bus,
+    stream: &str,
+    filter: &str,
+) -> Vec<T> {
+    let stream = bus.js.get_stream(stream).await.expect("stream");
+    let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: filter.to_owned(),
+            deliver_policy: consumer::DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let pending = consumer.cached_info().num_pending;
+    let mut out = Vec::new();
+    if pending == 0 {
+        return out;
+    }
+    let mut messages = consumer.messages().await.expect("messages");
+    while let Some(m) = tokio::time::timeout(Duration::from_secs(5), messages.next())
+        .await
+        .expect("read timed out")
+    {
+        let m = m.expect("message");
+        out.push(serde_json::from_slice(&m.payload).expect("decodes"));
+        if m.info().map(|i| i.pending).unwrap_or(0) == 0 {
+            break;
+        }
+    }
+    out
+}
+
+/// One person of one organisation, over HTTP with the development identity.
+#[derive(Debug, Clone)]
+pub struct Person {
+    http: reqwest::Client,
+    base: String,
+    /// Organisation.
+    pub org: String,
+    /// Person.
+    pub person: String,
+}
+
+/// An HTTP answer: status, body (JSON or `Null`), and the `Retry-After` header.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// Status.
+    pub status: u16,
+    /// Body.
+    pub body: Value,
+    /// `Retry-After`, if any.
+    pub retry_after: Option<String>,
+}
+
+impl Reply {
+    /// The error code of an error body.
+    pub fn code(&self) -> &str {
+        self.body["code"].as_str().unwrap_or("")
+    }
+}
+
+impl Person {
+    fn req(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        r.header("X-Holdpoint-Org", &self.org)
+            .header("X-Holdpoint-Person", &self.person)
+    }
+
+    async fn send(r: reqwest::RequestBuilder) -> Reply {
+        let resp = r.send().await.expect("http");
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let bytes = resp.bytes().await.expect("body");
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Reply {
+            status,
+            body,
+            retry_after,
+        }
+    }
+
+    /// POST JSON.
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        Self::send(
+            self.req(self.http.post(format!("{}{path}", self.base)))
+                .json(body),
+        )
+        .await
+    }
+
+    /// POST JSON with an `Idempotency-Key`.
+    pub async fn post_keyed(&self, path: &str, key: &str, body: &Value) -> Reply {
+        Self::send(
+            self.req(self.http.post(format!("{}{path}", self.base)))
+                .header("Idempotency-Key", key)
+                .json(body),
+        )
+        .await
+    }
+
+    /// POST raw bytes with a content type.
+    pub async fn post_raw(&self, path: &str, content_type: &str, body: Vec<u8>) -> Reply {
+        Self::send(
+            self.req(self.http.post(format!("{}{path}", self.base)))
+                .header("Content-Type", content_type)
+                .body(body),
+        )
+        .await
+    }
+
+    /// GET.
+    pub async fn get(&self, path: &str) -> Reply {
+        Self::send(self.req(self.http.get(format!("{}{path}", self.base)))).await
+    }
+
+    /// POST without any identity headers.
+    pub async fn post_anonymous(&self, path: &str, body: &Value) -> Reply {
+        Self::send(self.http.post(format!("{}{path}", self.base)).json(body)).await
+    }
+}
