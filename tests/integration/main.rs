@@ -4,6 +4,7 @@
 
 mod answers;
 mod common;
+mod compat;
 mod exactly_once;
 mod faults;
 mod product;

@@ -535,18 +535,41 @@ async fn ensure_stream(js: &jetstream::Context, cfg: stream::Config) -> Result<(
     Ok(())
 }
 
+/// Creates the bucket's backing stream as the KV specification (ADR-8) lays it out,
+/// then binds the bucket. The stream is created directly rather than through
+/// `create_key_value`, whose account-limits lookup does not parse a 2.9 server's
+/// account info; the resulting bucket is the same.
 async fn ensure_bucket(js: &jetstream::Context, cfg: kv::Config) -> Result<kv::Store, BusError> {
-    match js.get_key_value(&cfg.bucket).await {
-        Ok(store) => Ok(store),
-        Err(_) => match js.create_key_value(cfg.clone()).await {
-            Ok(store) => Ok(store),
-            // Another process created it in between.
-            Err(_) => js
-                .get_key_value(&cfg.bucket)
-                .await
-                .map_err(|e| BusError::nats("create bucket", e)),
-        },
+    if let Ok(store) = js.get_key_value(&cfg.bucket).await {
+        return Ok(store);
     }
+    let stream = stream::Config {
+        name: format!("KV_{}", cfg.bucket),
+        subjects: vec![format!("$KV.{}.>", cfg.bucket)],
+        max_messages_per_subject: cfg.history,
+        max_age: cfg.max_age,
+        storage: cfg.storage,
+        num_replicas: cfg.num_replicas,
+        allow_rollup: true,
+        deny_delete: true,
+        deny_purge: false,
+        allow_direct: true,
+        discard: stream::DiscardPolicy::New,
+        duplicate_window: if cfg.max_age.is_zero() {
+            Duration::from_secs(120)
+        } else {
+            cfg.max_age.min(Duration::from_secs(120))
+        },
+        ..Default::default()
+    };
+    // Another process may create it at the same time; then bind to theirs.
+    let created = js.get_or_create_stream(stream).await;
+    js.get_key_value(&cfg.bucket)
+        .await
+        .map_err(|bind| match created {
+            Err(create) => BusError::nats("create bucket", create),
+            Ok(_) => BusError::nats("bind bucket", bind),
+        })
 }
 
 async fn load<T: DeserializeOwned>(store: &kv::Store, key: String) -> Result<Loaded<T>, BusError> {

@@ -167,10 +167,10 @@ impl Waiter {
             .await
             .map_err(|_| WaitError::Publish("timed out".into()))?
             .map_err(|e| WaitError::Publish(e.to_string()))?;
-        if !ack.duplicate {
-            if let Ok(Ok(outcome)) = tokio::time::timeout_at(deadline, rx).await {
-                return Ok((outcome, false));
-            }
+        if !ack.duplicate
+            && let Ok(Ok(outcome)) = tokio::time::timeout_at(deadline, rx).await
+        {
+            return Ok((outcome, false));
         }
         // A duplicate (or a lost reply): read the stored outcome until the deadline.
         let mut pause = Duration::from_millis(5);

@@ -120,140 +120,20 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     result
 }
 
-async fn script(bus: &holdpoint_bus::Bus, base: &str, verbose: bool) -> anyhow::Result<()> {
-    let rt = Runtime::with_bus(bus.clone(), ORG).await?;
-    let mut events = rt.follow(EventFilter::default()).await?;
-    let run_id = uuid::Uuid::new_v4().simple().to_string();
-    let session = format!("demo-{}", &run_id[..8]);
-    let at = Placement::new(
-        &session,
-        "main",
-        &format!("task-{}", &run_id[..8]),
-        "ticket-4821",
-    )?;
-    rt.open_session(&session, SessionMode::Blocking).await?;
-
-    // The runtime's side: three blocked calls.
-    println!("\n── runtime opens three interactions");
-    let effect_id = format!("eff_{}", &run_id[..12]);
-    let approval = rt
-        .hold_for_approval(
-            &at,
-            HoldCall {
-                effect_id: effect_id.clone(),
-                call_id: "call_pr".into(),
-                server: "github".into(),
-                tool: "create_pull_request".into(),
-                arguments: json!({"repo": "acme/app", "title": "Fix duplicate invoices", "head": "fix/dupes", "base": "main"}),
-                reason: Some("writes to a shared repository".into()),
-            },
-        )
-        .await?;
-    let question = rt
-        .ask_user(
-            &at,
-            "call_ask",
-            vec![
-                QuestionSpec {
-                    text: "Which branch should the fix target?".into(),
-                    options: vec!["main".into(), "release-2.3".into()],
-                    multiple: false,
-                    allow_text: false,
-                },
-                QuestionSpec {
-                    text: "What should happen to the duplicate invoices?".into(),
-                    options: vec![
-                        "Delete the newer copy".into(),
-                        "Merge them".into(),
-                        "Keep both".into(),
-                    ],
-                    multiple: false,
-                    allow_text: true,
-                },
-            ],
-            None,
-        )
-        .await?;
-    let agent = AgentManifest::from_markdown(AGENT_MD)?;
-    let connection = rt
-        .request_connection(
-            &agent,
-            &at,
-            "call_connect",
-            "Linear",
-            "to file the follow-up ticket",
-            None,
-        )
-        .await?;
-    println!("   approval {approval}, question {question}, connection {connection}");
-
-    // The person's side, over HTTP.
-    let http = reqwest::Client::new();
-    let person = |r: reqwest::RequestBuilder| {
-        r.header("X-Holdpoint-Org", ORG)
-            .header("X-Holdpoint-Person", PERSON)
-    };
-    let pending: Value = person(http.get(format!("{base}/v1/interactions?state=pending")))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    let count = pending["items"].as_array().map_or(0, Vec::len);
-    println!("\n── person sees {count} pending interactions (GET /v1/interactions)");
-    let view: Value = person(http.get(format!("{base}/v1/interactions/{approval}")))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    let digest = view["call"]["argumentsDigest"]
-        .as_str()
-        .context("approval view has no argumentsDigest")?
-        .to_owned();
-
-    let steps = [
-        (
-            "approve",
-            format!("{base}/v1/interactions/{approval}/approve"),
-            json!({"approved": true, "argumentsDigest": digest}),
-        ),
-        (
-            "answer",
-            format!("{base}/v1/questions/{question}/answer"),
-            json!({"answers": [{"options": [0]}, {"options": [2], "text": "Keep both and reconcile nightly."}]}),
-        ),
-        (
-            "respond",
-            format!("{base}/v1/interactions/{connection}/respond"),
-            json!({"value": {"connected": true}}),
-        ),
-    ];
-    println!("\n── person answers");
-    for (what, url, body) in steps {
-        let resp = person(http.post(&url)).json(&body).send().await?;
-        let status = resp.status();
-        println!(
-            "   POST {} -> {}",
-            url.trim_start_matches(base),
-            status.as_u16()
-        );
-        if status.as_u16() != 204 {
-            bail!(
-                "{what} answered {status}: {}",
-                resp.text().await.unwrap_or_default()
-            );
-        }
-    }
-
-    // Follow the events until each blocked call has finished.
-    println!("\n── events (hp.evt.{ORG}.>)");
-    let mut finished: BTreeMap<String, Value> = BTreeMap::new();
+/// Prints events as they arrive until `done` says so; plays the tool executor for
+/// released calls; refuses a second `tool-call-finished` for any call.
+async fn follow_until(
+    rt: &Runtime,
+    events: &mut holdpoint_client::EventStream,
+    finished: &mut BTreeMap<String, Value>,
+    verbose: bool,
+    mut done: impl FnMut(&EventData) -> bool,
+) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while finished.len() < 3 {
+    loop {
         let next = tokio::time::timeout_at(deadline, events.next())
             .await
-            .context("timed out waiting for tool-call-finished events")?;
+            .context("timed out waiting for events")?;
         let Some(next) = next else {
             bail!("event stream ended")
         };
@@ -288,17 +168,193 @@ async fn script(bus: &holdpoint_bus::Bus, base: &str, verbose: bool) -> anyhow::
             }
             EventData::ToolCallFinished {
                 call_id, result, ..
-            } => {
-                if finished
-                    .insert(call_id.to_string(), serde_json::to_value(result)?)
-                    .is_some()
-                {
-                    bail!("a second tool-call-finished for {call_id}");
-                }
+            } if finished
+                .insert(call_id.to_string(), serde_json::to_value(result)?)
+                .is_some() =>
+            {
+                bail!("a second tool-call-finished for {call_id}");
             }
             _ => {}
         }
+        if done(&e.body) {
+            return Ok(());
+        }
     }
+}
+
+fn finished_for(call: &'static str) -> impl FnMut(&EventData) -> bool {
+    move |e| matches!(e, EventData::ToolCallFinished { call_id, .. } if call_id.as_str() == call)
+}
+
+fn waits(e: &EventData) -> bool {
+    matches!(e, EventData::TaskStatus(s) if s.interaction.is_some())
+}
+
+async fn answer(http: &reqwest::Client, base: &str, path: &str, body: Value) -> anyhow::Result<()> {
+    let resp = http
+        .post(format!("{base}{path}"))
+        .header("X-Holdpoint-Org", ORG)
+        .header("X-Holdpoint-Person", PERSON)
+        .json(&body)
+        .send()
+        .await?;
+    let status = resp.status();
+    println!("   person: POST {path} {body} -> {}", status.as_u16());
+    if status.as_u16() != 204 {
+        bail!(
+            "{path} answered {status}: {}",
+            resp.text().await.unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+async fn get(http: &reqwest::Client, base: &str, path: &str) -> anyhow::Result<Value> {
+    Ok(http
+        .get(format!("{base}{path}"))
+        .header("X-Holdpoint-Org", ORG)
+        .header("X-Holdpoint-Person", PERSON)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?)
+}
+
+async fn script(bus: &holdpoint_bus::Bus, base: &str, verbose: bool) -> anyhow::Result<()> {
+    let rt = Runtime::with_bus(bus.clone(), ORG).await?;
+    let mut events = rt.follow(EventFilter::default()).await?;
+    let mut finished = BTreeMap::new();
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let session = format!("demo-{}", &run_id[..8]);
+    let at = Placement::new(
+        &session,
+        "main",
+        &format!("task-{}", &run_id[..8]),
+        "ticket-4821",
+    )?;
+    let http = reqwest::Client::new();
+    rt.open_session(&session, SessionMode::Blocking).await?;
+
+    println!("\n── 1. the tool policy holds github / create_pull_request");
+    let effect_id = format!("eff_{}", &run_id[..12]);
+    let approval = rt
+        .hold_for_approval(
+            &at,
+            HoldCall {
+                effect_id: effect_id.clone(),
+                call_id: "call_pr".into(),
+                server: "github".into(),
+                tool: "create_pull_request".into(),
+                arguments: json!({"repo": "acme/app", "title": "Fix duplicate invoices", "head": "fix/dupes", "base": "main"}),
+                reason: Some("writes to a shared repository".into()),
+            },
+        )
+        .await?;
+    follow_until(&rt, &mut events, &mut finished, verbose, waits).await?;
+    let pending = get(&http, base, "/v1/interactions?state=pending").await?;
+    println!(
+        "   person: GET /v1/interactions -> {} pending",
+        pending["items"].as_array().map_or(0, Vec::len)
+    );
+    let view = get(&http, base, &format!("/v1/interactions/{approval}")).await?;
+    let digest = view["call"]["argumentsDigest"]
+        .as_str()
+        .context("approval view has no argumentsDigest")?
+        .to_owned();
+    println!(
+        "   person: GET /v1/interactions/{approval} -> arguments {}",
+        view["call"]["arguments"]
+    );
+    answer(
+        &http,
+        base,
+        &format!("/v1/interactions/{approval}/approve"),
+        json!({"approved": true, "argumentsDigest": digest}),
+    )
+    .await?;
+    follow_until(
+        &rt,
+        &mut events,
+        &mut finished,
+        verbose,
+        finished_for("call_pr"),
+    )
+    .await?;
+
+    println!("\n── 2. the agent asks two questions (ask_user)");
+    let question = rt
+        .ask_user(
+            &at,
+            "call_ask",
+            vec![
+                QuestionSpec {
+                    text: "Which branch should the fix target?".into(),
+                    options: vec!["main".into(), "release-2.3".into()],
+                    multiple: false,
+                    allow_text: false,
+                },
+                QuestionSpec {
+                    text: "What should happen to the duplicate invoices?".into(),
+                    options: vec![
+                        "Delete the newer copy".into(),
+                        "Merge them".into(),
+                        "Keep both".into(),
+                    ],
+                    multiple: false,
+                    allow_text: true,
+                },
+            ],
+            None,
+        )
+        .await?;
+    follow_until(&rt, &mut events, &mut finished, verbose, waits).await?;
+    // Exactly seed 003's example body.
+    answer(
+        &http,
+        base,
+        &format!("/v1/questions/{question}/answer"),
+        json!({"answers": [{"options": [0]}, {"options": [2], "text": "Keep both and reconcile nightly."}]}),
+    )
+    .await?;
+    follow_until(
+        &rt,
+        &mut events,
+        &mut finished,
+        verbose,
+        finished_for("call_ask"),
+    )
+    .await?;
+
+    println!("\n── 3. the agent asks for Linear to be connected (request_connection)");
+    let agent = AgentManifest::from_markdown(AGENT_MD)?;
+    let connection = rt
+        .request_connection(
+            &agent,
+            &at,
+            "call_connect",
+            "Linear",
+            "to file the follow-up ticket",
+            None,
+        )
+        .await?;
+    follow_until(&rt, &mut events, &mut finished, verbose, waits).await?;
+    answer(
+        &http,
+        base,
+        &format!("/v1/interactions/{connection}/respond"),
+        json!({"value": {"connected": true}}),
+    )
+    .await?;
+    follow_until(
+        &rt,
+        &mut events,
+        &mut finished,
+        verbose,
+        finished_for("call_connect"),
+    )
+    .await?;
+
     println!("\n✓ three blocked calls, three tool-call-finished events, each exactly once");
     Ok(())
 }

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The main job: installs the pinned nats-server if needed, builds, and runs
+# `holdpoint demo` (a private nats-server, the ingress and a worker; a runtime and a
+# person play out an approval, a question and a connection request).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash ops/setup.sh
+HOLDPOINT_NATS_SERVER="$(cat .tools/nats-server.path)"
+export HOLDPOINT_NATS_SERVER
+cargo build --quiet --bin holdpoint
+exec ./target/debug/holdpoint demo "$@"

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs Holdpoint locally: a nats-server of its own (store under .holdpoint/nats),
+# the ingress on 127.0.0.1:8080 and a worker. Extra arguments go to `holdpoint up`.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash ops/setup.sh
+HOLDPOINT_NATS_SERVER="$(cat .tools/nats-server.path)"
+export HOLDPOINT_NATS_SERVER
+cargo build --quiet --bin holdpoint
+exec ./target/debug/holdpoint up "$@"
