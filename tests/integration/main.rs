@@ -5,6 +5,7 @@
 mod answers;
 mod common;
 mod compat;
+mod docs;
 mod exactly_once;
 mod faults;
 mod product;

@@ -6,11 +6,13 @@
 //!   it brings everything up, plays a runtime and a person, and prints each event.
 //! - [`localnats`]: finds and starts a local nats-server.
 //! - [`demo`]: the demo script.
+//! - [`runtime_cmd`]: `holdpoint runtime …`, the runtime's side from a shell.
 //!
 //! `main.rs` only parses arguments and calls [`run`].
 
 pub mod demo;
 pub mod localnats;
+pub mod runtime_cmd;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -46,6 +48,8 @@ pub enum Verb {
     /// The main job: bring everything up, open an approval, a question and a
     /// connection, answer them over HTTP, and print every event.
     Demo(DemoArgs),
+    /// Act as a runtime: open sessions and interactions, close them, report results.
+    Runtime(runtime_cmd::RuntimeArgs),
 }
 
 /// NATS connection and topology.
@@ -327,6 +331,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let bus = connect_bus(&url, "holdpoint-worker", args.nats.topology()).await?;
             println!("holdpoint worker: pulling commands from {url}");
             holdpoint_worker::run(bus, args.worker.config(), shutdown_on_signals()).await
+        }
+        Verb::Runtime(args) => {
+            init_tracing("warn");
+            runtime_cmd::run(args).await
         }
         Verb::Demo(args) => {
             init_tracing("warn");

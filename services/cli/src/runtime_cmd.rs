@@ -1,0 +1,199 @@
+//! `holdpoint runtime …`: the runtime's side from a shell, through the client
+//! library, for trying Holdpoint out with curl and for operators. Each verb prints
+//! the id it opened (or the outcome) and exits non-zero on a refusal.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use holdpoint_client::{AgentManifest, HoldCall, Placement, Runtime};
+use holdpoint_domain::{CallResult, CloseReason, QuestionSpec, SessionMode};
+
+/// Where and as whom the runtime acts.
+#[derive(Debug, Clone, Args)]
+pub struct RuntimeArgs {
+    /// NATS URL.
+    #[arg(
+        long,
+        env = "HOLDPOINT_NATS_URL",
+        default_value = "nats://127.0.0.1:4290"
+    )]
+    pub nats_url: String,
+    /// The organisation.
+    #[arg(long, env = "HOLDPOINT_ORG", default_value = "acme")]
+    pub org: String,
+    /// The verb.
+    #[command(subcommand)]
+    pub verb: RuntimeVerb,
+}
+
+/// Where an interaction lives.
+#[derive(Debug, Clone, Args)]
+pub struct PlaceArgs {
+    /// Session id.
+    #[arg(long)]
+    pub session: String,
+    /// Lane.
+    #[arg(long, default_value = "main")]
+    pub lane: String,
+    /// A2A task id.
+    #[arg(long)]
+    pub task: String,
+    /// A2A context id.
+    #[arg(long, default_value = "ctx-1")]
+    pub context: String,
+    /// The blocked tool call's id.
+    #[arg(long)]
+    pub call: String,
+}
+
+/// Runtime verbs.
+#[derive(Debug, Clone, Subcommand)]
+pub enum RuntimeVerb {
+    /// Open a session.
+    Session {
+        /// Session id.
+        #[arg(long)]
+        session: String,
+        /// `blocking` or `product`.
+        #[arg(long, default_value = "blocking")]
+        mode: String,
+    },
+    /// Hold a tool call for approval.
+    Hold {
+        /// Placement.
+        #[command(flatten)]
+        at: PlaceArgs,
+        /// Effect id (the interaction id).
+        #[arg(long)]
+        effect: String,
+        /// MCP server.
+        #[arg(long)]
+        server: String,
+        /// Tool.
+        #[arg(long)]
+        tool: String,
+        /// Arguments as JSON.
+        #[arg(long, default_value = "{}")]
+        arguments: String,
+        /// Why it is held.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// ask_user: questions as JSON, e.g. `[{"text":"Which?","options":["a","b"]}]`.
+    Ask {
+        /// Placement.
+        #[command(flatten)]
+        at: PlaceArgs,
+        /// The questions (JSON array of {text, options, multiple?, allowText?}).
+        #[arg(long)]
+        questions: String,
+        /// The question id (a UUID; default: a new one).
+        #[arg(long)]
+        id: Option<uuid::Uuid>,
+    },
+    /// request_connection for the agent described by an AGENT.md.
+    Connect {
+        /// Placement.
+        #[command(flatten)]
+        at: PlaceArgs,
+        /// The agent's AGENT.md (connections must be on).
+        #[arg(long)]
+        agent: PathBuf,
+        /// App.
+        #[arg(long)]
+        app: String,
+        /// Reason.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Close a pending interaction (the turn was interrupted).
+    Close {
+        /// Interaction id.
+        id: String,
+    },
+    /// Report a released call's result (JSON output).
+    ToolResult {
+        /// Effect id.
+        id: String,
+        /// Output as JSON.
+        #[arg(long, default_value = "null")]
+        output: String,
+    },
+}
+
+fn place(a: &PlaceArgs) -> anyhow::Result<Placement> {
+    Ok(Placement::new(&a.session, &a.lane, &a.task, &a.context)?)
+}
+
+/// Runs a runtime verb.
+///
+/// # Errors
+/// When NATS is unreachable, the input is invalid, or the worker refuses.
+pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
+    let rt = Runtime::connect(&args.nats_url, &args.org).await?;
+    match args.verb {
+        RuntimeVerb::Session { session, mode } => {
+            let mode = match mode.as_str() {
+                "blocking" => SessionMode::Blocking,
+                "product" => SessionMode::Product,
+                other => anyhow::bail!("--mode is blocking or product, not {other}"),
+            };
+            rt.open_session(&session, mode).await?;
+            println!("{session}");
+        }
+        RuntimeVerb::Hold {
+            at,
+            effect,
+            server,
+            tool,
+            arguments,
+            reason,
+        } => {
+            let arguments = serde_json::from_str(&arguments).context("--arguments is not JSON")?;
+            let id = rt
+                .hold_for_approval(
+                    &place(&at)?,
+                    HoldCall {
+                        effect_id: effect,
+                        call_id: at.call.clone(),
+                        server,
+                        tool,
+                        arguments,
+                        reason,
+                    },
+                )
+                .await?;
+            println!("{id}");
+        }
+        RuntimeVerb::Ask { at, questions, id } => {
+            let questions: Vec<QuestionSpec> = serde_json::from_str(&questions)
+                .context("--questions is not a JSON array of questions")?;
+            let id = rt.ask_user(&place(&at)?, &at.call, questions, id).await?;
+            println!("{id}");
+        }
+        RuntimeVerb::Connect {
+            at,
+            agent,
+            app,
+            reason,
+        } => {
+            let manifest = AgentManifest::from_path(&agent)?;
+            let id = rt
+                .request_connection(&manifest, &place(&at)?, &at.call, &app, &reason, None)
+                .await?;
+            println!("{id}");
+        }
+        RuntimeVerb::Close { id } => {
+            rt.close_interaction(&id, CloseReason::Interrupted).await?;
+            println!("closed {id}");
+        }
+        RuntimeVerb::ToolResult { id, output } => {
+            let output = serde_json::from_str(&output).context("--output is not JSON")?;
+            rt.report_tool_result(&id, CallResult::Ok { output })
+                .await?;
+            println!("finished {id}");
+        }
+    }
+    Ok(())
+}
