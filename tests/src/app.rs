@@ -118,7 +118,7 @@ impl TestApp {
             bus.clone(),
             IngressConfig {
                 outcome_timeout: opts.outcome_timeout,
-                identity: IdentityMode::InsecureDevHeaders,
+                identity: IdentityMode::insecure_dev_headers(),
                 ..IngressConfig::default()
             },
         )

@@ -22,7 +22,9 @@ use holdpoint_domain::{CallResult, EventData, QuestionSpec, SessionMode};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::{DemoArgs, HttpArgs, NatsArgs, WorkerSettings, connect_bus, localnats, start_services};
+use crate::{
+    AuthArgs, DemoArgs, HttpArgs, NatsArgs, WorkerSettings, connect_bus, localnats, start_services,
+};
 
 const ORG: &str = "acme";
 const PERSON: &str = "ana@acme.example";
@@ -95,11 +97,25 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         duplicate_window_secs: 120,
         ack_wait_ms: 30_000,
     };
+    // People authenticate with real JWTs, verified against a JWKS file, exactly as
+    // against an identity provider's.
+    let key = crate::devtoken::DevKey::load_or_create(&store.path().join("dev-jwt"))?;
+    let token = key.token(ORG, PERSON, "org", 3600)?;
     let http = HttpArgs {
         listen: "127.0.0.1:0".parse()?,
         admin_listen: "127.0.0.1:0".parse()?,
-        insecure_dev_identity: true,
         outcome_timeout_ms: 5_000,
+        auth: AuthArgs {
+            jwt_issuer: Some(crate::devtoken::DEV_ISSUER.into()),
+            jwks_file: Some(key.jwks.clone()),
+            jwt_audience: Some(crate::devtoken::DEV_AUDIENCE.into()),
+            org_claim: "org".into(),
+            jwt_algorithms: "EdDSA".into(),
+            jwt_leeway_secs: 30,
+            jwks_ttl_secs: 300,
+            jwks_cooldown_secs: 30,
+            ..AuthArgs::default()
+        },
     };
     let worker = WorkerSettings {
         concurrency: 64,
@@ -110,7 +126,13 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let base = format!("http://{}", services.api);
     println!("• holdpoint ingress {base}, worker pulling HP_COMMANDS");
 
-    let result = script(&bus, &base, args.verbose).await;
+    println!(
+        "• people authenticate with JWTs (EdDSA, issuer {}), verified against {}",
+        crate::devtoken::DEV_ISSUER,
+        key.jwks.display()
+    );
+
+    let result = script(&bus, &base, &token, args.verbose).await;
 
     shutdown.cancel();
     services.wait().await?;
@@ -190,11 +212,16 @@ fn waits(e: &EventData) -> bool {
     matches!(e, EventData::TaskStatus(s) if s.interaction.is_some())
 }
 
-async fn answer(http: &reqwest::Client, base: &str, path: &str, body: Value) -> anyhow::Result<()> {
+async fn answer(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    path: &str,
+    body: Value,
+) -> anyhow::Result<()> {
     let resp = http
         .post(format!("{base}{path}"))
-        .header("X-Holdpoint-Org", ORG)
-        .header("X-Holdpoint-Person", PERSON)
+        .bearer_auth(token)
         .json(&body)
         .send()
         .await?;
@@ -209,11 +236,10 @@ async fn answer(http: &reqwest::Client, base: &str, path: &str, body: Value) -> 
     Ok(())
 }
 
-async fn get(http: &reqwest::Client, base: &str, path: &str) -> anyhow::Result<Value> {
+async fn get(http: &reqwest::Client, base: &str, token: &str, path: &str) -> anyhow::Result<Value> {
     Ok(http
         .get(format!("{base}{path}"))
-        .header("X-Holdpoint-Org", ORG)
-        .header("X-Holdpoint-Person", PERSON)
+        .bearer_auth(token)
         .send()
         .await?
         .error_for_status()?
@@ -221,7 +247,12 @@ async fn get(http: &reqwest::Client, base: &str, path: &str) -> anyhow::Result<V
         .await?)
 }
 
-async fn script(bus: &holdpoint_bus::Bus, base: &str, verbose: bool) -> anyhow::Result<()> {
+async fn script(
+    bus: &holdpoint_bus::Bus,
+    base: &str,
+    token: &str,
+    verbose: bool,
+) -> anyhow::Result<()> {
     let rt = Runtime::with_bus(bus.clone(), ORG).await?;
     let mut events = rt.follow(EventFilter::default()).await?;
     let mut finished = BTreeMap::new();
@@ -252,12 +283,12 @@ async fn script(bus: &holdpoint_bus::Bus, base: &str, verbose: bool) -> anyhow::
         )
         .await?;
     follow_until(&rt, &mut events, &mut finished, verbose, waits).await?;
-    let pending = get(&http, base, "/v1/interactions?state=pending").await?;
+    let pending = get(&http, base, token, "/v1/interactions?state=pending").await?;
     println!(
         "   person: GET /v1/interactions -> {} pending",
         pending["items"].as_array().map_or(0, Vec::len)
     );
-    let view = get(&http, base, &format!("/v1/interactions/{approval}")).await?;
+    let view = get(&http, base, token, &format!("/v1/interactions/{approval}")).await?;
     let digest = view["call"]["argumentsDigest"]
         .as_str()
         .context("approval view has no argumentsDigest")?
@@ -269,6 +300,7 @@ async fn script(bus: &holdpoint_bus::Bus, base: &str, verbose: bool) -> anyhow::
     answer(
         &http,
         base,
+        token,
         &format!("/v1/interactions/{approval}/approve"),
         json!({"approved": true, "argumentsDigest": digest}),
     )
@@ -313,6 +345,7 @@ async fn script(bus: &holdpoint_bus::Bus, base: &str, verbose: bool) -> anyhow::
     answer(
         &http,
         base,
+        token,
         &format!("/v1/questions/{question}/answer"),
         json!({"answers": [{"options": [0]}, {"options": [2], "text": "Keep both and reconcile nightly."}]}),
     )
@@ -342,6 +375,7 @@ async fn script(bus: &holdpoint_bus::Bus, base: &str, verbose: bool) -> anyhow::
     answer(
         &http,
         base,
+        token,
         &format!("/v1/interactions/{connection}/respond"),
         json!({"value": {"connected": true}}),
     )

@@ -6,11 +6,14 @@
 //!   it brings everything up, plays a runtime and a person, and prints each event.
 //! - [`localnats`]: finds and starts a local nats-server.
 //! - [`demo`]: the demo script.
+//! - [`devtoken`]: `holdpoint dev-token`, a local signing key and tokens for the
+//!   quick start.
 //! - [`runtime_cmd`]: `holdpoint runtime …`, the runtime's side from a shell.
 //!
 //! `main.rs` only parses arguments and calls [`run`].
 
 pub mod demo;
+pub mod devtoken;
 pub mod localnats;
 pub mod runtime_cmd;
 
@@ -21,7 +24,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use holdpoint_bus::{Bus, Topology};
-use holdpoint_ingress::{AppState, IdentityMode, IngressConfig};
+use holdpoint_ingress::{AppState, IdentityMode, IngressConfig, LocalIdentity};
 use holdpoint_worker::{Failpoint, WorkerConfig};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -50,6 +53,29 @@ pub enum Verb {
     Demo(DemoArgs),
     /// Act as a runtime: open sessions and interactions, close them, report results.
     Runtime(runtime_cmd::RuntimeArgs),
+    /// Local quick start only: create a development signing key and JWKS (once) and
+    /// print a token for a person of an organisation.
+    DevToken(DevTokenArgs),
+}
+
+/// `holdpoint dev-token`.
+#[derive(Debug, Clone, Args)]
+pub struct DevTokenArgs {
+    /// Organisation.
+    #[arg(long)]
+    pub org: String,
+    /// Person (`sub`).
+    #[arg(long)]
+    pub person: String,
+    /// Directory of the development key and JWKS.
+    #[arg(long, default_value = devtoken::DEV_DIR)]
+    pub dir: PathBuf,
+    /// The organisation claim's name.
+    #[arg(long, default_value = "org")]
+    pub org_claim: String,
+    /// Validity, in seconds.
+    #[arg(long, default_value_t = 12 * 3600)]
+    pub ttl_secs: u64,
 }
 
 /// NATS connection and topology.
@@ -90,26 +116,133 @@ pub struct HttpArgs {
     /// Admin listen address (/healthz, /readyz).
     #[arg(long, env = "HOLDPOINT_ADMIN_LISTEN", default_value = "127.0.0.1:8081")]
     pub admin_listen: SocketAddr,
+    /// How long a request waits for the worker's outcome before 503, in milliseconds.
+    #[arg(long, env = "HOLDPOINT_OUTCOME_TIMEOUT_MS", default_value_t = 5_000)]
+    pub outcome_timeout_ms: u64,
+    /// Identity settings.
+    #[command(flatten)]
+    pub auth: AuthArgs,
+}
+
+/// Identity settings: JWT verification, the local socket, development shortcuts.
+#[derive(Debug, Clone, Args, Default)]
+pub struct AuthArgs {
+    /// The identity provider's issuer (`iss`).
+    #[arg(long, env = "HOLDPOINT_JWT_ISSUER")]
+    pub jwt_issuer: Option<String>,
+    /// The issuer's JWKS URL.
+    #[arg(long, env = "HOLDPOINT_JWKS_URL", conflicts_with = "jwks_file")]
+    pub jwks_url: Option<String>,
+    /// A JWKS file instead of a URL.
+    #[arg(long, env = "HOLDPOINT_JWKS_FILE")]
+    pub jwks_file: Option<PathBuf>,
+    /// The expected audience (`aud`); not checked when absent.
+    #[arg(long, env = "HOLDPOINT_JWT_AUDIENCE")]
+    pub jwt_audience: Option<String>,
+    /// The claim holding the organisation.
+    #[arg(long, env = "HOLDPOINT_ORG_CLAIM", default_value = "org")]
+    pub org_claim: String,
+    /// Accepted algorithms, comma-separated (HMAC is never accepted).
+    #[arg(
+        long,
+        env = "HOLDPOINT_JWT_ALGORITHMS",
+        default_value = "RS256,ES256,EdDSA"
+    )]
+    pub jwt_algorithms: String,
+    /// Clock leeway for exp/nbf, in seconds.
+    #[arg(long, env = "HOLDPOINT_JWT_LEEWAY_SECS", default_value_t = 30)]
+    pub jwt_leeway_secs: u64,
+    /// How long a fetched JWKS is used, in seconds.
+    #[arg(long, env = "HOLDPOINT_JWKS_TTL_SECS", default_value_t = 300)]
+    pub jwks_ttl_secs: u64,
+    /// Least time between refetches caused by unknown `kid`s, in seconds.
+    #[arg(long, env = "HOLDPOINT_JWKS_COOLDOWN_SECS", default_value_t = 30)]
+    pub jwks_cooldown_secs: u64,
+    /// Development: verify tokens from `holdpoint dev-token` (the JWKS in .holdpoint/dev-jwt).
+    #[arg(long, env = "HOLDPOINT_DEV_JWT")]
+    pub dev_jwt: bool,
+    /// Also serve the API on this Unix socket.
+    #[arg(long, env = "HOLDPOINT_SOCKET")]
+    pub socket: Option<PathBuf>,
+    /// Organisation of tokenless requests from this machine's user on the socket.
+    #[arg(long, env = "HOLDPOINT_SOCKET_ORG", default_value = "local")]
+    pub socket_org: String,
+    /// Switch the socket's tokenless local-user rule off (tokens still work).
+    #[arg(long, env = "HOLDPOINT_SOCKET_NO_LOCAL_USER")]
+    pub socket_no_local_user: bool,
     /// INSECURE, local development only: take the caller's organisation and person
     /// from the X-Holdpoint-Org and X-Holdpoint-Person headers.
     #[arg(long, env = "HOLDPOINT_INSECURE_DEV_IDENTITY")]
     pub insecure_dev_identity: bool,
-    /// How long a request waits for the worker's outcome before 503, in milliseconds.
-    #[arg(long, env = "HOLDPOINT_OUTCOME_TIMEOUT_MS", default_value_t = 5_000)]
-    pub outcome_timeout_ms: u64,
+}
+
+impl AuthArgs {
+    /// Builds the identity mode (loads the JWKS once).
+    ///
+    /// # Errors
+    /// When the settings are incomplete or invalid; the message names the flag.
+    pub async fn identity(&self) -> anyhow::Result<IdentityMode> {
+        use holdpoint_ingress::auth::{AuthConfig, JwksSource, Verifier, parse_algorithm};
+        let mut mode = IdentityMode {
+            insecure_dev_headers: self.insecure_dev_identity,
+            ..IdentityMode::default()
+        };
+        let (issuer, source, audience) = if self.dev_jwt {
+            let key = devtoken::DevKey::load_or_create(std::path::Path::new(devtoken::DEV_DIR))?;
+            (
+                Some(devtoken::DEV_ISSUER.to_owned()),
+                Some(JwksSource::File(key.jwks)),
+                Some(devtoken::DEV_AUDIENCE.to_owned()),
+            )
+        } else {
+            let source = match (&self.jwks_url, &self.jwks_file) {
+                (Some(u), _) => Some(JwksSource::Url(u.clone())),
+                (None, Some(f)) => Some(JwksSource::File(f.clone())),
+                (None, None) => None,
+            };
+            (self.jwt_issuer.clone(), source, self.jwt_audience.clone())
+        };
+        match (issuer, source) {
+            (Some(issuer), Some(source)) => {
+                let mut cfg = AuthConfig::new(issuer, source);
+                cfg.audience = audience;
+                cfg.org_claim = self.org_claim.clone();
+                cfg.algorithms = self
+                    .jwt_algorithms
+                    .split(',')
+                    .map(|a| parse_algorithm(a.trim()))
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| anyhow::anyhow!("--jwt-algorithms: {e}"))?;
+                cfg.leeway_secs = self.jwt_leeway_secs;
+                cfg.jwks_ttl = Duration::from_secs(self.jwks_ttl_secs.max(1));
+                cfg.refetch_cooldown = Duration::from_secs(self.jwks_cooldown_secs);
+                mode.jwt = Some(
+                    Verifier::new(cfg)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("JWT settings: {e}"))?,
+                );
+            }
+            (None, None) => {}
+            (Some(_), None) => anyhow::bail!("--jwt-issuer needs --jwks-url or --jwks-file"),
+            (None, Some(_)) => anyhow::bail!("--jwks-url/--jwks-file need --jwt-issuer"),
+        }
+        if self.socket.is_some() && !self.socket_no_local_user {
+            let org = holdpoint_domain::OrgId::parse(self.socket_org.clone())
+                .map_err(|e| anyhow::anyhow!("--socket-org: {e}"))?;
+            mode.local =
+                Some(LocalIdentity::current(org).map_err(|e| anyhow::anyhow!("local user: {e}"))?);
+        }
+        Ok(mode)
+    }
 }
 
 impl HttpArgs {
-    fn config(&self) -> IngressConfig {
-        IngressConfig {
+    async fn config(&self) -> anyhow::Result<IngressConfig> {
+        Ok(IngressConfig {
             outcome_timeout: Duration::from_millis(self.outcome_timeout_ms.max(1)),
-            identity: if self.insecure_dev_identity {
-                IdentityMode::InsecureDevHeaders
-            } else {
-                IdentityMode::Refuse
-            },
+            identity: self.auth.identity().await?,
             ..IngressConfig::default()
-        }
+        })
     }
 }
 
@@ -271,7 +404,16 @@ pub async fn start_services(
         let (bus, cfg, token) = (bus.clone(), worker.config(), shutdown.clone());
         tasks.spawn(async move { holdpoint_worker::run(bus, cfg, token).await });
     }
-    let state = AppState::new(bus, http.config()).await?;
+    let state = AppState::new(bus, http.config().await?).await?;
+    if let Some(path) = &http.auth.socket {
+        // Bind now so a bad socket path fails the start, not later.
+        let listener_check = path.clone();
+        tasks.spawn(holdpoint_ingress::run_unix(
+            state.clone(),
+            listener_check,
+            shutdown.clone(),
+        ));
+    }
     let api = TcpListener::bind(http.listen)
         .await
         .with_context(|| format!("binding {}", http.listen))?;
@@ -304,8 +446,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 .context("--nats-url (or HOLDPOINT_NATS_URL) is required")?;
             let bus = connect_bus(&url, "holdpoint-ingress", args.nats.topology()).await?;
             let shutdown = shutdown_on_signals();
-            let state = AppState::new(bus, args.http.config()).await?;
+            let state = AppState::new(bus, args.http.config().await?).await?;
             let api = TcpListener::bind(args.http.listen).await?;
+            let socket_task = args.http.auth.socket.clone().map(|path| {
+                tokio::spawn(holdpoint_ingress::run_unix(
+                    state.clone(),
+                    path,
+                    shutdown.clone(),
+                ))
+            });
             let admin = TcpListener::bind(args.http.admin_listen).await?;
             println!(
                 "holdpoint ingress: api http://{} admin http://{}",
@@ -319,6 +468,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             ));
             holdpoint_ingress::run(state, api, shutdown).await?;
             admin_task.await??;
+            if let Some(t) = socket_task {
+                t.await??;
+            }
             Ok(())
         }
         Verb::Worker(args) => {
@@ -331,6 +483,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let bus = connect_bus(&url, "holdpoint-worker", args.nats.topology()).await?;
             println!("holdpoint worker: pulling commands from {url}");
             holdpoint_worker::run(bus, args.worker.config(), shutdown_on_signals()).await
+        }
+        Verb::DevToken(args) => {
+            let key = devtoken::DevKey::load_or_create(&args.dir)?;
+            println!(
+                "{}",
+                key.token(&args.org, &args.person, &args.org_claim, args.ttl_secs)?
+            );
+            eprintln!(
+                "dev-token: signed with {} (JWKS {}); `holdpoint up --dev-jwt` verifies it",
+                args.dir.join("signing-key.pk8").display(),
+                key.jwks.display()
+            );
+            Ok(())
         }
         Verb::Runtime(args) => {
             init_tracing("warn");
@@ -358,7 +523,13 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     let services = start_services(bus, &args.http, &args.worker, 1, shutdown.clone()).await?;
     println!("holdpoint api:   http://{}", services.api);
     println!("holdpoint admin: http://{}/readyz", services.admin);
-    if args.http.insecure_dev_identity {
+    if let Some(p) = &args.http.auth.socket {
+        println!("holdpoint socket: {}", p.display());
+    }
+    if args.http.auth.dev_jwt {
+        println!("identity: development JWTs (holdpoint dev-token --org ORG --person NAME)");
+    }
+    if args.http.auth.insecure_dev_identity {
         println!("identity: INSECURE development headers X-Holdpoint-Org / X-Holdpoint-Person");
     }
     println!("press Ctrl-C to stop");

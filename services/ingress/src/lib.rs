@@ -2,7 +2,10 @@
 //!
 //! - [`router`] / [`run`]: the REST API (`/v1/...`) over TCP; [`admin_router`]:
 //!   `/healthz` and `/readyz` on a separate admin listener.
-//! - [`identity`]: who is calling (the `Caller` extractor).
+//! - [`identity`]: who is calling (the `Caller` extractor): a verified JWT, the
+//!   local user on the Unix socket, or (development only) trusted headers.
+//! - [`auth`]: JWT verification against the issuer's JWKS.
+//! - [`socket`]: the Unix socket listener ([`run_unix`]).
 //! - [`api`]: the handlers, request bodies and the error mapping.
 //!
 //! The ingress never decides whether an answer fits an interaction: it turns a
@@ -10,7 +13,9 @@
 //! `Nats-Msg-Id`, and maps the worker's outcome to the HTTP status (DESIGN "Flow").
 
 pub mod api;
+pub mod auth;
 pub mod identity;
+pub mod socket;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +25,7 @@ use holdpoint_bus::Bus;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use identity::{Caller, IdentityMode};
+pub use identity::{Caller, IdentityMode, LocalIdentity};
 
 /// Ingress settings.
 #[derive(Debug, Clone)]
@@ -38,7 +43,7 @@ impl Default for IngressConfig {
         IngressConfig {
             outcome_timeout: Duration::from_secs(5),
             body_limit: 64 * 1024,
-            identity: IdentityMode::Refuse,
+            identity: IdentityMode::default(),
         }
     }
 }
@@ -93,6 +98,27 @@ pub async fn run(
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await?;
+    Ok(())
+}
+
+/// Serves the API on the Unix socket at `path` until `shutdown` (see [`socket`]).
+/// Requests without a token are the machine's user only when they come from the
+/// uid in [`IdentityMode::local`].
+///
+/// # Errors
+/// When the socket cannot be set up or serving fails.
+pub async fn run_unix(
+    state: AppState,
+    path: std::path::PathBuf,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let listener = socket::bind(&path)?;
+    let app = router(state).into_make_service_with_connect_info::<identity::SocketPeer>();
+    let result = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await;
+    let _ = std::fs::remove_file(&path);
+    result?;
     Ok(())
 }
 

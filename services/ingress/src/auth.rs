@@ -1,0 +1,444 @@
+//! JWT verification against an issuer's key set (JWKS), as seed 003's
+//! "Authorization" requires: signature, issuer, expiry (and `nbf`), audience when
+//! configured, the person (`sub`) and the organisation (a configurable claim).
+//!
+//! - [`AuthConfig`]: issuer, audience, organisation claim, allowed algorithms,
+//!   leeway, and where the key set comes from ([`JwksSource`]).
+//! - [`Verifier`]: verifies a bearer token and returns the [`Caller`]. Keys are
+//!   cached: a URL key set is refetched after its TTL, and at once (coalesced, at
+//!   most once per cooldown) when a token names an unknown `kid`; when a fetch fails
+//!   the old keys stay.
+//!
+//! Every failure is one [`AuthFailure`] whose reason goes to the log only; the
+//! client always sees the same `401 NRY-0011` body.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use holdpoint_domain::{OrgId, PersonId};
+use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, KeyAlgorithm, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::sync::{Mutex, RwLock};
+use tracing::{info, warn};
+
+use crate::identity::Caller;
+
+/// Where the key set comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwksSource {
+    /// An HTTPS (or HTTP, for local use) URL serving a JWKS document.
+    Url(String),
+    /// A JWKS document on disk (re-read after the TTL and on an unknown `kid`).
+    File(PathBuf),
+}
+
+/// JWT verification settings.
+#[derive(Debug, Clone)]
+pub struct AuthConfig {
+    /// The expected `iss`.
+    pub issuer: String,
+    /// The expected `aud`; not checked when `None`.
+    pub audience: Option<String>,
+    /// The claim naming the organisation (default `org`).
+    pub org_claim: String,
+    /// Algorithms accepted (default RS256, ES256, EdDSA). HMAC algorithms are never
+    /// accepted, whatever this says: the keys come from a public key set.
+    pub algorithms: Vec<Algorithm>,
+    /// Clock leeway for `exp` and `nbf`, in seconds.
+    pub leeway_secs: u64,
+    /// The key set.
+    pub jwks: JwksSource,
+    /// How long a fetched key set is used before it is fetched again.
+    pub jwks_ttl: Duration,
+    /// Least time between two fetches triggered by unknown `kid`s.
+    pub refetch_cooldown: Duration,
+}
+
+impl AuthConfig {
+    /// A configuration with the defaults for everything but issuer and key set.
+    pub fn new(issuer: impl Into<String>, jwks: JwksSource) -> Self {
+        AuthConfig {
+            issuer: issuer.into(),
+            audience: None,
+            org_claim: "org".into(),
+            algorithms: vec![Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA],
+            leeway_secs: 30,
+            jwks,
+            jwks_ttl: Duration::from_secs(300),
+            refetch_cooldown: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Parses an algorithm name (`RS256`, `ES256`, `EdDSA`, ...). HMAC names are refused.
+///
+/// # Errors
+/// A message naming the algorithm.
+pub fn parse_algorithm(name: &str) -> Result<Algorithm, String> {
+    let alg: Algorithm = name
+        .parse()
+        .map_err(|_| format!("unknown JWT algorithm {name:?}"))?;
+    if matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512) {
+        return Err(format!(
+            "{name} is an HMAC algorithm; Holdpoint verifies with public keys only"
+        ));
+    }
+    Ok(alg)
+}
+
+/// Why a token was refused (logged, never sent to the client).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AuthFailure(pub String);
+
+fn fail(msg: impl Into<String>) -> AuthFailure {
+    AuthFailure(msg.into())
+}
+
+/// A usable verification key.
+#[derive(Clone)]
+struct Key {
+    key: DecodingKey,
+    family: Family,
+    alg: Option<Algorithm>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Rsa,
+    Ec,
+    Ed,
+}
+
+fn family_of(alg: Algorithm) -> Option<Family> {
+    match alg {
+        Algorithm::RS256
+        | Algorithm::RS384
+        | Algorithm::RS512
+        | Algorithm::PS256
+        | Algorithm::PS384
+        | Algorithm::PS512 => Some(Family::Rsa),
+        Algorithm::ES256 | Algorithm::ES384 => Some(Family::Ec),
+        Algorithm::EdDSA => Some(Family::Ed),
+        _ => None,
+    }
+}
+
+/// The signing keys of a key set: by `kid`, plus those without one.
+#[derive(Clone, Default)]
+struct KeySet {
+    by_kid: HashMap<String, Key>,
+    unnamed: Vec<Key>,
+}
+
+impl KeySet {
+    fn len(&self) -> usize {
+        self.by_kid.len() + self.unnamed.len()
+    }
+
+    /// Parses a JWKS document key by key: keys for encryption, HMAC keys and key
+    /// types the JWT library does not know are skipped; the rest of the set stays.
+    fn parse(doc: &[u8]) -> Result<(KeySet, usize), String> {
+        #[derive(Deserialize)]
+        struct Doc {
+            keys: Vec<Value>,
+        }
+        let doc: Doc =
+            serde_json::from_slice(doc).map_err(|e| format!("not a JWKS document: {e}"))?;
+        let mut set = KeySet::default();
+        let mut skipped = 0;
+        for raw in doc.keys {
+            match Self::key(raw) {
+                Some((kid, key)) => match kid {
+                    Some(kid) => {
+                        set.by_kid.insert(kid, key);
+                    }
+                    None => set.unnamed.push(key),
+                },
+                None => skipped += 1,
+            }
+        }
+        Ok((set, skipped))
+    }
+
+    fn key(raw: Value) -> Option<(Option<String>, Key)> {
+        let jwk: Jwk = serde_json::from_value(raw).ok()?;
+        if matches!(
+            jwk.common.public_key_use,
+            Some(PublicKeyUse::Encryption) | Some(PublicKeyUse::Other(_))
+        ) {
+            return None;
+        }
+        let family = match &jwk.algorithm {
+            AlgorithmParameters::RSA(_) => Family::Rsa,
+            AlgorithmParameters::EllipticCurve(_) => Family::Ec,
+            AlgorithmParameters::OctetKeyPair(_) => Family::Ed,
+            // HMAC secrets and unknown key types never verify a person's token.
+            _ => return None,
+        };
+        let alg = match jwk.common.key_algorithm {
+            Some(ka) => {
+                let alg = key_algorithm(ka)?;
+                if family_of(alg) != Some(family) {
+                    return None;
+                }
+                Some(alg)
+            }
+            None => None,
+        };
+        let key = DecodingKey::from_jwk(&jwk).ok()?;
+        Some((jwk.common.key_id.clone(), Key { key, family, alg }))
+    }
+}
+
+fn key_algorithm(ka: KeyAlgorithm) -> Option<Algorithm> {
+    Some(match ka {
+        KeyAlgorithm::RS256 => Algorithm::RS256,
+        KeyAlgorithm::RS384 => Algorithm::RS384,
+        KeyAlgorithm::RS512 => Algorithm::RS512,
+        KeyAlgorithm::PS256 => Algorithm::PS256,
+        KeyAlgorithm::PS384 => Algorithm::PS384,
+        KeyAlgorithm::PS512 => Algorithm::PS512,
+        KeyAlgorithm::ES256 => Algorithm::ES256,
+        KeyAlgorithm::ES384 => Algorithm::ES384,
+        KeyAlgorithm::EdDSA => Algorithm::EdDSA,
+        _ => return None,
+    })
+}
+
+struct Cache {
+    keys: KeySet,
+    fetched: Option<Instant>,
+}
+
+/// Verifies bearer tokens. Cheap to clone.
+#[derive(Clone)]
+pub struct Verifier {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: AuthConfig,
+    http: reqwest::Client,
+    cache: RwLock<Cache>,
+    /// Held while fetching, so concurrent refetches coalesce into one.
+    fetch: Mutex<Option<Instant>>,
+    fetches: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verifier")
+            .field("issuer", &self.inner.cfg.issuer)
+            .field("jwks", &self.inner.cfg.jwks)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The claims Holdpoint reads, typed: an array `iss` or a string `exp` is refused.
+#[derive(Debug, Deserialize)]
+struct Claims {
+    #[allow(dead_code)]
+    iss: String,
+    sub: String,
+    #[allow(dead_code)]
+    exp: u64,
+    #[serde(default)]
+    #[allow(dead_code)]
+    nbf: Option<u64>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    iat: Option<u64>,
+    #[serde(flatten)]
+    rest: HashMap<String, Value>,
+}
+
+impl Verifier {
+    /// Builds a verifier and loads the key set once (a failed first load is logged;
+    /// the next token triggers another attempt).
+    ///
+    /// # Errors
+    /// When the configuration is unusable (no algorithms, or only HMAC ones).
+    pub async fn new(cfg: AuthConfig) -> Result<Self, String> {
+        let algorithms: Vec<Algorithm> = cfg
+            .algorithms
+            .iter()
+            .copied()
+            .filter(|a| family_of(*a).is_some())
+            .collect();
+        if algorithms.is_empty() {
+            return Err(
+                "no usable JWT algorithm configured (RS*, PS*, ES256, ES384, EdDSA)".into(),
+            );
+        }
+        let cfg = AuthConfig { algorithms, ..cfg };
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| format!("http client: {e}"))?;
+        let v = Verifier {
+            inner: Arc::new(Inner {
+                cfg,
+                http,
+                cache: RwLock::new(Cache {
+                    keys: KeySet::default(),
+                    fetched: None,
+                }),
+                fetch: Mutex::new(None),
+                fetches: std::sync::atomic::AtomicU64::new(0),
+            }),
+        };
+        v.refresh(true).await;
+        Ok(v)
+    }
+
+    /// How many times the key set was fetched (or read) so far.
+    pub fn fetch_count(&self) -> u64 {
+        self.inner
+            .fetches
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    async fn load(&self) -> Result<Vec<u8>, String> {
+        self.inner
+            .fetches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match &self.inner.cfg.jwks {
+            JwksSource::File(p) => tokio::fs::read(p)
+                .await
+                .map_err(|e| format!("{}: {e}", p.display())),
+            JwksSource::Url(u) => {
+                let resp = self
+                    .inner
+                    .http
+                    .get(u)
+                    .send()
+                    .await
+                    .map_err(|e| format!("{u}: {e}"))?;
+                if !resp.status().is_success() {
+                    return Err(format!("{u}: HTTP {}", resp.status()));
+                }
+                resp.bytes()
+                    .await
+                    .map(|b| b.to_vec())
+                    .map_err(|e| format!("{u}: {e}"))
+            }
+        }
+    }
+
+    /// Fetches the key set unless another fetch just ran. `force` ignores the
+    /// cooldown (start-up, TTL expiry). Concurrent callers wait for one fetch.
+    async fn refresh(&self, force: bool) {
+        let started = Instant::now();
+        let mut last = self.inner.fetch.lock().await;
+        // Someone fetched while we waited for the lock: use theirs.
+        if let Some(at) = *last
+            && (at >= started || (!force && at.elapsed() < self.inner.cfg.refetch_cooldown))
+        {
+            return;
+        }
+        *last = Some(Instant::now());
+        match self.load().await.and_then(|doc| KeySet::parse(&doc)) {
+            Ok((keys, skipped)) => {
+                info!(keys = keys.len(), skipped, "JWKS loaded");
+                let mut cache = self.inner.cache.write().await;
+                cache.keys = keys;
+                cache.fetched = Some(Instant::now());
+            }
+            Err(e) => {
+                // Keep the keys we have.
+                warn!(error = %e, "JWKS fetch failed; keeping the previous keys");
+            }
+        }
+    }
+
+    async fn find(&self, kid: Option<&str>, family: Family) -> Option<Key> {
+        let cache = self.inner.cache.read().await;
+        match kid {
+            Some(kid) => cache.keys.by_kid.get(kid).cloned(),
+            None => {
+                // Without a kid, only a set holding exactly one signing key will do.
+                if cache.keys.len() != 1 {
+                    return None;
+                }
+                cache
+                    .keys
+                    .unnamed
+                    .first()
+                    .or_else(|| cache.keys.by_kid.values().next())
+                    .filter(|k| k.family == family)
+                    .cloned()
+            }
+        }
+    }
+
+    /// Verifies a bearer token.
+    ///
+    /// # Errors
+    /// [`AuthFailure`] with the reason (for the log).
+    pub async fn verify(&self, token: &str) -> Result<Caller, AuthFailure> {
+        let cfg = &self.inner.cfg;
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|e| fail(format!("bad header: {e}")))?;
+        if !cfg.algorithms.contains(&header.alg) {
+            return Err(fail(format!("algorithm {:?} not allowed", header.alg)));
+        }
+        let family = family_of(header.alg).ok_or_else(|| fail("HMAC tokens are never accepted"))?;
+        let expired = {
+            let cache = self.inner.cache.read().await;
+            cache.fetched.is_none_or(|t| t.elapsed() > cfg.jwks_ttl)
+        };
+        if expired {
+            self.refresh(true).await;
+        }
+        let kid = header.kid.as_deref();
+        let key = match self.find(kid, family).await {
+            Some(k) => k,
+            None if kid.is_some() => {
+                // An unknown kid: the issuer may have rotated its keys.
+                self.refresh(false).await;
+                self.find(kid, family)
+                    .await
+                    .ok_or_else(|| fail(format!("unknown kid {kid:?}")))?
+            }
+            None => {
+                return Err(fail(
+                    "token has no kid and the key set does not hold exactly one signing key",
+                ));
+            }
+        };
+        if key.family != family || key.alg.is_some_and(|a| a != header.alg) {
+            return Err(fail(format!(
+                "key does not match algorithm {:?}",
+                header.alg
+            )));
+        }
+        let mut validation = Validation::new(header.alg);
+        validation.leeway = cfg.leeway_secs;
+        validation.validate_nbf = true;
+        validation.set_required_spec_claims(&["exp", "iss", "sub"]);
+        validation.set_issuer(&[cfg.issuer.as_str()]);
+        match &cfg.audience {
+            Some(aud) => {
+                validation.set_audience(&[aud.as_str()]);
+                validation.required_spec_claims.insert("aud".into());
+            }
+            None => validation.validate_aud = false,
+        }
+        let data = jsonwebtoken::decode::<Claims>(token, &key.key, &validation)
+            .map_err(|e| fail(format!("invalid token: {e}")))?;
+        let claims = data.claims;
+        let org = claims
+            .rest
+            .get(&cfg.org_claim)
+            .and_then(Value::as_str)
+            .ok_or_else(|| fail(format!("claim {:?} missing or not a string", cfg.org_claim)))?;
+        let org = OrgId::parse(org).map_err(|e| fail(format!("claim {:?}: {e}", cfg.org_claim)))?;
+        let person = PersonId::parse(claims.sub).map_err(|e| fail(format!("sub: {e}")))?;
+        Ok(Caller { org, person })
+    }
+}
