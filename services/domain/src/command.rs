@@ -11,6 +11,7 @@ use crate::ids::{
     SessionId, TaskId, digest,
 };
 use crate::model::{CallResult, CloseReason, OptionAnswer, QuestionSpec, SessionMode};
+use crate::rules::canonical_json;
 
 /// Default number of messages a busy lane keeps before it refuses (lane full).
 pub const DEFAULT_LANE_CAPACITY: u32 = 8;
@@ -259,16 +260,27 @@ impl CommandEnvelope {
     /// The deterministic command id, used as `Nats-Msg-Id`: the same logical command
     /// (same org, target and key) always maps to the same id, and ids are scoped by
     /// organisation and task, so two tenants using the same `messageId` never collide
-    /// (DESIGN guarantee 2).
+    /// (DESIGN guarantee 2). A session's opening includes its mode and an
+    /// interaction's opening its content, so reopening with other content is another
+    /// command (decided as a conflict), not a replay of the first.
     pub fn command_id(&self) -> String {
         let org = self.org.as_str();
         let d = match &self.command {
-            Command::SessionOpen { session, .. } => {
-                digest(&[org, "session-open", session.as_str()])
+            Command::SessionOpen { session, mode, .. } => {
+                let mode = match mode {
+                    SessionMode::Blocking => "blocking",
+                    SessionMode::Product => "product",
+                };
+                digest(&[org, "session-open", session.as_str(), mode])
             }
             Command::SessionClose { session } => digest(&[org, "session-close", session.as_str()]),
             Command::SessionEnd { session } => digest(&[org, "session-end", session.as_str()]),
-            Command::Open(o) => digest(&[org, "open", o.interaction_id.as_str()]),
+            Command::Open(o) => {
+                let content = serde_json::to_value(o)
+                    .map(|v| canonical_json(&v))
+                    .unwrap_or_default();
+                digest(&[org, "open", o.interaction_id.as_str(), &content])
+            }
             Command::Close {
                 interaction_id,
                 reason,

@@ -224,7 +224,7 @@ fn session_missing(cmd: &str, id: &SessionId) -> Decision {
     )
 }
 
-fn live_session<'a>(s: Option<&'a Session>) -> Option<&'a Session> {
+fn live_session(s: Option<&Session>) -> Option<&Session> {
     s.filter(|s| s.status != SessionStatus::Ended)
 }
 
@@ -519,6 +519,23 @@ fn close(
         }
         State::Pending => {}
     }
+    // A product answer is taken once its message is on the lane (the session is
+    // written before the interaction): a close arriving between those two writes is
+    // too late, or the lane would run a message that was never announced.
+    let taken = !blocks(i)
+        && MessageId::parse(i.id.as_str()).is_ok_and(|m| {
+            snap.session
+                .and_then(|s| s.lane(&i.lane))
+                .and_then(|l| l.delivery(&m))
+                .is_some_and(|d| d.answer.is_some())
+        });
+    if taken {
+        return Decision::reject(
+            cmd,
+            ErrorCode::AlreadySettled,
+            format!("interaction {id} was already answered"),
+        );
+    }
     let mut next = i.clone();
     next.state = State::Closed;
     next.closure = Some(Closure {
@@ -640,15 +657,15 @@ fn answer(cmd: &str, snap: Snapshot<'_>, a: &AnswerCommand, now: OffsetDateTime)
             "contextId does not match the task's context",
         );
     }
-    if let Some(r) = &i.resolution {
-        if r.key == a.key || !blocks(i) {
-            // The same key, or a second press on a product question: the recorded
-            // outcome, once more, with nothing new.
-            return Decision::reply(Outcome {
-                command_id: cmd.into(),
-                result: r.outcome.result.clone(),
-            });
-        }
+    if let Some(r) = &i.resolution
+        && (r.key == a.key || !blocks(i))
+    {
+        // The same key, or a second press on a product question: the recorded
+        // outcome, once more, with nothing new.
+        return Decision::reply(Outcome {
+            command_id: cmd.into(),
+            result: r.outcome.result.clone(),
+        });
     }
     match i.state {
         State::Pending => {}
@@ -841,6 +858,23 @@ fn resolve_product(
         // the answer it recorded there.
         Some(d) => (d.clone(), None),
         None => {
+            // The lane lists the question until something takes it: a message on the
+            // lane (which closes it; its follow-up close may not have run yet), or a
+            // host close whose session write landed before its interaction write.
+            // Either way the question no longer waits, and the answer must not become
+            // a message on the lane.
+            if !lane.open_questions.contains(&i.id) {
+                let why = if lane.superseded(&i.id) {
+                    "was closed by a message on its lane"
+                } else {
+                    "is being closed"
+                };
+                return Decision::reject(
+                    cmd,
+                    ErrorCode::AlreadySettled,
+                    format!("question {} {why} and no longer waits for an answer", i.id),
+                );
+            }
             if session.status != SessionStatus::Open {
                 return Decision::reject(
                     cmd,
@@ -1092,10 +1126,21 @@ fn message(
             "text must hold 1 to 8000 characters and no NUL",
         );
     }
-    let lane = session.lane(lane_id).cloned().unwrap_or_default();
-    if let Some(d) = lane.delivery(message_id) {
-        return Decision::reply(admission_outcome(cmd, lane_id, d.admission));
+    // A message id is an idempotency key of the session (the command id and the lane
+    // message's Nats-Msg-Id are scoped by session, not lane): the same id on another
+    // lane is the same message, not a second one.
+    let taken = session.lanes.iter().find_map(|(name, l)| {
+        l.delivery(message_id)
+            .map(|d| (LaneId::parse(name.as_str()).ok(), d.admission))
+    });
+    if let Some((on, admission)) = taken {
+        return Decision::reply(admission_outcome(
+            cmd,
+            on.as_ref().unwrap_or(lane_id),
+            admission,
+        ));
     }
+    let lane = session.lane(lane_id).cloned().unwrap_or_default();
     if session.status != SessionStatus::Open {
         return Decision::reject(
             cmd,
@@ -1206,8 +1251,20 @@ fn turn_start(
         }
         None => {}
     }
+    // A turn that already ran (its start redelivered after it finished and left the
+    // outbox) does not run again.
+    if lane.delivery(turn).is_some() {
+        return Decision::reply(Outcome::ok(cmd, Accepted::Unchanged));
+    }
     let mut s = session.clone();
-    s.lane_mut(lane_id).running = Some(turn.clone());
+    let l = s.lane_mut(lane_id);
+    l.running = Some(turn.clone());
+    l.remember(Delivery {
+        message_id: turn.clone(),
+        admission: Admission::Admitted,
+        closes: Vec::new(),
+        answer: None,
+    });
     let effects = Effects {
         events: vec![turn_event(org, id, lane_id, turn, now)],
         ..Effects::default()

@@ -406,6 +406,8 @@ pub struct Store {
     pub now: OffsetDateTime,
     /// How many records were written (both buckets), to check "no write".
     pub writes: u64,
+    /// How many session records were written.
+    pub session_writes: u64,
 }
 
 impl Default for Store {
@@ -422,6 +424,7 @@ impl Store {
             published: Published::default(),
             now: t0(),
             writes: 0,
+            session_writes: 0,
         }
     }
 
@@ -436,7 +439,10 @@ impl Store {
     pub fn load(&self, env: &CommandEnvelope) -> Loaded {
         let org = env.org.as_str().to_owned();
         let (interaction, interaction_rev) = match env.interaction_id() {
-            Some(id) => match self.interactions.get(&(org.clone(), id.as_str().to_owned())) {
+            Some(id) => match self
+                .interactions
+                .get(&(org.clone(), id.as_str().to_owned()))
+            {
                 Some(r) => (Some(r.value.clone()), r.rev),
                 None => (None, 0),
             },
@@ -492,6 +498,7 @@ impl Store {
             },
         );
         self.writes += 1;
+        self.session_writes += 1;
         Ok(())
     }
 
@@ -544,7 +551,9 @@ impl Store {
         self.published
             .lane_messages
             .extend(e.lane_messages.iter().cloned());
-        self.published.follow_ups.extend(e.follow_ups.iter().cloned());
+        self.published
+            .follow_ups
+            .extend(e.follow_ups.iter().cloned());
     }
 
     /// One delivery of `env` through the worker loop: load, decide, write (a lost
