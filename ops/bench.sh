@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The benchmark: builds release binaries and runs holdpoint-bench against fresh
+# local nats-servers (file storage; default fsync, then sync_interval: always).
+#   ops/bench.sh            short mode (about a minute)
+#   ops/bench.sh --mode full   full mode (several minutes; see BENCHMARKS.md)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash ops/setup.sh >/dev/null
+HOLDPOINT_NATS_SERVER="$(cat .tools/nats-server.path)"
+export HOLDPOINT_NATS_SERVER
+cargo build --release --quiet --bin holdpoint --bin holdpoint-bench
+exec ./target/release/holdpoint-bench --holdpoint-bin target/release/holdpoint "$@"
