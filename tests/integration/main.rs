@@ -3,9 +3,11 @@
 //! HTTP, real workers (in-process or as child processes a test can SIGKILL).
 
 mod answers;
+mod auth;
 mod common;
 mod compat;
 mod docs;
 mod exactly_once;
 mod faults;
+mod nats_permissions;
 mod product;

@@ -37,6 +37,8 @@ pub struct AppOptions {
     pub outcome_timeout: Duration,
     /// nats-server options.
     pub nats: NatsServerOptions,
+    /// How the ingress identifies callers (default: the development headers).
+    pub identity: IdentityMode,
 }
 
 impl Default for AppOptions {
@@ -49,6 +51,7 @@ impl Default for AppOptions {
             workers: 1,
             outcome_timeout: Duration::from_secs(5),
             nats: NatsServerOptions::default(),
+            identity: IdentityMode::insecure_dev_headers(),
         }
     }
 }
@@ -118,7 +121,7 @@ impl TestApp {
             bus.clone(),
             IngressConfig {
                 outcome_timeout: opts.outcome_timeout,
-                identity: IdentityMode::insecure_dev_headers(),
+                identity: opts.identity.clone(),
                 ..IngressConfig::default()
             },
         )
@@ -203,13 +206,25 @@ impl TestApp {
             .with_timeout(Duration::from_secs(10))
     }
 
-    /// A person of `org` talking HTTP.
+    /// A person of `org` talking HTTP with the development identity headers.
     pub fn person(&self, org: &str, person: &str) -> Person {
         Person {
             http: self.http.clone(),
             base: self.base.clone(),
             org: org.to_owned(),
             person: person.to_owned(),
+            token: None,
+        }
+    }
+
+    /// A caller presenting `Authorization: Bearer <token>` (and nothing else).
+    pub fn bearer(&self, token: &str) -> Person {
+        Person {
+            http: self.http.clone(),
+            base: self.base.clone(),
+            org: String::new(),
+            person: String::new(),
+            token: Some(token.to_owned()),
         }
     }
 
@@ -312,6 +327,8 @@ pub struct Person {
     pub org: String,
     /// Person.
     pub person: String,
+    /// A bearer token sent instead of the development headers.
+    pub token: Option<String>,
 }
 
 /// An HTTP answer: status, body (JSON or `Null`), and the `Retry-After` header.
@@ -334,8 +351,21 @@ impl Reply {
 
 impl Person {
     fn req(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        r.header("X-Holdpoint-Org", &self.org)
-            .header("X-Holdpoint-Person", &self.person)
+        match &self.token {
+            Some(t) => r.bearer_auth(t),
+            None => r
+                .header("X-Holdpoint-Org", &self.org)
+                .header("X-Holdpoint-Person", &self.person),
+        }
+    }
+
+    /// GET with extra raw headers (e.g. two `Authorization` headers).
+    pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        let mut r = self.http.get(format!("{}{path}", self.base));
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        Self::send(r).await
     }
 
     async fn send(r: reqwest::RequestBuilder) -> Reply {

@@ -2,7 +2,9 @@
 //! `nats-server` processes (single JetStream servers and 3-node clusters on
 //! loopback) so tests run against the broker Holdpoint uses in production.
 //! The server binary comes from `ops/setup.sh` (see [`nats::nats_server_binary`]).
-//! [`app`] runs a whole Holdpoint (ingress, workers) on such a server.
+//! [`app`] runs a whole Holdpoint (ingress, workers) on such a server; [`jwt`] is a
+//! test identity provider (keys, a JWKS HTTP server, tokens).
 
 pub mod app;
+pub mod jwt;
 pub mod nats;

@@ -137,17 +137,55 @@ fn url_for(port: u16) -> String {
     format!("nats://127.0.0.1:{port}")
 }
 
-/// Connects to `urls` without retrying the initial connect.
-async fn connect_client(urls: &[String]) -> Result<async_nats::Client> {
-    async_nats::ConnectOptions::new()
+/// A user and password of a nats-server that requires authentication (e.g. one
+/// started with `ops/nats/holdpoint.conf`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NatsUser {
+    /// The user name.
+    pub user: String,
+    /// The clear-text password.
+    pub password: String,
+}
+
+impl NatsUser {
+    /// A user with its password.
+    pub fn new(user: impl Into<String>, password: impl Into<String>) -> Self {
+        NatsUser {
+            user: user.into(),
+            password: password.into(),
+        }
+    }
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters (URL user info).
+fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Connects to `urls` without retrying the initial connect, as `user` if given.
+async fn connect_client(urls: &[String], user: Option<&NatsUser>) -> Result<async_nats::Client> {
+    let mut options = async_nats::ConnectOptions::new();
+    if let Some(u) = user {
+        options = options.user_and_password(u.user.clone(), u.password.clone());
+    }
+    options
         .connection_timeout(Duration::from_secs(2))
         .connect(urls)
         .await
         .with_context(|| format!("connecting to {}", urls.join(",")))
 }
 
-/// One TCP connect, one NATS connect and one JetStream account info request.
-async fn probe_jetstream(port: u16) -> Result<()> {
+/// One TCP connect, one NATS connect (as `user` if given) and one JetStream
+/// account info request.
+async fn probe_jetstream(port: u16, user: Option<&NatsUser>) -> Result<()> {
     tokio::time::timeout(
         Duration::from_millis(500),
         tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)),
@@ -155,7 +193,7 @@ async fn probe_jetstream(port: u16) -> Result<()> {
     .await
     .map_err(|_| anyhow!("TCP connect to 127.0.0.1:{port} timed out"))?
     .with_context(|| format!("TCP connect to 127.0.0.1:{port}"))?;
-    let client = connect_client(&[url_for(port)]).await?;
+    let client = connect_client(&[url_for(port)], user).await?;
     // A raw `$JS.API.INFO` request rather than the typed account info call: the
     // typed response of current async-nats does not parse a 2.9 server's answer,
     // and the compatibility test runs against one.
@@ -215,6 +253,8 @@ struct Process {
     port: u16,
     log_path: PathBuf,
     child: Option<Child>,
+    /// The user the readiness probe connects as (servers that require authentication).
+    user: Option<NatsUser>,
 }
 
 impl Process {
@@ -351,6 +391,7 @@ impl Process {
             }
             let remaining = deadline - now;
             let port = self.port;
+            let user = self.user.clone();
             let probe = async move {
                 match readiness {
                     Readiness::Listening => {
@@ -359,7 +400,7 @@ impl Process {
                             .map(drop)
                             .context("TCP connect")
                     }
-                    Readiness::JetStream => probe_jetstream(port).await,
+                    Readiness::JetStream => probe_jetstream(port, user.as_ref()).await,
                 }
             };
             match tokio::time::timeout(remaining.min(Duration::from_secs(3)), probe).await {
@@ -429,6 +470,10 @@ pub struct NatsServerOptions {
     /// Run this nats-server binary instead of [`nats_server_binary`] (e.g. an older
     /// release, to check compatibility).
     pub binary: Option<PathBuf>,
+    /// The user the harness connects as (readiness probe, [`NatsServer::connect`])
+    /// when [`config_file`](Self::config_file) requires authentication. It needs
+    /// publish `$JS.API.INFO` and subscribe `_INBOX.>`.
+    pub user: Option<NatsUser>,
 }
 
 impl NatsServerOptions {
@@ -457,6 +502,12 @@ impl NatsServerOptions {
     /// Sets [`sync_always`](Self::sync_always).
     pub fn sync_always(mut self, yes: bool) -> Self {
         self.sync_always = yes;
+        self
+    }
+
+    /// Sets [`user`](Self::user).
+    pub fn user(mut self, user: NatsUser) -> Self {
+        self.user = Some(user);
         self
     }
 }
@@ -546,6 +597,7 @@ impl NatsServer {
                 port,
                 log_path: dir.path().join(LOG_FILE),
                 child: None,
+                user: options.user.clone(),
             };
             let deadline = Instant::now() + READY_TIMEOUT;
             match process.start(Readiness::JetStream, deadline).await {
@@ -569,6 +621,17 @@ impl NatsServer {
     /// The client URL, e.g. `nats://127.0.0.1:40123`.
     pub fn url(&self) -> String {
         self.process.url()
+    }
+
+    /// The client URL with `user`'s credentials in it (percent-encoded), e.g.
+    /// `nats://worker:secret@127.0.0.1:40123`, as `holdpoint_bus::connect` takes it.
+    pub fn url_as(&self, user: &NatsUser) -> String {
+        format!(
+            "nats://{}:{}@127.0.0.1:{}",
+            url_encode(&user.user),
+            url_encode(&user.password),
+            self.process.port
+        )
     }
 
     /// The client port on 127.0.0.1.
@@ -611,13 +674,26 @@ impl NatsServer {
         self.process.child.as_ref().map(Child::id)
     }
 
-    /// A new client connected to this server.
+    /// A new client connected to this server (as [`NatsServerOptions::user`], if
+    /// it was set).
     ///
     /// # Panics
     ///
     /// If the connection fails.
     pub async fn connect(&self) -> async_nats::Client {
-        match connect_client(&[self.url()]).await {
+        match connect_client(&[self.url()], self.process.user.as_ref()).await {
+            Ok(client) => client,
+            Err(e) => panic!("{e:#}"),
+        }
+    }
+
+    /// A new client connected to this server as `user`.
+    ///
+    /// # Panics
+    ///
+    /// If the connection fails (e.g. the server refuses the user).
+    pub async fn connect_as(&self, user: &NatsUser) -> async_nats::Client {
+        match connect_client(&[self.url()], Some(user)).await {
             Ok(client) => client,
             Err(e) => panic!("{e:#}"),
         }
@@ -756,6 +832,7 @@ impl NatsCluster {
                     port: client_port,
                     log_path: node_dir.join(LOG_FILE),
                     child: None,
+                    user: None,
                 });
             }
             match cluster.start_all().await {
@@ -830,7 +907,7 @@ impl NatsCluster {
             }
             let attempt = async {
                 if client.is_none() {
-                    client = Some(connect_client(&urls).await?);
+                    client = Some(connect_client(&urls, None).await?);
                 }
                 let client = client.clone().context("client")?;
                 probe_r3_stream(client).await
@@ -921,7 +998,7 @@ impl NatsCluster {
     ///
     /// If the connection fails.
     pub async fn connect(&self) -> async_nats::Client {
-        match connect_client(&self.urls()).await {
+        match connect_client(&self.urls(), None).await {
             Ok(client) => client,
             Err(e) => panic!("{e:#}"),
         }

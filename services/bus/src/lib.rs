@@ -202,20 +202,47 @@ impl Topology {
 
 /// Connects to NATS and checks the server version.
 ///
+/// `url` is one URL or several separated by commas (a cluster). A user and password
+/// in a URL (`nats://user:password@host:4222`, percent-encoded) authenticate the
+/// connection to every server, discovered ones included; a user without a password
+/// is sent as a token. async-nats itself ignores credentials in URLs. Errors and
+/// logs show URLs with the password replaced by `***` ([`redact_url`]).
+///
 /// # Errors
 /// [`BusError::Connect`] when unreachable (after the client's own retries are
-/// exhausted), [`BusError::ServerTooOld`] for a server older than [`MIN_SERVER`].
+/// exhausted), [`BusError::ServerTooOld`] for a server older than [`MIN_SERVER`],
+/// [`BusError::Nats`] for a URL that does not parse.
 pub async fn connect(url: &str, name: &str) -> Result<async_nats::Client, BusError> {
-    let client = async_nats::ConnectOptions::new()
+    let shown = redact_url(url);
+    let mut servers = Vec::new();
+    let mut auth = None;
+    for part in url.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let addr: async_nats::ServerAddr = part.parse().map_err(|e| {
+            BusError::nats("connect", format!("bad NATS URL {}: {e}", redact_url(part)))
+        })?;
+        if auth.is_none()
+            && let Some(user) = addr.username()
+        {
+            auth = Some((percent_decode(user), addr.password().map(percent_decode)));
+        }
+        servers.push(addr);
+    }
+    let mut options = async_nats::ConnectOptions::new();
+    match auth {
+        Some((user, Some(password))) => options = options.user_and_password(user, password),
+        Some((token, None)) => options = options.token(token),
+        None => {}
+    }
+    let client = options
         .name(name)
         .retry_on_initial_connect()
         .connection_timeout(Duration::from_secs(5))
         .request_timeout(Some(Duration::from_secs(5)))
         .max_reconnects(None)
-        .connect(url)
+        .connect(servers)
         .await
         .map_err(|source| BusError::Connect {
-            url: url.to_owned(),
+            url: shown.clone(),
             source,
         })?;
     // With retry_on_initial_connect the first server INFO may not be there yet.
@@ -229,11 +256,60 @@ pub async fn connect(url: &str, name: &str) -> Result<async_nats::Client, BusErr
         if tokio::time::Instant::now() > deadline {
             return Err(BusError::nats(
                 "connect",
-                format!("no answer from NATS at {url}"),
+                format!("no answer from NATS at {shown}"),
             ));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// `url` (one or comma-separated) with every password (or token) replaced by
+/// `***`, for errors and logs.
+pub fn redact_url(url: &str) -> String {
+    url.split(',')
+        .map(|part| {
+            let Some((scheme, rest)) = part.split_once("://") else {
+                return part.to_owned();
+            };
+            let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            match rest[..authority_end].rsplit_once('@') {
+                Some((userinfo, host)) => {
+                    // `user:password` keeps the user; a lone token is all secret.
+                    let shown = userinfo
+                        .split_once(':')
+                        .map_or_else(|| "***".to_owned(), |(user, _)| format!("{user}:***"));
+                    format!("{scheme}://{shown}@{host}{}", &rest[authority_end..])
+                }
+                None => part.to_owned(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Decodes `%XX` escapes (URL user info); anything else is kept as it is.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let hex = |b: u8| {
+        char::from(b)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+    };
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
+        {
+            out.push(h * 16 + l);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Checks a `major.minor.patch[-suffix]` version against [`MIN_SERVER`].
@@ -518,13 +594,30 @@ impl Bus {
     }
 }
 
+/// Creates the stream, or brings an existing one in step with `cfg`. An existing
+/// stream whose managed settings already match is left alone, so a process whose
+/// NATS user may not update streams (ops/nats/holdpoint.conf: only `setup` may)
+/// binds to it without asking. If they differ and the update gets no answer (what
+/// a denied publish looks like to the client), the process binds to the stream as
+/// it is and warns; an update JetStream refuses is still an error.
 async fn ensure_stream(js: &jetstream::Context, cfg: stream::Config) -> Result<(), BusError> {
     match js.get_stream(&cfg.name).await {
-        Ok(_) => {
-            // Keep existing streams in step with the configured settings.
-            js.update_stream(&cfg)
-                .await
-                .map_err(|e| BusError::nats("update stream", e))?;
+        Ok(existing) => {
+            if same_managed_settings(&existing.cached_info().config, &cfg) {
+                return Ok(());
+            }
+            match js.update_stream(&cfg).await {
+                Ok(_) => {}
+                Err(e) if e.kind() == jetstream::context::CreateStreamErrorKind::TimedOut => {
+                    tracing::warn!(
+                        stream = %cfg.name,
+                        "stream settings differ from the configured ones and the update got no \
+                         answer (is this NATS user allowed to update streams?); using the stream \
+                         as it is: run the setup role to apply them"
+                    );
+                }
+                Err(e) => return Err(BusError::nats("update stream", e)),
+            }
         }
         Err(_) => {
             js.get_or_create_stream(cfg)
@@ -533,6 +626,16 @@ async fn ensure_stream(js: &jetstream::Context, cfg: stream::Config) -> Result<(
         }
     }
     Ok(())
+}
+
+/// Whether `have` already has every setting Holdpoint sets in `want`.
+fn same_managed_settings(have: &stream::Config, want: &stream::Config) -> bool {
+    have.subjects == want.subjects
+        && have.retention == want.retention
+        && have.storage == want.storage
+        && have.num_replicas == want.num_replicas
+        && have.max_age == want.max_age
+        && have.duplicate_window == want.duplicate_window
 }
 
 /// Creates the bucket's backing stream as the KV specification (ADR-8) lays it out,
@@ -608,5 +711,26 @@ mod tests {
         assert!(check_version("2.8.4").is_err());
         assert!(check_version("garbage").is_err());
         assert!(check_version("").is_err());
+    }
+
+    #[test]
+    fn urls_are_shown_without_secrets() {
+        assert_eq!(
+            redact_url("nats://worker:s3cr%40t@127.0.0.1:4222"),
+            "nats://worker:***@127.0.0.1:4222"
+        );
+        assert_eq!(
+            redact_url("nats://a:b@h1:1, nats://h2:2,tls://tok@h3:3/x"),
+            "nats://a:***@h1:1, nats://h2:2,tls://***@h3:3/x"
+        );
+        assert_eq!(redact_url("127.0.0.1:4222"), "127.0.0.1:4222");
+    }
+
+    #[test]
+    fn user_info_is_percent_decoded() {
+        assert_eq!(percent_decode("s3cr%40t%3A%2f"), "s3cr@t:/");
+        assert_eq!(percent_decode("plain"), "plain");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
     }
 }

@@ -342,7 +342,22 @@ impl Verifier {
             return;
         }
         *last = Some(Instant::now());
-        match self.load().await.and_then(|doc| KeySet::parse(&doc)) {
+        let loaded = self
+            .load()
+            .await
+            .and_then(|doc| KeySet::parse(&doc))
+            .and_then(|(keys, skipped)| {
+                // A set without one usable signing key is a broken endpoint, not a
+                // revocation: treat it as a failed fetch.
+                if keys.len() == 0 {
+                    Err(format!(
+                        "no usable signing key in the set ({skipped} skipped)"
+                    ))
+                } else {
+                    Ok((keys, skipped))
+                }
+            });
+        match loaded {
             Ok((keys, skipped)) => {
                 info!(keys = keys.len(), skipped, "JWKS loaded");
                 let mut cache = self.inner.cache.write().await;

@@ -27,6 +27,10 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
+/// Where outcome replies may go (`Hp-Reply-To`): the default inboxes, as
+/// `holdpoint_bus::outcome::Waiter` makes them.
+const REPLY_INBOX_PREFIX: &str = "_INBOX.";
+
 /// A point where a test may make the worker abort, to prove crash safety.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failpoint {
@@ -214,7 +218,20 @@ async fn handle(bus: &Bus, cfg: &WorkerConfig, msg: jetstream::Message) {
         };
         match result {
             Ok(outcome) => {
-                if let Some(reply) = msg.headers.as_ref().and_then(|h| h.get(REPLY_HEADER)) {
+                let reply = msg.headers.as_ref().and_then(|h| h.get(REPLY_HEADER));
+                // Outcomes go to inboxes only: the worker may publish into every
+                // stream and bucket, and the header is the publisher's to choose.
+                let reply = reply.filter(|r| {
+                    let inbox = r.as_str().starts_with(REPLY_INBOX_PREFIX);
+                    if !inbox {
+                        warn!(
+                            reply = r.as_str(),
+                            "reply subject is not an inbox; not replying"
+                        );
+                    }
+                    inbox
+                });
+                if let Some(reply) = reply {
                     match serde_json::to_vec(&outcome) {
                         Ok(body) => {
                             let _ = bus.client.publish(reply.to_string(), body.into()).await;

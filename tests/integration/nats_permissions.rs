@@ -1,0 +1,849 @@
+//! Tenant isolation on the NATS side: `ops/nats/holdpoint.conf` gives each role a
+//! user allowed only the subjects it needs. These tests run a nats-server with that
+//! very file and prove that (a) the whole flow works with the role users (setup
+//! creates the topology, the others only bind) and causes no permission violation
+//! at all, (b, c) a tenant's streaming user reads its own organisation's events and
+//! nothing else: no other organisation's events, no consumer without its
+//! organisation's filter, no KV bucket, no shared inbox, no command; and a service
+//! that finds a stream it may not update binds to it as it is.
+//!
+//! A publish NATS refuses is dropped by the server, which tells the client with an
+//! asynchronous `-ERR 'Permissions Violation …'`; a request then simply gets no
+//! answer. So a refusal is checked twice: the violation arrives (naming the exact
+//! subject), and nothing happened: no answer (where `setup` gets one), no consumer,
+//! no stored message, no delivery before a later marker message.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer};
+use futures::{FutureExt as _, StreamExt as _};
+use holdpoint_bus::{Bus, Topology};
+use holdpoint_client::{EventFilter, Runtime};
+use holdpoint_domain::{CallResult, Event, EventData, InteractionId, OrgId, SessionMode, State};
+use holdpoint_ingress::{AppState, IdentityMode, IngressConfig};
+use holdpoint_tests::nats::{NatsServer, NatsServerOptions, NatsUser, wait_for, workspace_root};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{open_approval, open_question, seed_answer};
+
+/// How long a refused request is given to (not) answer.
+const REFUSED_WAIT: Duration = Duration::from_secs(1);
+/// Deadline of everything that must happen.
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn config_file() -> PathBuf {
+    workspace_root().join("ops/nats/holdpoint.conf")
+}
+
+/// A user of ops/nats/holdpoint.conf (development passwords are `<user>-dev-only`).
+fn role(user: &str) -> NatsUser {
+    NatsUser::new(user, format!("{user}-dev-only"))
+}
+
+/// A nats-server with ops/nats/holdpoint.conf; the harness probes it as `setup`.
+async fn start_server() -> NatsServer {
+    NatsServer::start_with(
+        NatsServerOptions::default()
+            .config_file(config_file())
+            .user(role("setup")),
+    )
+    .await
+}
+
+/// The same topology for every role: their `Bus::setup` must find the streams as
+/// `setup` made them, with nothing to update.
+fn topo() -> Topology {
+    Topology {
+        ack_wait: Duration::from_secs(2),
+        ..Topology::default()
+    }
+}
+
+/// Connects as `user` through `holdpoint_bus::connect` (credentials in the URL).
+async fn client_as(server: &NatsServer, user: &str) -> async_nats::Client {
+    holdpoint_bus::connect(&server.url_as(&role(user)), &format!("holdpoint-{user}"))
+        .await
+        .unwrap_or_else(|e| panic!("connect as {user}: {e}"))
+}
+
+/// Connects as `user` and runs `Bus::setup`, as every Holdpoint process does.
+async fn bus_as(server: &NatsServer, user: &str) -> Bus {
+    Bus::setup(client_as(server, user).await, topo())
+        .await
+        .unwrap_or_else(|e| panic!("Bus::setup as {user}: {e}"))
+}
+
+/// The lines of the server log about permission violations, from byte `from` on.
+fn violations(server: &NatsServer, from: usize) -> Vec<String> {
+    let log = server.log_contents();
+    log.get(from..)
+        .unwrap_or("")
+        .lines()
+        .filter(|l| l.contains("Violation"))
+        .map(str::to_owned)
+        .collect()
+}
+
+struct Worker {
+    token: CancellationToken,
+    handle: JoinHandle<anyhow::Result<()>>,
+}
+
+impl Worker {
+    fn start(bus: Bus) -> Worker {
+        let token = CancellationToken::new();
+        let handle = tokio::spawn(holdpoint_worker::run(
+            bus,
+            holdpoint_worker::WorkerConfig::default(),
+            token.clone(),
+        ));
+        Worker { token, handle }
+    }
+
+    async fn stop(self) {
+        self.token.cancel();
+        self.handle
+            .await
+            .expect("worker task")
+            .expect("worker ran without error");
+    }
+}
+
+/// Runs the HTTP ingress (API and admin listeners) on `bus`; returns the base URLs
+/// and the token that stops it.
+async fn start_ingress(bus: Bus) -> (String, String, CancellationToken) {
+    let state = AppState::new(
+        bus,
+        IngressConfig {
+            identity: IdentityMode::insecure_dev_headers(),
+            ..IngressConfig::default()
+        },
+    )
+    .await
+    .expect("ingress state");
+    let api = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let admin = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", api.local_addr().expect("addr"));
+    let admin_base = format!("http://{}", admin.local_addr().expect("addr"));
+    let token = CancellationToken::new();
+    tokio::spawn(holdpoint_ingress::run(state.clone(), api, token.clone()));
+    tokio::spawn(holdpoint_ingress::run_admin(state, admin, token.clone()));
+    (base, admin_base, token)
+}
+
+/// A request as person `ana` of `acme` (development identity headers).
+async fn ana(
+    http: &reqwest::Client,
+    method: reqwest::Method,
+    url: String,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut r = http
+        .request(method, url)
+        .header("X-Holdpoint-Org", "acme")
+        .header("X-Holdpoint-Person", "ana");
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let resp = r.send().await.expect("http");
+    let status = resp.status().as_u16();
+    let bytes = resp.bytes().await.expect("body");
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// Every event of `filter` in HP_EVENTS, read by `setup` (the reference).
+async fn events_as_setup(admin: &Bus, filter: &str) -> Vec<(String, Event)> {
+    let stream = admin
+        .js
+        .get_stream(admin.topo.events_stream())
+        .await
+        .expect("events stream");
+    let c: consumer::Consumer<consumer::pull::OrderedConfig> = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: filter.to_owned(),
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    read_consumer(c).await
+}
+
+/// Reads an ordered consumer to its end (as pending said at creation).
+async fn read_consumer(
+    c: consumer::Consumer<consumer::pull::OrderedConfig>,
+) -> Vec<(String, Event)> {
+    let pending = c.cached_info().num_pending;
+    let mut out = Vec::new();
+    if pending == 0 {
+        return out;
+    }
+    let mut messages = c.messages().await.expect("messages");
+    while let Some(m) = tokio::time::timeout(DEADLINE, messages.next())
+        .await
+        .expect("read timed out")
+    {
+        let m = m.expect("message");
+        out.push((
+            m.subject.to_string(),
+            serde_json::from_slice(&m.payload).expect("an event"),
+        ));
+        if m.info().map(|i| i.pending).unwrap_or(0) == 0 {
+            break;
+        }
+    }
+    out
+}
+
+/// The server errors a client received (permission violations among them).
+struct ServerErrors(mpsc::UnboundedReceiver<String>);
+
+impl ServerErrors {
+    /// Waits until the violation for `kind` (`Publish` or `Subscription`) to exactly
+    /// `subject` arrives; panics at the deadline.
+    async fn expect(&mut self, kind: &str, subject: &str) {
+        let wanted = format!("permissions violation for {kind} to \"{subject}\"");
+        let found = tokio::time::timeout(DEADLINE, async {
+            while let Some(e) = self.0.recv().await {
+                if e.to_lowercase().contains(&wanted.to_lowercase()) {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert!(
+            matches!(found, Ok(true)),
+            "no \"{wanted}\" error arrived in time"
+        );
+    }
+}
+
+/// Connects as `user` with its own inbox prefix (if any), collecting server errors.
+async fn raw_client(
+    server: &NatsServer,
+    user: &str,
+    inbox_prefix: Option<&str>,
+) -> (async_nats::Client, ServerErrors) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let r = role(user);
+    let mut options = async_nats::ConnectOptions::with_user_and_password(r.user, r.password)
+        .request_timeout(Some(REFUSED_WAIT))
+        .event_callback(move |event| {
+            let tx = tx.clone();
+            async move {
+                if let async_nats::Event::ServerError(e) = event {
+                    let _ = tx.send(e.to_string());
+                }
+            }
+        });
+    if let Some(p) = inbox_prefix {
+        options = options.custom_inbox_prefix(p);
+    }
+    let client = options.connect(server.url()).await.expect("connect");
+    (client, ServerErrors(rx))
+}
+
+/// A JetStream publish that must get no PubAck.
+async fn assert_publish_refused(js: &jetstream::Context, subject: &str) {
+    let body = json!({"org": "acme", "command": {"type": "answer"}}).to_string();
+    let result = match js.publish(subject.to_owned(), body.into()).await {
+        Ok(ack) => tokio::time::timeout(REFUSED_WAIT * 2, ack)
+            .await
+            .ok()
+            .and_then(Result::ok),
+        Err(_) => None,
+    };
+    assert!(
+        result.is_none(),
+        "{subject}: JetStream acknowledged a publish that must be refused: {result:?}"
+    );
+}
+
+/// `last_sequence` of a stream, as `setup` sees it.
+async fn last_sequence(admin: &Bus, stream: &str) -> u64 {
+    let mut s = admin.js.get_stream(stream).await.expect("stream");
+    s.info().await.expect("stream info").state.last_sequence
+}
+
+/// (name, filter) of every consumer of a stream, as `setup` sees them.
+async fn consumer_configs(admin: &Bus, stream: &str) -> Vec<(String, String)> {
+    let s = admin.js.get_stream(stream).await.expect("stream");
+    let infos: Vec<_> = s.consumers().collect().await;
+    infos
+        .into_iter()
+        .map(|i| {
+            let i = i.expect("consumer info");
+            (i.name, i.config.filter_subject)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn each_role_runs_its_part_of_the_flow_without_a_single_violation() {
+    let server = start_server().await;
+
+    // No anonymous access.
+    let anonymous = async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_secs(2))
+        .connect(server.url())
+        .await;
+    assert!(anonymous.is_err(), "an anonymous client was let in");
+    // A wrong password is refused too.
+    let wrong = async_nats::ConnectOptions::with_user_and_password("worker".into(), "nope".into())
+        .connection_timeout(Duration::from_secs(2))
+        .connect(server.url())
+        .await;
+    assert!(wrong.is_err(), "a wrong password was accepted");
+    // holdpoint_bus::connect takes the credentials from the URL, also in a
+    // comma-separated list (async-nats alone ignores them).
+    let listed = format!("{},{}", server.url_as(&role("worker")), server.url());
+    let client = holdpoint_bus::connect(&listed, "holdpoint-test")
+        .await
+        .expect("connect with credentials in a URL list");
+    assert!(client.server_info().auth_required);
+    drop(client);
+
+    // Only setup may create the topology: a service's Bus::setup on an empty server
+    // fails instead of creating streams.
+    let refused = Bus::setup(client_as(&server, "ingress").await, topo()).await;
+    assert!(
+        matches!(&refused, Err(e) if e.to_string().contains("create stream")),
+        "the ingress role set the topology up: {refused:?}"
+    );
+    assert!(
+        violations(&server, 0)
+            .iter()
+            .any(|l| l.contains("$JS.API.STREAM.CREATE.HP_COMMANDS")),
+        "no violation logged for the ingress's stream create:\n{}",
+        server.log_contents()
+    );
+
+    // From here on, the roles do what they are meant to: nothing may be refused.
+    let mark = server.log_contents().len();
+    let admin = bus_as(&server, "setup").await;
+    let ingress = bus_as(&server, "ingress").await;
+    let worker = Worker::start(bus_as(&server, "worker").await);
+    let rt = Runtime::with_bus(bus_as(&server, "runtime").await, "acme")
+        .await
+        .expect("runtime")
+        .with_timeout(Duration::from_secs(10));
+    let mut finished = rt
+        .follow(EventFilter {
+            name: Some("tool-call-finished".into()),
+            ..EventFilter::default()
+        })
+        .await
+        .expect("follow");
+    let (base, admin_base, stop_ingress) = start_ingress(ingress).await;
+    let http = reqwest::Client::new();
+    // A person follows acme's events over server-sent events (the ingress's
+    // consumer on HP_EVENTS).
+    let mut sse = http
+        .get(format!("{base}/v1/events"))
+        .header("X-Holdpoint-Org", "acme")
+        .header("X-Holdpoint-Person", "ana")
+        .send()
+        .await
+        .expect("sse");
+    assert_eq!(sse.status().as_u16(), 200);
+
+    // A question, answered over HTTP: the worker releases the blocked call.
+    let (_, q) = open_question(&rt, SessionMode::Blocking).await;
+    let (status, body) = ana(
+        &http,
+        reqwest::Method::POST,
+        format!("{base}/v1/questions/{q}/answer"),
+        Some(seed_answer()),
+    )
+    .await;
+    assert_eq!(status, 204, "{body}");
+
+    // An approval, approved over HTTP; the runtime's executor reports the result.
+    let (_, effect) = open_approval(&rt).await;
+    let (status, body) = ana(
+        &http,
+        reqwest::Method::POST,
+        format!("{base}/v1/interactions/{effect}/approve"),
+        Some(json!({"approved": true})),
+    )
+    .await;
+    assert_eq!(status, 204, "{body}");
+    rt.report_tool_result(
+        &effect,
+        CallResult::Ok {
+            output: json!({"url": "https://example.invalid/pr/1"}),
+        },
+    )
+    .await
+    .expect("tool result");
+
+    // Each blocked call gets its tool-call-finished, as the runtime follows them.
+    let mut waiting = vec![q.clone(), effect.clone()];
+    while !waiting.is_empty() {
+        let next = tokio::time::timeout(DEADLINE, finished.next())
+            .await
+            .unwrap_or_else(|_| panic!("no tool-call-finished for {waiting:?} in time"))
+            .expect("events end")
+            .expect("event");
+        if let EventData::ToolCallFinished { interaction_id, .. } = &next.event.body {
+            waiting.retain(|w| w != interaction_id.as_str());
+        }
+    }
+
+    // The person's event stream carries both as well.
+    let mut seen = String::new();
+    tokio::time::timeout(DEADLINE, async {
+        while !(seen.contains(&format!("\"{q}\""))
+            && seen.contains(&format!("\"{effect}\""))
+            && seen.matches("tool-call-finished").count() >= 2)
+        {
+            let chunk = sse.chunk().await.expect("sse body").expect("sse open");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the event stream lacks the two tool-call-finished:\n{seen}"));
+
+    // The ingress reads what it needs: one interaction, the listing, readiness.
+    let (status, body) = ana(
+        &http,
+        reqwest::Method::GET,
+        format!("{base}/v1/interactions/{q}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = ana(
+        &http,
+        reqwest::Method::GET,
+        format!("{base}/v1/interactions?state=all"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let listed = body["items"].to_string();
+    assert!(
+        listed.contains(&q) && listed.contains(&effect),
+        "listing misses an interaction: {body}"
+    );
+    let ready = http
+        .get(format!("{admin_base}/readyz"))
+        .send()
+        .await
+        .expect("readyz");
+    assert_eq!(ready.status().as_u16(), 200);
+
+    // A product session: the person's message on the lane becomes a lane message
+    // and supersedes the pending question (the worker's follow-up close command).
+    let (at, pq) = open_question(&rt, SessionMode::Product).await;
+    let (status, body) = ana(
+        &http,
+        reqwest::Method::POST,
+        format!("{base}/v1/sessions/{}/messages", at.session),
+        Some(json!({"text": "never mind", "lane": "main", "messageId": "m-1"})),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let org = OrgId::parse("acme").expect("org");
+    let pq_id = InteractionId::parse(pq.as_str()).expect("id");
+    wait_for(DEADLINE, "the superseded question to be closed", || {
+        let (admin, org, pq_id) = (admin.clone(), org.clone(), pq_id.clone());
+        async move {
+            let loaded = admin.load_interaction(&org, &pq_id).await.ok()?;
+            (loaded.value?.state == State::Closed).then_some(())
+        }
+    })
+    .await;
+
+    // What the worker emitted is where it belongs: one audit record (the approval),
+    // one lane message.
+    assert_eq!(
+        last_sequence(&admin, &admin.topo.audit_stream()).await,
+        1,
+        "one approval, one audit record"
+    );
+    assert_eq!(
+        last_sequence(&admin, &admin.topo.lanes_stream()).await,
+        1,
+        "one lane message"
+    );
+
+    stop_ingress.cancel();
+    worker.stop().await;
+    let seen = violations(&server, mark);
+    assert!(
+        seen.is_empty(),
+        "the roles needed subjects ops/nats/holdpoint.conf does not allow:\n{}",
+        seen.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn a_tenant_reads_its_own_events_and_nothing_else() {
+    let server = start_server().await;
+    let admin = bus_as(&server, "setup").await;
+    let worker = Worker::start(bus_as(&server, "worker").await);
+    let runtime_bus = bus_as(&server, "runtime").await;
+    let acme = Runtime::with_bus(runtime_bus.clone(), "acme")
+        .await
+        .expect("runtime");
+    let globex = Runtime::with_bus(runtime_bus, "globex")
+        .await
+        .expect("runtime");
+    let (tenant, mut errors) = raw_client(&server, "tenant-acme", Some("_INBOX_acme")).await;
+    let mut tenant_js = jetstream::new(tenant.clone());
+    tenant_js.set_timeout(REFUSED_WAIT);
+    let worker_js = jetstream::new(client_as(&server, "worker").await);
+
+    // Both organisations have events and an interaction.
+    let (_, acme_q) = open_question(&acme, SessionMode::Blocking).await;
+    open_question(&globex, SessionMode::Blocking).await;
+    let acme_events = events_as_setup(&admin, "hp.evt.acme.>").await;
+    let globex_events = events_as_setup(&admin, "hp.evt.globex.>").await;
+    assert!(!acme_events.is_empty() && !globex_events.is_empty());
+
+    // (b) Its own organisation: a core subscription ...
+    let mut own = tenant.subscribe("hp.evt.acme.>").await.expect("subscribe");
+    // ... and a consumer filtered to hp.evt.acme.> that reads exactly acme's events.
+    let name = format!("acme-{}", uuid::Uuid::new_v4().simple());
+    let mine: consumer::Consumer<consumer::pull::OrderedConfig> = tenant_js
+        .create_consumer_on_stream(
+            consumer::pull::OrderedConfig {
+                name: Some(name.clone()),
+                filter_subject: "hp.evt.acme.>".into(),
+                ..Default::default()
+            },
+            admin.topo.events_stream(),
+        )
+        .await
+        .expect("the tenant creates a consumer filtered to its organisation");
+    let read = read_consumer(mine).await;
+    let ids = |v: &[(String, Event)]| v.iter().map(|(_, e)| e.id.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        ids(&read),
+        ids(&acme_events),
+        "the tenant's consumer reads acme's events"
+    );
+    assert!(
+        read.iter()
+            .all(|(s, e)| s.starts_with("hp.evt.acme.") && e.orgid.as_str() == "acme")
+    );
+
+    // (c) Another organisation's events: the subscription is refused, and so is the
+    // account-wide inbox, where outcomes and KV reads of every organisation are
+    // delivered.
+    let mut theirs = tenant
+        .subscribe("hp.evt.globex.>")
+        .await
+        .expect("subscribe");
+    let mut inbox = tenant.subscribe("_INBOX.>").await.expect("subscribe");
+    // The worker publishes a globex event, an inbox message, then an acme event:
+    // once the acme one has arrived, the earlier two would have arrived as well.
+    for subject in [
+        "hp.evt.globex.t1.probe",
+        "_INBOX.probe",
+        "hp.evt.acme.t1.probe",
+    ] {
+        if subject.starts_with("hp.evt.") {
+            worker_js
+                .publish(subject, "{}".into())
+                .await
+                .expect("publish")
+                .await
+                .expect("stored");
+        } else {
+            worker_js
+                .client()
+                .publish(subject, "{}".into())
+                .await
+                .expect("publish");
+        }
+    }
+    wait_for(
+        DEADLINE,
+        "the acme probe on the tenant's own subscription",
+        || {
+            let next = own.next().now_or_never().flatten();
+            async move {
+                next.filter(|m| m.subject.as_str() == "hp.evt.acme.t1.probe")
+                    .map(drop)
+            }
+        },
+    )
+    .await;
+    assert!(
+        !matches!(theirs.next().now_or_never(), Some(Some(_))),
+        "the tenant received a globex event"
+    );
+    assert!(
+        !matches!(inbox.next().now_or_never(), Some(Some(_))),
+        "the tenant received a message on the shared inbox"
+    );
+    errors.expect("subscription", "hp.evt.globex.>").await;
+    errors.expect("subscription", "_INBOX.>").await;
+
+    // Consumers on HP_EVENTS: with another organisation's filter, or none, or a
+    // filter that does not match the one in the subject, no consumer is made.
+    for (name, filter) in [
+        ("acme-x", "hp.evt.globex.>"),
+        ("acme-y", "hp.evt.>"),
+        ("acme-z", ""),
+    ] {
+        let made = tenant_js
+            .create_consumer_on_stream(
+                consumer::pull::OrderedConfig {
+                    name: Some(name.into()),
+                    filter_subject: filter.into(),
+                    ..Default::default()
+                },
+                admin.topo.events_stream(),
+            )
+            .await;
+        assert!(
+            made.is_err(),
+            "consumer {name} with filter {filter:?} was made"
+        );
+        let subject = if filter.is_empty() {
+            format!("$JS.API.CONSUMER.CREATE.HP_EVENTS.{name}")
+        } else {
+            format!("$JS.API.CONSUMER.CREATE.HP_EVENTS.{name}.{filter}")
+        };
+        errors.expect("publish", &subject).await;
+    }
+    let unnamed = tenant_js
+        .create_consumer_on_stream(consumer::pull::OrderedConfig::default(), "HP_EVENTS")
+        .await;
+    assert!(unnamed.is_err(), "an unfiltered consumer was made");
+    errors
+        .expect("publish", "$JS.API.CONSUMER.CREATE.HP_EVENTS")
+        .await;
+    // Through the allowed subject, the server checks the filter in the request.
+    for (name, config) in [
+        (
+            "acme-m1",
+            json!({"name": "acme-m1", "filter_subject": "hp.evt.globex.>"}),
+        ),
+        ("acme-m2", json!({"name": "acme-m2"})),
+        (
+            "acme-m3",
+            json!({"name": "acme-m3", "filter_subjects": ["hp.evt.globex.>"]}),
+        ),
+    ] {
+        let reply = tenant
+            .request(
+                format!("$JS.API.CONSUMER.CREATE.HP_EVENTS.{name}.hp.evt.acme.>"),
+                json!({"stream_name": "HP_EVENTS", "config": config})
+                    .to_string()
+                    .into(),
+            )
+            .await
+            .expect("JetStream answers the allowed subject");
+        let body: Value = serde_json::from_slice(&reply.payload).expect("json");
+        assert!(body["error"].is_object(), "{config} was accepted: {body}");
+    }
+    let made = consumer_configs(&admin, &admin.topo.events_stream()).await;
+    assert!(
+        made.iter().any(|(n, _)| n == &name),
+        "the tenant's own consumer is missing"
+    );
+    for (n, filter) in &made {
+        assert!(
+            ![
+                "acme-x", "acme-y", "acme-z", "acme-m1", "acme-m2", "acme-m3"
+            ]
+            .contains(&n.as_str()),
+            "refused consumer {n} exists"
+        );
+        assert!(
+            !filter.is_empty(),
+            "consumer {n} on HP_EVENTS has no filter"
+        );
+    }
+
+    // KV: neither a subscription on the interactions bucket's subjects nor a direct
+    // get of acme's own interaction (which setup can read).
+    let key_subject = format!("$KV.HP_INTERACTIONS.acme.{acme_q}");
+    let direct = format!("$JS.API.DIRECT.GET.KV_HP_INTERACTIONS.{key_subject}");
+    let reference = admin
+        .client
+        .request(direct.clone(), "".into())
+        .await
+        .expect("setup reads the interaction");
+    assert!(String::from_utf8_lossy(&reference.payload).contains(&acme_q));
+    let _kv_sub = tenant
+        .subscribe("$KV.HP_INTERACTIONS.>")
+        .await
+        .expect("subscribe");
+    errors.expect("subscription", "$KV.HP_INTERACTIONS.>").await;
+    assert!(
+        tenant.request(direct.clone(), "".into()).await.is_err(),
+        "the tenant read an interaction record"
+    );
+    errors.expect("publish", &direct).await;
+    assert!(
+        tenant_js.get_key_value("HP_INTERACTIONS").await.is_err(),
+        "the tenant bound the interactions bucket"
+    );
+    errors
+        .expect("publish", "$JS.API.STREAM.INFO.KV_HP_INTERACTIONS")
+        .await;
+
+    // Commands: none, for either organisation. HP_COMMANDS does not grow.
+    let commands = last_sequence(&admin, &admin.topo.commands_stream()).await;
+    for subject in ["hp.cmd.globex.answer", "hp.cmd.acme.answer"] {
+        assert_publish_refused(&tenant_js, subject).await;
+        errors.expect("publish", subject).await;
+    }
+    // A push consumer's deliver subject is in the request body, where permissions
+    // do not reach: the tenant can make one that delivers its events to
+    // hp.cmd.acme.answer. JetStream delivers only while something subscribes to
+    // that subject, and a stream's capture does not count: nothing reaches
+    // HP_COMMANDS while it lives (it goes away after 1 s without interest).
+    let reply = tenant
+        .request(
+            "$JS.API.CONSUMER.CREATE.HP_EVENTS.acme-push.hp.evt.acme.>",
+            json!({"stream_name": "HP_EVENTS", "config": {
+                "name": "acme-push", "filter_subject": "hp.evt.acme.>",
+                "deliver_subject": "hp.cmd.acme.answer", "ack_policy": "none",
+                "inactive_threshold": 1_000_000_000u64}})
+            .to_string()
+            .into(),
+        )
+        .await
+        .expect("JetStream answers");
+    let body: Value = serde_json::from_slice(&reply.payload).expect("json");
+    assert_eq!(body["name"], "acme-push", "{body}");
+    wait_for(DEADLINE, "the idle push consumer to go away", || {
+        let admin = admin.clone();
+        async move {
+            let names = consumer_configs(&admin, "HP_EVENTS").await;
+            (!names.iter().any(|(n, _)| n == "acme-push")).then_some(())
+        }
+    })
+    .await;
+
+    // Role boundaries inside Holdpoint: the runtime cannot answer (no agent
+    // approves its own held call), the ingress cannot open interactions.
+    let (runtime_raw, mut runtime_errors) = raw_client(&server, "runtime", None).await;
+    assert_publish_refused(&jetstream::new(runtime_raw), "hp.cmd.acme.answer").await;
+    runtime_errors.expect("publish", "hp.cmd.acme.answer").await;
+    let (ingress_raw, mut ingress_errors) = raw_client(&server, "ingress", None).await;
+    assert_publish_refused(&jetstream::new(ingress_raw), "hp.cmd.acme.open").await;
+    ingress_errors.expect("publish", "hp.cmd.acme.open").await;
+    assert_eq!(
+        last_sequence(&admin, &admin.topo.commands_stream()).await,
+        commands,
+        "a refused command reached HP_COMMANDS"
+    );
+
+    worker.stop().await;
+}
+
+#[tokio::test]
+async fn a_service_binds_to_streams_it_may_not_update() {
+    let server = start_server().await;
+    // setup made HP_EVENTS keep one day of events; the ingress is configured for
+    // the default seven.
+    let one_day = Topology {
+        event_max_age: Duration::from_secs(24 * 3600),
+        ..topo()
+    };
+    let admin = Bus::setup(client_as(&server, "setup").await, one_day)
+        .await
+        .expect("setup");
+    let max_age = |admin: Bus| async move {
+        let mut s = admin
+            .js
+            .get_stream(admin.topo.events_stream())
+            .await
+            .expect("stream");
+        s.info().await.expect("info").config.max_age
+    };
+    assert_eq!(max_age(admin.clone()).await, Duration::from_secs(24 * 3600));
+    let mark = server.log_contents().len();
+
+    // The ingress may not update it: its update is refused, and it starts anyway,
+    // bound to the stream as it is.
+    let ingress = bus_as(&server, "ingress").await;
+    assert_eq!(max_age(admin.clone()).await, Duration::from_secs(24 * 3600));
+    let seen = violations(&server, mark);
+    assert_eq!(seen.len(), 1, "{seen:#?}");
+    assert!(
+        seen[0].contains("$JS.API.STREAM.UPDATE.HP_EVENTS"),
+        "{seen:#?}"
+    );
+    assert!(ingress.js.get_stream("HP_EVENTS").await.is_ok());
+
+    // setup may: with the same settings as the ingress, it updates the stream.
+    Bus::setup(client_as(&server, "setup").await, topo())
+        .await
+        .expect("setup");
+    assert_eq!(max_age(admin).await, topo().event_max_age);
+}
+
+#[tokio::test]
+async fn a_reply_header_cannot_make_the_worker_write_into_a_stream() {
+    let server = start_server().await;
+    let admin = bus_as(&server, "setup").await;
+    let worker = Worker::start(bus_as(&server, "worker").await);
+    let rt = Runtime::with_bus(bus_as(&server, "runtime").await, "acme")
+        .await
+        .expect("runtime");
+    let (_, q) = open_question(&rt, SessionMode::Blocking).await;
+    let org = OrgId::parse("acme").expect("org");
+    let q_id = InteractionId::parse(q.as_str()).expect("id");
+
+    // The worker may publish into the buckets; a command whose reply header names
+    // a bucket subject (here: the question's own record) must not make it write
+    // the outcome there.
+    let env = holdpoint_domain::CommandEnvelope {
+        org: org.clone(),
+        command: holdpoint_domain::Command::SessionOpen {
+            session: holdpoint_domain::SessionId::parse("s-reply").expect("id"),
+            mode: SessionMode::Blocking,
+            lane_capacity: None,
+        },
+    };
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(
+        holdpoint_bus::REPLY_HEADER,
+        format!("$KV.HP_INTERACTIONS.acme.{q}").as_str(),
+    );
+    rt.bus()
+        .publish_command(&env, &env.command_id(), headers)
+        .await
+        .expect("published");
+    // Once the command is acked its reply (sent before the ack) is out; a later
+    // write by the same worker into the same bucket is then stored after it.
+    wait_for(DEADLINE, "the worker to ack the command", || {
+        let js = admin.js.clone();
+        async move {
+            let s = js.get_stream("HP_COMMANDS").await.ok()?;
+            let mut c: consumer::PullConsumer = s.get_consumer("HP_WORKERS").await.ok()?;
+            let info = c.info().await.ok()?;
+            (info.num_pending == 0
+                && info.num_ack_pending == 0
+                && info.ack_floor.stream_sequence >= 3)
+                .then_some(())
+        }
+    })
+    .await;
+    open_question(&rt, SessionMode::Blocking).await;
+    let record = admin.load_interaction(&org, &q_id).await;
+    assert!(
+        matches!(&record, Ok(l) if l.value.as_ref().is_some_and(|i| i.id == q_id)),
+        "the question's record was overwritten: {record:?}"
+    );
+    worker.stop().await;
+}
