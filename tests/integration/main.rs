@@ -2,6 +2,7 @@
 //! ports with temporary stores (see `holdpoint_tests::nats`), the real ingress over
 //! HTTP, real workers (in-process or as child processes a test can SIGKILL).
 
+mod a2a;
 mod answers;
 mod auth;
 mod common;
@@ -11,3 +12,4 @@ mod exactly_once;
 mod faults;
 mod nats_permissions;
 mod product;
+mod streams;

@@ -311,7 +311,7 @@ async fn open_pool(
             async move {
                 let k = i + offset;
                 let at = Placement::new(&session, "main", &format!("task-{k}"), "ctx")?;
-                let p = if k % 2 == 0 {
+                let p = if k.is_multiple_of(2) {
                     let id = rt
                         .ask_user(
                             &at,

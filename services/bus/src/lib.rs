@@ -345,6 +345,15 @@ pub struct Loaded<T> {
     pub revision: u64,
 }
 
+/// A page of interactions and where the next one starts.
+#[derive(Debug, Clone)]
+pub struct Page {
+    /// The interactions, in the order of their last write.
+    pub items: Vec<Interaction>,
+    /// The stream sequence to continue after; `None` on the last page.
+    pub next_after: Option<u64>,
+}
+
 /// Result of a compare-and-set write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cas {
@@ -534,6 +543,91 @@ impl Bus {
             }
         }
         Ok(out)
+    }
+
+    /// One page of `org`'s interactions that satisfy `keep`, in the order of their
+    /// last write (for pending ones: the order they were opened), starting after
+    /// the stream sequence `after` (0: from the start).
+    ///
+    /// The bucket keeps one revision per key, so reading its stream from a sequence
+    /// on, filtered to the organisation, yields each current record once. Only the
+    /// page is held in memory; at most `scan_cap` records are read per call, so a
+    /// page may come back short with a cursor to continue from.
+    ///
+    /// # Errors
+    /// [`BusError::Nats`] on NATS failure.
+    pub async fn list_page(
+        &self,
+        org: &OrgId,
+        keep: impl Fn(&Interaction) -> bool,
+        after: u64,
+        limit: usize,
+        scan_cap: usize,
+    ) -> Result<Page, BusError> {
+        let stream_name = format!("KV_{}", self.topo.interactions_bucket());
+        let stream = self
+            .js
+            .get_stream(&stream_name)
+            .await
+            .map_err(|e| BusError::nats("get interactions stream", e))?;
+        let filter = format!("$KV.{}.{}.>", self.topo.interactions_bucket(), org.token());
+        let deliver_policy = if after == 0 {
+            consumer::DeliverPolicy::All
+        } else {
+            consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: after + 1,
+            }
+        };
+        let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                filter_subject: filter,
+                deliver_policy,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| BusError::nats("list interactions", e))?;
+        let mut page = Page {
+            items: Vec::new(),
+            next_after: None,
+        };
+        if consumer.cached_info().num_pending == 0 {
+            return Ok(page);
+        }
+        let mut messages = consumer
+            .messages()
+            .await
+            .map_err(|e| BusError::nats("list interactions", e))?;
+        let mut scanned = 0usize;
+        while let Some(msg) = tokio::time::timeout(Duration::from_secs(5), messages.next())
+            .await
+            .map_err(|_| BusError::nats("list interactions", "timed out"))?
+        {
+            let msg = msg.map_err(|e| BusError::nats("list interactions", e))?;
+            let (seq, remaining) = msg
+                .info()
+                .map(|i| (i.stream_sequence, i.pending))
+                .unwrap_or((0, 0));
+            scanned += 1;
+            let deleted = msg
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("KV-Operation"))
+                .is_some();
+            if !deleted
+                && let Ok(i) = serde_json::from_slice::<Interaction>(&msg.payload)
+                && keep(&i)
+            {
+                page.items.push(i);
+            }
+            if remaining == 0 {
+                break;
+            }
+            if page.items.len() >= limit || scanned >= scan_cap {
+                page.next_after = Some(seq);
+                break;
+            }
+        }
+        Ok(page)
     }
 
     /// Writes `value` at `key` if the key is still at `revision` (0: must not exist).

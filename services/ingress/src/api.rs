@@ -8,6 +8,9 @@
 //! | GET | `/v1/interactions/{id}` | | 200 view |
 //! | GET | `/v1/interactions?state=pending&limit=50&cursor=…` | | 200 page |
 //! | POST | `/v1/sessions/{sessionId}/messages` | `{text, lane?, messageId?}` | 202 |
+//! | GET | `/v1/events?task=…&type=…` | | 200, SSE ([`crate::sse`]) |
+//! | GET | `/.well-known/agent-card.json` | | 200, public ([`crate::a2a`]) |
+//! | POST | `/a2a` | JSON-RPC 2.0 (A2A v1.0) | 200 ([`crate::a2a`]) |
 //!
 //! Errors are `{code, title, message}` with the status of the code's row in
 //! [`holdpoint_domain::ErrorCode::spec`]. The idempotency key of an answer is the
@@ -103,6 +106,8 @@ pub fn routes(state: AppState) -> Router {
         .route("/v1/interactions/{id}", get(get_interaction))
         .route("/v1/interactions", get(list_interactions))
         .route("/v1/sessions/{session_id}/messages", post(post_message))
+        .merge(crate::a2a::routes())
+        .merge(crate::sse::routes())
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

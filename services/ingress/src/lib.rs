@@ -7,15 +7,22 @@
 //! - [`auth`]: JWT verification against the issuer's JWKS.
 //! - [`socket`]: the Unix socket listener ([`run_unix`]).
 //! - [`api`]: the handlers, request bodies and the error mapping.
+//! - [`a2a`]: the A2A v1.0 server for paused tasks: the agent card at
+//!   `/.well-known/agent-card.json` and the JSON-RPC binding at `/a2a`, with the
+//!   interactions/v1 extension (seed 000).
+//! - [`sse`]: server-sent event streams: `GET /v1/events` (an organisation's
+//!   CloudEvents, resumable with `Last-Event-ID`) and the A2A task streams.
 //!
 //! The ingress never decides whether an answer fits an interaction: it turns a
 //! request into a command, publishes it to `HP_COMMANDS` with its idempotency key as
 //! `Nats-Msg-Id`, and maps the worker's outcome to the HTTP status (DESIGN "Flow").
 
+pub mod a2a;
 pub mod api;
 pub mod auth;
 pub mod identity;
 pub mod socket;
+pub mod sse;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +43,9 @@ pub struct IngressConfig {
     pub body_limit: usize,
     /// How callers are identified.
     pub identity: IdentityMode,
+    /// The public base URL (`https://holdpoint.example.com`) the agent card
+    /// advertises; `None` derives it from each request's `Host` header.
+    pub public_url: Option<String>,
 }
 
 impl Default for IngressConfig {
@@ -44,6 +54,7 @@ impl Default for IngressConfig {
             outcome_timeout: Duration::from_secs(5),
             body_limit: 64 * 1024,
             identity: IdentityMode::default(),
+            public_url: None,
         }
     }
 }
@@ -57,6 +68,9 @@ pub struct AppState {
     pub cfg: Arc<IngressConfig>,
     /// Outcome waiter.
     pub outcomes: Arc<holdpoint_bus::outcome::Waiter>,
+    /// Cancelled when the server shuts down: ends every open event stream, so the
+    /// graceful shutdown does not wait for clients that never hang up.
+    pub streams: CancellationToken,
 }
 
 impl AppState {
@@ -70,6 +84,7 @@ impl AppState {
             bus,
             cfg: Arc::new(cfg),
             outcomes,
+            streams: CancellationToken::new(),
         })
     }
 }
@@ -94,9 +109,13 @@ pub async fn run(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    let streams = state.streams.clone();
     let app = router(state);
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .with_graceful_shutdown(async move {
+            shutdown.cancelled().await;
+            streams.cancel();
+        })
         .await?;
     Ok(())
 }
@@ -113,9 +132,13 @@ pub async fn run_unix(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let listener = socket::bind(&path)?;
+    let streams = state.streams.clone();
     let app = router(state).into_make_service_with_connect_info::<identity::SocketPeer>();
     let result = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .with_graceful_shutdown(async move {
+            shutdown.cancelled().await;
+            streams.cancel();
+        })
         .await;
     let _ = std::fs::remove_file(&path);
     result?;

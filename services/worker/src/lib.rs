@@ -273,7 +273,8 @@ async fn process(
     outcome_key: &str,
     delivered: i64,
 ) -> Result<Outcome, BusError> {
-    for _attempt in 0..64 {
+    let started = std::time::Instant::now();
+    for attempt in 0..64 {
         let interaction = match env.interaction_id() {
             Some(id) => bus.load_interaction(&env.org, id).await?,
             None => Loaded {
@@ -316,19 +317,26 @@ async fn process(
         if wrote && cfg.failpoint == Some(Failpoint::AfterWrite) {
             abort("after-write");
         }
+        let written = started.elapsed();
         // A replay publishes again only for a redelivery (the first delivery may have
         // died before publishing); ids make the repeat a no-op inside the window.
+        // The outcome is stored in the same pipeline: every PubAck is awaited before
+        // the reply, so a 2xx never precedes the events it implies.
+        let outcome = (
+            format!("$KV.{}.{outcome_key}", bus.topo.outcomes_bucket()),
+            encode(&decision.outcome)?,
+        );
         if !decision.replay || delivered > 1 {
-            publish_effects(bus, &decision.effects).await?;
+            publish_effects(bus, &decision.effects, Some(outcome)).await?;
+        } else {
+            publish_effects(bus, &Effects::default(), Some(outcome)).await?;
         }
-        let body = encode(&decision.outcome)?;
-        bus.outcomes
-            .put(outcome_key, body)
-            .await
-            .map_err(|e| BusError::Nats {
-                op: "store outcome",
-                message: e.to_string(),
-            })?;
+        debug!(
+            attempt,
+            load_decide_write_us = written.as_micros() as u64,
+            total_us = started.elapsed().as_micros() as u64,
+            "processed"
+        );
         return Ok(decision.outcome);
     }
     Err(BusError::Nats {
@@ -355,8 +363,20 @@ fn nats_err(op: &'static str) -> impl Fn(async_nats::jetstream::context::Publish
 
 /// Publishes every effect, pipelined: all publishes go out, then every PubAck is
 /// awaited. Each carries a deterministic `Nats-Msg-Id`.
-async fn publish_effects(bus: &Bus, effects: &Effects) -> Result<(), BusError> {
+async fn publish_effects(
+    bus: &Bus,
+    effects: &Effects,
+    outcome: Option<(String, bytes::Bytes)>,
+) -> Result<(), BusError> {
     let mut acks = Vec::new();
+    if let Some((subject, body)) = outcome {
+        acks.push(
+            bus.js
+                .publish(subject, body)
+                .await
+                .map_err(nats_err("store outcome"))?,
+        );
+    }
     for e in &effects.events {
         acks.push(publish_event(bus, bus.topo.event_subject(e), e).await?);
     }
