@@ -451,7 +451,8 @@ struct ListQuery {
     cursor: Option<String>,
 }
 
-/// A page of interactions, oldest first.
+/// A page of interactions, in the order of their last change (for pending ones:
+/// the order they were opened).
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Page {
@@ -464,6 +465,10 @@ pub struct Page {
 
 /// Largest page.
 pub const MAX_PAGE: usize = 500;
+
+/// Most records one listing request reads; a page may come back short (even empty)
+/// with a `nextCursor` to continue from.
+pub const SCAN_CAP: usize = 10_000;
 
 async fn list_interactions(
     State(state): State<AppState>,
@@ -490,45 +495,26 @@ async fn list_interactions(
         ));
     }
     let after = match q.cursor.as_deref() {
-        None => None,
-        Some(c) => Some(
-            parse_cursor(c)
-                .ok_or_else(|| ApiError::new(ErrorCode::InvalidRequest, "invalid cursor"))?,
-        ),
+        None => 0,
+        Some(c) => c
+            .parse::<u64>()
+            .map_err(|_| ApiError::new(ErrorCode::InvalidRequest, "invalid cursor"))?,
     };
-    let mut all = state
+    let page = state
         .bus
-        .list_interactions(&caller.org)
+        .list_page(
+            &caller.org,
+            |i| wanted.is_none_or(|w| i.state == w),
+            after,
+            limit,
+            SCAN_CAP,
+        )
         .await
         .map_err(unavailable)?;
-    all.retain(|i| wanted.is_none_or(|w| i.state == w));
-    all.sort_by(|a, b| {
-        (a.opened_at.unix_timestamp_nanos(), a.id.as_str())
-            .cmp(&(b.opened_at.unix_timestamp_nanos(), b.id.as_str()))
-    });
-    let start = match &after {
-        Some((t, id)) => all
-            .iter()
-            .position(|i| (i.opened_at.unix_timestamp_nanos(), i.id.as_str()) > (*t, id.as_str()))
-            .unwrap_or(all.len()),
-        None => 0,
-    };
-    let page: Vec<_> = all.iter().skip(start).take(limit).collect();
-    let next_cursor = if start + page.len() < all.len() {
-        page.last()
-            .map(|i| format!("{}~{}", i.opened_at.unix_timestamp_nanos(), i.id))
-    } else {
-        None
-    };
     Ok(Json(Page {
-        items: page.into_iter().map(|i| i.view()).collect(),
-        next_cursor,
+        items: page.items.iter().map(|i| i.view()).collect(),
+        next_cursor: page.next_after.map(|n| n.to_string()),
     }))
-}
-
-fn parse_cursor(c: &str) -> Option<(i128, String)> {
-    let (t, id) = c.split_once('~')?;
-    Some((t.parse().ok()?, id.to_owned()))
 }
 
 /// A person's message on a session's lane (the message road's createMessage).
