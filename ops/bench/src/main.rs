@@ -113,6 +113,17 @@ impl Proc {
     }
 }
 
+/// CPU seconds (user + system) a process has used so far.
+fn cpu_secs(pid: u32) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of stat: 12 and 13 after the name.
+    (tick(11) + tick(12)) / 100.0
+}
+
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -524,6 +535,9 @@ struct Report {
     list_page: [u64; 2],
     runs: Vec<(usize, f64, u64, Lat, Lat)>,
     rss: [(f64, f64); 2],
+    /// CPU seconds per answer during the one-worker saturation phase:
+    /// nats-server, ingress, worker, load generator.
+    cpu: [f64; 4],
 }
 
 async fn holdpoint_run(args: &Args, plan: &Plan, sync_always: bool) -> anyhow::Result<Report> {
@@ -645,11 +659,26 @@ async fn holdpoint_run(args: &Args, plan: &Plan, sync_always: bool) -> anyhow::R
         next: AtomicUsize::new(0),
     });
     let mut runs = Vec::new();
+    let mut cpu = [0.0f64; 4];
     for n_workers in [1usize, 2] {
         while workers.len() < n_workers {
             workers.push(spawn(worker_args.clone())?);
         }
+        let pids = [
+            nats.pid(),
+            ingress.pid(),
+            workers[0].pid(),
+            std::process::id(),
+        ];
+        let before: Vec<f64> = pids.iter().map(|p| cpu_secs(*p)).collect();
+        let answered_before = pool.next.load(Ordering::Relaxed);
         let (sat, sat_errors) = saturation(&t, &pool, plan).await;
+        if n_workers == 1 {
+            let answered = (pool.next.load(Ordering::Relaxed) - answered_before).max(1) as f64;
+            for (i, p) in pids.iter().enumerate() {
+                cpu[i] = (cpu_secs(*p) - before[i]) / answered;
+            }
+        }
         let need = ((sat * 0.75) * plan.latency.as_secs_f64()) as usize + 100;
         if pool.left() < need {
             let (more, _) = open_pool(&rt, need, opened + runs.len() * 1_000_000).await?;
@@ -682,6 +711,7 @@ async fn holdpoint_run(args: &Args, plan: &Plan, sync_always: bool) -> anyhow::R
         ],
         runs,
         rss,
+        cpu,
     })
 }
 
@@ -743,6 +773,13 @@ fn print(r: &Report) {
         "| peak RSS ingress / worker | {:.0} / {:.0} MiB |",
         r.rss[0].0, r.rss[1].0
     );
+    println!(
+        "| CPU per answer at saturation, 1 worker: nats-server / ingress / worker / load generator | {:.0} / {:.0} / {:.0} / {:.0} µs |",
+        r.cpu[0] * 1e6,
+        r.cpu[1] * 1e6,
+        r.cpu[2] * 1e6,
+        r.cpu[3] * 1e6
+    );
     let best = r.runs.iter().map(|x| x.1).fold(0.0, f64::max);
     let p50_25 = r.runs.first().map_or(0, |x| x.3.to_204[0]);
     println!(
@@ -758,6 +795,81 @@ fn print(r: &Report) {
         "| **ratio** e2e answers/s ÷ raw sync msg/s | {:.2} |",
         best / r.raw.sync_rate
     );
+}
+
+/// Verification cost per algorithm: one token per algorithm, verified `n` times by
+/// the ingress's own `Verifier` (keys cached after the first load).
+async fn jwt_costs(dir: &Path, n: u32) -> anyhow::Result<Vec<(&'static str, f64)>> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+    use holdpoint_ingress::auth::{AuthConfig, JwksSource, Verifier};
+    use jsonwebtoken::{Algorithm, EncodingKey, Header};
+    use ring::signature::{self, KeyPair as _};
+    let rng = ring::rand::SystemRandom::new();
+    let ed =
+        signature::Ed25519KeyPair::generate_pkcs8(&rng).map_err(|_| anyhow::anyhow!("keygen"))?;
+    let ed_pub =
+        signature::Ed25519KeyPair::from_pkcs8(ed.as_ref()).map_err(|_| anyhow::anyhow!("key"))?;
+    let ec_alg = &signature::ECDSA_P256_SHA256_FIXED_SIGNING;
+    let ec = signature::EcdsaKeyPair::generate_pkcs8(ec_alg, &rng)
+        .map_err(|_| anyhow::anyhow!("keygen"))?;
+    let ec_pair = signature::EcdsaKeyPair::from_pkcs8(ec_alg, ec.as_ref(), &rng)
+        .map_err(|_| anyhow::anyhow!("key"))?;
+    let ec_pub = ec_pair.public_key().as_ref();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let rsa_pem = std::fs::read(fixtures.join("rsa-test-key.pem"))?;
+    let mut rsa_jwk: Value =
+        serde_json::from_slice(&std::fs::read(fixtures.join("rsa-test.jwk.json"))?)?;
+    rsa_jwk["kid"] = json!("rsa");
+    let jwks = json!({"keys": [
+        rsa_jwk,
+        {"kty": "EC", "crv": "P-256", "kid": "ec", "x": B64.encode(&ec_pub[1..33]), "y": B64.encode(&ec_pub[33..65])},
+        {"kty": "OKP", "crv": "Ed25519", "kid": "ed", "x": B64.encode(ed_pub.public_key().as_ref())},
+    ]});
+    let path = dir.join("bench-jwks.json");
+    std::fs::write(&path, serde_json::to_vec(&jwks)?)?;
+    let verifier = Verifier::new(AuthConfig::new("bench", JwksSource::File(path)))
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let claims = json!({"iss": "bench", "sub": "p", "org": "bench", "exp": 4_000_000_000u64});
+    let mut out = Vec::new();
+    for (name, alg, kid, key) in [
+        (
+            "RS256",
+            Algorithm::RS256,
+            "rsa",
+            EncodingKey::from_rsa_pem(&rsa_pem)?,
+        ),
+        (
+            "ES256",
+            Algorithm::ES256,
+            "ec",
+            EncodingKey::from_ec_der(ec.as_ref()),
+        ),
+        (
+            "EdDSA",
+            Algorithm::EdDSA,
+            "ed",
+            EncodingKey::from_ed_der(ed.as_ref()),
+        ),
+    ] {
+        let mut header = Header::new(alg);
+        header.kid = Some(kid.into());
+        let token = jsonwebtoken::encode(&header, &claims, &key)?;
+        verifier
+            .verify(&token)
+            .await
+            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let started = Instant::now();
+        for _ in 0..n {
+            verifier
+                .verify(&token)
+                .await
+                .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        }
+        out.push((name, started.elapsed().as_secs_f64() * 1e6 / f64::from(n)));
+    }
+    Ok(out)
 }
 
 #[tokio::main]
@@ -787,8 +899,16 @@ async fn main() -> anyhow::Result<()> {
         }
         reports.push(holdpoint_run(&args, &plan, sync_always).await?);
     }
+    let tmp = tempfile::tempdir()?;
+    let jwt = jwt_costs(tmp.path(), if args.mode == "full" { 5_000 } else { 500 }).await?;
     for r in &reports {
         print(r);
+    }
+    println!("\n### JWT verification (one core, keys cached)\n");
+    println!("| algorithm | µs per verification |");
+    println!("|---|---|");
+    for (name, us) in jwt {
+        println!("| {name} | {us:.1} |");
     }
     println!("\nran in {:.0} s", started.elapsed().as_secs_f64());
     Ok(())

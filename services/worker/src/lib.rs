@@ -6,7 +6,7 @@
 //! [`holdpoint_domain::decide`], writes the new records by compare-and-set on their
 //! KV revision (a lost race reloads and decides again), publishes the events with
 //! `Nats-Msg-Id` = their deterministic id (awaiting every PubAck), stores the outcome,
-//! replies it to the ingress, and acks last (double ack). A message that cannot be
+//! replies it to the ingress, and acks last. A message that cannot be
 //! decoded is terminated and leaves a `dead-letter` event. A command it cannot finish
 //! (NATS away) is NAKed with a delay and redelivered.
 
@@ -242,9 +242,12 @@ async fn handle(bus: &Bus, cfg: &WorkerConfig, msg: jetstream::Message) {
                 if cfg.failpoint == Some(Failpoint::BeforeAck) {
                     abort("before-ack");
                 }
-                if let Err(e) = msg.double_ack().await {
-                    // The command will be redelivered and replayed from the outbox.
-                    warn!(error = %e, "ack failed");
+                // A plain ack, not a double ack: if it is lost, the command comes back
+                // after ack_wait and is replayed from the record's outbox (same
+                // outcome, same event ids), so the effect still happens once. That
+                // saves a round trip per command.
+                if let Err(e) = msg.ack().await {
+                    warn!(error = %e, "ack failed; the command will be redelivered and replayed");
                 }
                 debug!(result = ?outcome.result, "command done");
             }
