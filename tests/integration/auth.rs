@@ -304,6 +304,24 @@ async fn keys_are_kept_when_a_fetch_fails_or_yields_nothing() {
 }
 
 #[tokio::test]
+async fn a_cached_token_still_expires() {
+    let key = TestKey::ed25519("k");
+    let jwks = JwksServer::start(vec![key.jwk.clone()]).await;
+    let mut cfg = AuthConfig::new(ISSUER, JwksSource::Url(jwks.url.clone()));
+    cfg.audience = Some(AUDIENCE.into());
+    cfg.leeway_secs = 0;
+    let v = Verifier::new(cfg).await.expect("verifier");
+    let mut c = claims("acme", "ana");
+    c["exp"] = json!(now() + 2);
+    let token = key.sign(&c);
+    assert!(v.verify(&token).await.is_ok());
+    assert!(v.verify(&token).await.is_ok(), "served from the cache");
+    // Wait out the token's lifetime (wall-clock expiry is the thing under test).
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    assert!(v.verify(&token).await.is_err(), "an expired token is refused even after a cache hit");
+}
+
+#[tokio::test]
 async fn another_organisation_sees_nothing_and_changes_nothing() {
     let key = TestKey::ed25519("k");
     let jwks = JwksServer::start(vec![key.jwk.clone()]).await;
