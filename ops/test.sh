@@ -36,7 +36,7 @@ if [[ "${HOLDPOINT_SKIP_PYTHON:-}" != "1" ]]; then
     export HOLDPOINT_A2A_PYTHON
 fi
 
-cargo build --workspace --bins --locked 2>/dev/null || cargo build --workspace --bins
+cargo build --workspace --bins --examples --locked 2>/dev/null || cargo build --workspace --bins --examples
 
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --no-fail-fast "$@"

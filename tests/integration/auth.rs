@@ -318,7 +318,10 @@ async fn a_cached_token_still_expires() {
     assert!(v.verify(&token).await.is_ok(), "served from the cache");
     // Wait out the token's lifetime (wall-clock expiry is the thing under test).
     tokio::time::sleep(Duration::from_millis(3100)).await;
-    assert!(v.verify(&token).await.is_err(), "an expired token is refused even after a cache hit");
+    assert!(
+        v.verify(&token).await.is_err(),
+        "an expired token is refused even after a cache hit"
+    );
 }
 
 #[tokio::test]

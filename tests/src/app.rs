@@ -8,6 +8,11 @@
 //! [`TestApp::runtime`] is the runtime side. [`TestApp::wait_idle`] waits until the
 //! workers' consumer has nothing pending or unacknowledged, so counting events
 //! afterwards is exact, not hopeful.
+//!
+//! `TestApp` (the default, `TestApp<NatsServer>`) runs on one server;
+//! [`TestApp::start_cluster`] gives a `TestApp<NatsCluster>` that runs the same
+//! Holdpoint against every node of a 3-node cluster (set
+//! [`Topology::replicas`] to 3 in its options for R3 streams and buckets).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -24,7 +29,27 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::nats::{NatsServer, NatsServerOptions, wait_for, workspace_root};
+use crate::nats::{
+    NatsCluster, NatsClusterOptions, NatsServer, NatsServerOptions, wait_for, workspace_root,
+};
+
+/// What a [`TestApp`] runs on: a single [`NatsServer`] or a [`NatsCluster`].
+pub trait Broker: Send + Sync + 'static {
+    /// The URL(s) services connect to (comma-separated for a cluster).
+    fn url(&self) -> String;
+}
+
+impl Broker for NatsServer {
+    fn url(&self) -> String {
+        NatsServer::url(self)
+    }
+}
+
+impl Broker for NatsCluster {
+    fn url(&self) -> String {
+        self.urls_csv()
+    }
+}
 
 /// Settings of a [`TestApp`].
 #[derive(Debug, Clone)]
@@ -62,9 +87,9 @@ struct InProcessWorker {
 }
 
 /// A running Holdpoint.
-pub struct TestApp {
-    /// The private nats-server.
-    pub nats: NatsServer,
+pub struct TestApp<N: Broker = NatsServer> {
+    /// The private nats-server (or cluster).
+    pub nats: N,
     /// The options it was started with.
     pub opts: AppOptions,
     /// The bus (connected to [`TestApp::nats`]).
@@ -72,12 +97,13 @@ pub struct TestApp {
     /// `http://127.0.0.1:<port>`.
     pub base: String,
     http: reqwest::Client,
+    state: AppState,
     ingress: CancellationToken,
     workers: Vec<InProcessWorker>,
     processes: Vec<Child>,
 }
 
-impl Drop for TestApp {
+impl<N: Broker> Drop for TestApp<N> {
     fn drop(&mut self) {
         self.ingress.cancel();
         for w in &self.workers {
@@ -116,6 +142,25 @@ impl TestApp {
     /// Starts with `opts`.
     pub async fn start_with(opts: AppOptions) -> TestApp {
         let nats = NatsServer::start_with(opts.nats.clone()).await;
+        TestApp::start_on(nats, opts).await
+    }
+}
+
+impl TestApp<NatsCluster> {
+    /// Starts a 3-node [`NatsCluster`] and a Holdpoint connected to every node
+    /// (`opts.nats` is not used; set `opts.topo.replicas` to 3 for R3).
+    pub async fn start_cluster(
+        opts: AppOptions,
+        cluster: NatsClusterOptions,
+    ) -> TestApp<NatsCluster> {
+        let nats = NatsCluster::start_with(cluster).await;
+        TestApp::start_on(nats, opts).await
+    }
+}
+
+impl<N: Broker> TestApp<N> {
+    /// Starts a Holdpoint on `nats` (already running) with `opts`.
+    pub async fn start_on(nats: N, opts: AppOptions) -> TestApp<N> {
         let bus = connect(&nats.url(), &opts.topo).await;
         let state = AppState::new(
             bus.clone(),
@@ -132,13 +177,18 @@ impl TestApp {
             .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let ingress = CancellationToken::new();
-        tokio::spawn(holdpoint_ingress::run(state, listener, ingress.clone()));
+        tokio::spawn(holdpoint_ingress::run(
+            state.clone(),
+            listener,
+            ingress.clone(),
+        ));
         let mut app = TestApp {
             nats,
             opts: opts.clone(),
             bus,
             base,
             http: reqwest::Client::new(),
+            state,
             ingress,
             workers: Vec::new(),
             processes: Vec::new(),
@@ -147,6 +197,12 @@ impl TestApp {
             app.start_worker().await;
         }
         app
+    }
+
+    /// The ingress's state: `holdpoint_ingress::router(app.ingress_state())` is the
+    /// very router the app serves, for in-process requests (`tower::ServiceExt::oneshot`).
+    pub fn ingress_state(&self) -> AppState {
+        self.state.clone()
     }
 
     /// Starts one more in-process worker.
@@ -180,7 +236,12 @@ impl TestApp {
             .arg(self.opts.topo.ack_wait.as_millis().to_string())
             .arg("--duplicate-window-secs")
             .arg(self.opts.topo.duplicate_window.as_secs().max(1).to_string())
-            .env("RUST_LOG", "warn")
+            .arg("--replicas")
+            .arg(self.opts.topo.replicas.to_string())
+            .env(
+                "RUST_LOG",
+                std::env::var("HOLDPOINT_WORKER_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
         match failpoint {
@@ -195,6 +256,28 @@ impl TestApp {
     /// A child process started by [`TestApp::spawn_worker_process`].
     pub fn process(&mut self, i: usize) -> &mut Child {
         &mut self.processes[i]
+    }
+
+    /// Sends `signal` to worker process `i` (e.g. `SIGKILL`, `SIGSTOP`, `SIGCONT`).
+    /// A process that has already exited is not an error.
+    pub fn signal_process(&mut self, i: usize, signal: nix::sys::signal::Signal) {
+        let pid = i32::try_from(self.processes[i].id()).expect("pid fits i32");
+        match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal) {
+            Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+            Err(e) => panic!("cannot send {signal} to worker process {pid}: {e}"),
+        }
+    }
+
+    /// SIGKILLs worker process `i` and reaps it (a crash: nothing is finished).
+    pub fn kill_process(&mut self, i: usize) {
+        let child = &mut self.processes[i];
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Whether worker process `i` is still running.
+    pub fn process_running(&mut self, i: usize) -> bool {
+        matches!(self.processes[i].try_wait(), Ok(None))
     }
 
     /// A runtime handle for `org`.
@@ -231,10 +314,15 @@ impl TestApp {
     /// Waits (deadline 20 s) until the workers' consumer has no pending and no
     /// unacknowledged command: every command sent so far is fully handled.
     pub async fn wait_idle(&self) {
+        self.wait_idle_within(Duration::from_secs(20)).await;
+    }
+
+    /// Like [`TestApp::wait_idle`], with another deadline.
+    pub async fn wait_idle_within(&self, deadline: Duration) {
         let stream = self.bus.topo.commands_stream();
         let name = self.bus.topo.worker_consumer();
         let js = self.bus.js.clone();
-        wait_for(Duration::from_secs(20), "workers to be idle", || {
+        wait_for(deadline, "workers to be idle", || {
             let js = js.clone();
             let (stream, name) = (stream.clone(), name.clone());
             async move {
@@ -369,20 +457,24 @@ impl Person {
     }
 
     async fn send(r: reqwest::RequestBuilder) -> Reply {
-        let resp = r.send().await.expect("http");
+        Self::try_send(r).await.expect("http")
+    }
+
+    async fn try_send(r: reqwest::RequestBuilder) -> Result<Reply, reqwest::Error> {
+        let resp = r.send().await?;
         let status = resp.status().as_u16();
         let retry_after = resp
             .headers()
             .get("retry-after")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let bytes = resp.bytes().await.expect("body");
+        let bytes = resp.bytes().await?;
         let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        Reply {
+        Ok(Reply {
             status,
             body,
             retry_after,
-        }
+        })
     }
 
     /// POST JSON.
@@ -397,6 +489,24 @@ impl Person {
     /// POST JSON with an `Idempotency-Key`.
     pub async fn post_keyed(&self, path: &str, key: &str, body: &Value) -> Reply {
         Self::send(
+            self.req(self.http.post(format!("{}{path}", self.base)))
+                .header("Idempotency-Key", key)
+                .json(body),
+        )
+        .await
+    }
+
+    /// Like [`Person::post_keyed`], returning transport errors instead of panicking.
+    ///
+    /// # Errors
+    /// When the request cannot be sent or its answer read.
+    pub async fn try_post_keyed(
+        &self,
+        path: &str,
+        key: &str,
+        body: &Value,
+    ) -> Result<Reply, reqwest::Error> {
+        Self::try_send(
             self.req(self.http.post(format!("{}{path}", self.base)))
                 .header("Idempotency-Key", key)
                 .json(body),

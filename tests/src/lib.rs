@@ -3,8 +3,10 @@
 //! loopback) so tests run against the broker Holdpoint uses in production.
 //! The server binary comes from `ops/setup.sh` (see [`nats::nats_server_binary`]).
 //! [`app`] runs a whole Holdpoint (ingress, workers) on such a server; [`jwt`] is a
-//! test identity provider (keys, a JWKS HTTP server, tokens).
+//! test identity provider (keys, a JWKS HTTP server, tokens). [`chaos`] is the load,
+//! fault injection and invariant check of the fault suite and the soak.
 
 pub mod app;
+pub mod chaos;
 pub mod jwt;
 pub mod nats;

@@ -677,6 +677,56 @@ impl Bus {
             .map_err(|e| BusError::nats("publish command ack", e))
     }
 
+    /// Whether NATS, the streams and the buckets Holdpoint needs are reachable (the
+    /// admin listener's `/readyz`), within `timeout`.
+    ///
+    /// # Errors
+    /// What is not reachable, as text for the probe's body.
+    pub async fn check_ready(&self, timeout: Duration) -> Result<(), String> {
+        let checks = async {
+            self.js.query_account().await.map_err(|e| e.to_string())?;
+            for name in [self.topo.commands_stream(), self.topo.events_stream()] {
+                self.js
+                    .get_stream(&name)
+                    .await
+                    .map_err(|e| format!("stream {name}: {e}"))?;
+            }
+            for bucket in [
+                self.topo.interactions_bucket(),
+                self.topo.sessions_bucket(),
+                self.topo.outcomes_bucket(),
+            ] {
+                self.js
+                    .get_key_value(&bucket)
+                    .await
+                    .map_err(|e| format!("bucket {bucket}: {e}"))?;
+            }
+            Ok::<(), String>(())
+        };
+        match tokio::time::timeout(timeout, checks).await {
+            Ok(r) => r,
+            Err(_) => Err("NATS timed out".into()),
+        }
+    }
+
+    /// The workers' consumer's `(pending, ack_pending)`: commands waiting, and
+    /// commands delivered and not yet acknowledged.
+    ///
+    /// # Errors
+    /// [`BusError::Nats`] on NATS failure.
+    pub async fn worker_consumer_backlog(&self) -> Result<(u64, usize), BusError> {
+        let stream = self
+            .js
+            .get_stream(self.topo.commands_stream())
+            .await
+            .map_err(|e| BusError::nats("get commands stream", e))?;
+        let info = stream
+            .consumer_info(self.topo.worker_consumer())
+            .await
+            .map_err(|e| BusError::nats("worker consumer info", e))?;
+        Ok((info.num_pending, info.num_ack_pending))
+    }
+
     /// The stored outcome of a command publish (keyed by its `Nats-Msg-Id`), if a
     /// worker recorded one.
     ///

@@ -125,6 +125,22 @@ impl Waiter {
         env: &CommandEnvelope,
         timeout: Duration,
     ) -> Result<Outcome, WaitError> {
+        self.submit_traced(bus, env, timeout, None).await
+    }
+
+    /// [`Waiter::submit`], with the W3C `traceparent` of the request's span carried in
+    /// the command's [`TRACEPARENT_HEADER`](crate::TRACEPARENT_HEADER), so the worker
+    /// continues the trace.
+    ///
+    /// # Errors
+    /// As [`Waiter::submit`].
+    pub async fn submit_traced(
+        &self,
+        bus: &Bus,
+        env: &CommandEnvelope,
+        timeout: Duration,
+        traceparent: Option<&str>,
+    ) -> Result<Outcome, WaitError> {
         let deadline = Instant::now() + timeout;
         let command_id = env.command_id();
         let mut attempt = 0u32;
@@ -134,7 +150,9 @@ impl Waiter {
             } else {
                 format!("{command_id}-r{attempt}")
             };
-            let (outcome, duplicate) = self.publish_and_wait(bus, env, &msg_id, deadline).await?;
+            let (outcome, duplicate) = self
+                .publish_and_wait(bus, env, &msg_id, deadline, traceparent)
+                .await?;
             let stale_refusal =
                 matches!(&outcome.result, Err(r) if r.code == ErrorCode::AnswerNotDelivered);
             if duplicate && stale_refusal && attempt < MAX_REATTEMPTS {
@@ -151,6 +169,7 @@ impl Waiter {
         env: &CommandEnvelope,
         msg_id: &str,
         deadline: Instant,
+        traceparent: Option<&str>,
     ) -> Result<(Outcome, bool), WaitError> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
@@ -163,6 +182,9 @@ impl Waiter {
         };
         let mut headers = HeaderMap::new();
         headers.insert(REPLY_HEADER, format!("{}.{id}", self.prefix).as_str());
+        if let Some(tp) = traceparent {
+            headers.insert(crate::TRACEPARENT_HEADER, tp);
+        }
         let ack = tokio::time::timeout_at(deadline, bus.publish_command(env, msg_id, headers))
             .await
             .map_err(|_| WaitError::Publish("timed out".into()))?
@@ -172,11 +194,14 @@ impl Waiter {
         {
             return Ok((outcome, false));
         }
-        // A duplicate (or a lost reply): read the stored outcome until the deadline.
+        // A duplicate (or a lost reply): read the stored outcome until the deadline
+        // (each read bounded by it too: a stalled server must not hold the request).
         let mut pause = Duration::from_millis(5);
         loop {
-            if let Ok(Some(outcome)) = bus.stored_outcome(msg_id).await {
-                return Ok((outcome, ack.duplicate));
+            match tokio::time::timeout_at(deadline, bus.stored_outcome(msg_id)).await {
+                Ok(Ok(Some(outcome))) => return Ok((outcome, ack.duplicate)),
+                Err(_) => return Err(WaitError::Timeout),
+                Ok(_) => {}
             }
             if Instant::now() + pause > deadline {
                 return Err(WaitError::Timeout);

@@ -23,7 +23,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    AuthArgs, DemoArgs, HttpArgs, NatsArgs, WorkerSettings, connect_bus, localnats, start_services,
+    DemoArgs,
+    config::{Config, Service},
+    connect_bus, localnats, start_services,
 };
 
 const ORG: &str = "acme";
@@ -91,38 +93,25 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             (nats.url.clone(), Some(nats))
         }
     };
-    let nats = NatsArgs {
-        nats_url: Some(url.clone()),
-        replicas: 1,
-        duplicate_window_secs: 120,
-        ack_wait_ms: 30_000,
-    };
     // People authenticate with real JWTs, verified against a JWKS file, exactly as
     // against an identity provider's.
     let key = crate::devtoken::DevKey::load_or_create(&store.path().join("dev-jwt"))?;
     let token = key.token(ORG, PERSON, "org", 3600)?;
-    let http = HttpArgs {
-        listen: "127.0.0.1:0".parse()?,
-        admin_listen: "127.0.0.1:0".parse()?,
-        outcome_timeout_ms: 5_000,
-        auth: AuthArgs {
-            jwt_issuer: Some(crate::devtoken::DEV_ISSUER.into()),
-            jwks_file: Some(key.jwks.clone()),
-            jwt_audience: Some(crate::devtoken::DEV_AUDIENCE.into()),
-            org_claim: "org".into(),
-            jwt_algorithms: "EdDSA".into(),
-            jwt_leeway_secs: 30,
-            jwks_ttl_secs: 300,
-            jwks_cooldown_secs: 30,
-            ..AuthArgs::default()
+    let cfg = Config::load(
+        None,
+        |l| {
+            l.set("nats.url", Some(url.clone()))
+                .set("http.listen", Some("127.0.0.1:0"))
+                .set("admin.listen", Some("127.0.0.1:0"))
+                .set("auth.jwt_issuer", Some(crate::devtoken::DEV_ISSUER))
+                .set("auth.jwks_file", Some(key.jwks.clone()))
+                .set("auth.jwt_audience", Some(crate::devtoken::DEV_AUDIENCE))
+                .set("auth.jwt_algorithms", Some(vec!["EdDSA"]))
         },
-    };
-    let worker = WorkerSettings {
-        concurrency: 64,
-        failpoint: None,
-    };
-    let bus = connect_bus(&url, "holdpoint-demo", nats.topology()).await?;
-    let services = start_services(bus.clone(), &http, &worker, 1, shutdown.clone()).await?;
+        Service::Up,
+    )?;
+    let bus = connect_bus(&url, "holdpoint-demo", cfg.topology()).await?;
+    let services = start_services(bus.clone(), &cfg, None, 1, shutdown.clone()).await?;
     let base = format!("http://{}", services.api);
     println!("• holdpoint ingress {base}, worker pulling HP_COMMANDS");
 

@@ -4,31 +4,44 @@
 //!   `--nats-url` is given, the ingress and the worker in one process); `ingress` and
 //!   `worker` run one service each against an existing NATS; `demo` is the main job:
 //!   it brings everything up, plays a runtime and a person, and prints each event.
+//! - [`config`]: the services' configuration ([`config::Config`]): defaults, a TOML
+//!   file, `HOLDPOINT_*` environment variables, flags; validated at start;
+//!   `holdpoint config` prints it with secrets redacted.
 //! - [`localnats`]: finds and starts a local nats-server.
 //! - [`demo`]: the demo script.
 //! - [`devtoken`]: `holdpoint dev-token`, a local signing key and tokens for the
 //!   quick start.
 //! - [`runtime_cmd`]: `holdpoint runtime …`, the runtime's side from a shell.
+//! - [`operator`]: `holdpoint pending | show | answer | approve | tail`, a person's
+//!   and an operator's side over the HTTP API.
 //!
 //! `main.rs` only parses arguments and calls [`run`].
 
+pub mod config;
 pub mod demo;
 pub mod devtoken;
 pub mod localnats;
+pub mod operator;
 pub mod runtime_cmd;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use anyhow::Context as _;
+use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand};
-use holdpoint_bus::{Bus, Topology};
+use holdpoint_bus::{Bus, Topology, redact_url};
 use holdpoint_ingress::{AppState, IdentityMode, IngressConfig, LocalIdentity};
+use holdpoint_telemetry::{LogFormat, Metrics};
 use holdpoint_worker::{Failpoint, WorkerConfig};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
+
+use crate::config::{Config, ConfigError, Layers, Service};
 
 /// Holdpoint: people answer AI agents; each answer resolves exactly once.
 #[derive(Debug, Parser)]
@@ -48,6 +61,9 @@ pub enum Verb {
     Ingress(IngressArgs),
     /// Run a worker against an existing NATS (run as many as you like).
     Worker(WorkerArgs),
+    /// Print the effective configuration (defaults, file, environment, flags) as
+    /// TOML, secrets redacted; fails like `up` would on an invalid one.
+    Config(UpArgs),
     /// The main job: bring everything up, open an approval, a question and a
     /// connection, answer them over HTTP, and print every event.
     Demo(DemoArgs),
@@ -56,6 +72,16 @@ pub enum Verb {
     /// Local quick start only: create a development signing key and JWKS (once) and
     /// print a token for a person of an organisation.
     DevToken(DevTokenArgs),
+    /// List the pending interactions you can answer (HTTP, with --token).
+    Pending(operator::PendingArgs),
+    /// Show one interaction: its questions and options, or the held call.
+    Show(operator::ShowArgs),
+    /// Answer a question: one --answer per question, e.g. --answer 0 --answer "2:text".
+    Answer(operator::AnswerArgs),
+    /// Approve a held call (or --deny it, with --reason).
+    Approve(operator::ApproveArgs),
+    /// Follow your organisation's events as they happen (optionally one task or type).
+    Tail(operator::TailArgs),
 }
 
 /// `holdpoint dev-token`.
@@ -78,50 +104,92 @@ pub struct DevTokenArgs {
     pub ttl_secs: u64,
 }
 
+/// Settings every service takes: the configuration file, the admin listener, logs.
+#[derive(Debug, Clone, Args, Default)]
+pub struct ServiceArgs {
+    /// A TOML configuration file (see ops/holdpoint.example.toml). Environment
+    /// variables and flags override it.
+    #[arg(long, env = "HOLDPOINT_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Admin listen address: /healthz, /readyz, /metrics (default 127.0.0.1:8081
+    /// for up and ingress; a worker serves none unless given).
+    #[arg(long, env = "HOLDPOINT_ADMIN_LISTEN")]
+    pub admin_listen: Option<SocketAddr>,
+    /// Log format: text or json (default text).
+    #[arg(long, env = "HOLDPOINT_LOG_FORMAT", value_name = "text|json")]
+    pub log_format: Option<LogFormat>,
+    /// Log filter, e.g. `info` or `holdpoint_worker=debug,info` (default info;
+    /// RUST_LOG overrides).
+    #[arg(long, env = "HOLDPOINT_LOG_LEVEL")]
+    pub log_level: Option<String>,
+    /// Export spans over OTLP/HTTP to this endpoint (builds with `--features otlp`).
+    #[arg(long, env = "HOLDPOINT_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+}
+
+impl ServiceArgs {
+    fn layers(&self, l: Layers) -> Layers {
+        l.set("admin.listen", self.admin_listen)
+            .set("log.format", self.log_format)
+            .set("log.level", self.log_level.clone())
+            .set("telemetry.otlp_endpoint", self.otlp_endpoint.clone())
+    }
+}
+
 /// NATS connection and topology.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Default)]
 pub struct NatsArgs {
     /// NATS URL (comma-separated for a cluster).
     #[arg(long, env = "HOLDPOINT_NATS_URL")]
     pub nats_url: Option<String>,
-    /// Replicas of every stream and bucket (3 in a cluster).
-    #[arg(long, env = "HOLDPOINT_REPLICAS", default_value_t = 1)]
-    pub replicas: usize,
-    /// JetStream duplicate window of the commands and events streams, in seconds.
-    #[arg(long, env = "HOLDPOINT_DUPLICATE_WINDOW_SECS", default_value_t = 120)]
-    pub duplicate_window_secs: u64,
-    /// Workers' consumer ack_wait, in milliseconds.
-    #[arg(long, env = "HOLDPOINT_ACK_WAIT_MS", default_value_t = 30_000)]
-    pub ack_wait_ms: u64,
+    /// Replicas of every stream and bucket: 1, 3 or 5 (default 1; 3 in a cluster).
+    #[arg(long, env = "HOLDPOINT_REPLICAS")]
+    pub replicas: Option<usize>,
+    /// JetStream duplicate window of the commands and events streams, in seconds
+    /// (default 120).
+    #[arg(long, env = "HOLDPOINT_DUPLICATE_WINDOW_SECS")]
+    pub duplicate_window_secs: Option<u64>,
+    /// Workers' consumer ack_wait, in milliseconds (default 30000).
+    #[arg(long, env = "HOLDPOINT_ACK_WAIT_MS")]
+    pub ack_wait_ms: Option<u64>,
 }
 
 impl NatsArgs {
-    /// The topology these arguments describe.
-    pub fn topology(&self) -> Topology {
-        Topology {
-            replicas: self.replicas,
-            duplicate_window: Duration::from_secs(self.duplicate_window_secs.max(1)),
-            ack_wait: Duration::from_millis(self.ack_wait_ms.max(100)),
-            ..Topology::default()
-        }
+    fn layers(&self, l: Layers) -> Layers {
+        l.set("nats.url", self.nats_url.clone())
+            .set("nats.replicas", self.replicas)
+            .set("nats.duplicate_window_secs", self.duplicate_window_secs)
+            .set("nats.ack_wait_ms", self.ack_wait_ms)
     }
 }
 
 /// Ingress settings.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Default)]
 pub struct HttpArgs {
-    /// API listen address.
-    #[arg(long, env = "HOLDPOINT_LISTEN", default_value = "127.0.0.1:8080")]
-    pub listen: SocketAddr,
-    /// Admin listen address (/healthz, /readyz).
-    #[arg(long, env = "HOLDPOINT_ADMIN_LISTEN", default_value = "127.0.0.1:8081")]
-    pub admin_listen: SocketAddr,
-    /// How long a request waits for the worker's outcome before 503, in milliseconds.
-    #[arg(long, env = "HOLDPOINT_OUTCOME_TIMEOUT_MS", default_value_t = 5_000)]
-    pub outcome_timeout_ms: u64,
+    /// API listen address (default 127.0.0.1:8080).
+    #[arg(long, env = "HOLDPOINT_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// How long a request waits for the worker's outcome before 503, in
+    /// milliseconds (default 5000).
+    #[arg(long, env = "HOLDPOINT_OUTCOME_TIMEOUT_MS")]
+    pub outcome_timeout_ms: Option<u64>,
+    /// The public base URL the agent card advertises (default: from each
+    /// request's Host).
+    #[arg(long, env = "HOLDPOINT_PUBLIC_URL")]
+    pub public_url: Option<String>,
     /// Identity settings.
     #[command(flatten)]
     pub auth: AuthArgs,
+}
+
+impl HttpArgs {
+    fn layers(&self, l: Layers) -> Layers {
+        let l = l
+            .set("http.listen", self.listen)
+            .set("http.outcome_timeout_ms", self.outcome_timeout_ms)
+            .set("http.public_url", self.public_url.clone());
+        self.auth.layers(l)
+    }
 }
 
 /// Identity settings: JWT verification, the local socket, development shortcuts.
@@ -139,137 +207,116 @@ pub struct AuthArgs {
     /// The expected audience (`aud`); not checked when absent.
     #[arg(long, env = "HOLDPOINT_JWT_AUDIENCE")]
     pub jwt_audience: Option<String>,
-    /// The claim holding the organisation.
-    #[arg(long, env = "HOLDPOINT_ORG_CLAIM", default_value = "org")]
-    pub org_claim: String,
-    /// Accepted algorithms, comma-separated (HMAC is never accepted).
-    #[arg(
-        long,
-        env = "HOLDPOINT_JWT_ALGORITHMS",
-        default_value = "RS256,ES256,EdDSA"
-    )]
-    pub jwt_algorithms: String,
-    /// Clock leeway for exp/nbf, in seconds.
-    #[arg(long, env = "HOLDPOINT_JWT_LEEWAY_SECS", default_value_t = 30)]
-    pub jwt_leeway_secs: u64,
-    /// How long a fetched JWKS is used, in seconds.
-    #[arg(long, env = "HOLDPOINT_JWKS_TTL_SECS", default_value_t = 300)]
-    pub jwks_ttl_secs: u64,
-    /// Least time between refetches caused by unknown `kid`s, in seconds.
-    #[arg(long, env = "HOLDPOINT_JWKS_COOLDOWN_SECS", default_value_t = 30)]
-    pub jwks_cooldown_secs: u64,
+    /// The claim holding the organisation (default org).
+    #[arg(long, env = "HOLDPOINT_ORG_CLAIM")]
+    pub org_claim: Option<String>,
+    /// Accepted algorithms, comma-separated (default RS256,ES256,EdDSA; HMAC is
+    /// never accepted).
+    #[arg(long, env = "HOLDPOINT_JWT_ALGORITHMS")]
+    pub jwt_algorithms: Option<String>,
+    /// Clock leeway for exp/nbf, in seconds (default 30).
+    #[arg(long, env = "HOLDPOINT_JWT_LEEWAY_SECS")]
+    pub jwt_leeway_secs: Option<u64>,
+    /// How long a fetched JWKS is used, in seconds (default 300).
+    #[arg(long, env = "HOLDPOINT_JWKS_TTL_SECS")]
+    pub jwks_ttl_secs: Option<u64>,
+    /// Least time between refetches caused by unknown `kid`s, in seconds (default 30).
+    #[arg(long, env = "HOLDPOINT_JWKS_COOLDOWN_SECS")]
+    pub jwks_cooldown_secs: Option<u64>,
     /// Development: verify tokens from `holdpoint dev-token` (the JWKS in .holdpoint/dev-jwt).
-    #[arg(long, env = "HOLDPOINT_DEV_JWT")]
-    pub dev_jwt: bool,
+    #[arg(long, env = "HOLDPOINT_DEV_JWT", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = BoolishValueParser::new(), value_name = "BOOL")]
+    pub dev_jwt: Option<bool>,
     /// Also serve the API on this Unix socket.
     #[arg(long, env = "HOLDPOINT_SOCKET")]
     pub socket: Option<PathBuf>,
-    /// Organisation of tokenless requests from this machine's user on the socket.
-    #[arg(long, env = "HOLDPOINT_SOCKET_ORG", default_value = "local")]
-    pub socket_org: String,
+    /// Organisation of tokenless requests from this machine's user on the socket
+    /// (default local).
+    #[arg(long, env = "HOLDPOINT_SOCKET_ORG")]
+    pub socket_org: Option<String>,
     /// Switch the socket's tokenless local-user rule off (tokens still work).
-    #[arg(long, env = "HOLDPOINT_SOCKET_NO_LOCAL_USER")]
-    pub socket_no_local_user: bool,
+    #[arg(long, env = "HOLDPOINT_SOCKET_NO_LOCAL_USER", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = BoolishValueParser::new(), value_name = "BOOL")]
+    pub socket_no_local_user: Option<bool>,
     /// INSECURE, local development only: take the caller's organisation and person
     /// from the X-Holdpoint-Org and X-Holdpoint-Person headers.
-    #[arg(long, env = "HOLDPOINT_INSECURE_DEV_IDENTITY")]
-    pub insecure_dev_identity: bool,
+    #[arg(long, env = "HOLDPOINT_INSECURE_DEV_IDENTITY", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = BoolishValueParser::new(), value_name = "BOOL")]
+    pub insecure_dev_identity: Option<bool>,
 }
 
 impl AuthArgs {
-    /// Builds the identity mode (loads the JWKS once).
-    ///
-    /// # Errors
-    /// When the settings are incomplete or invalid; the message names the flag.
-    pub async fn identity(&self) -> anyhow::Result<IdentityMode> {
-        use holdpoint_ingress::auth::{AuthConfig, JwksSource, Verifier, parse_algorithm};
-        let mut mode = IdentityMode {
-            insecure_dev_headers: self.insecure_dev_identity,
-            ..IdentityMode::default()
-        };
-        let (issuer, source, audience) = if self.dev_jwt {
-            let key = devtoken::DevKey::load_or_create(std::path::Path::new(devtoken::DEV_DIR))?;
-            (
-                Some(devtoken::DEV_ISSUER.to_owned()),
-                Some(JwksSource::File(key.jwks)),
-                Some(devtoken::DEV_AUDIENCE.to_owned()),
-            )
-        } else {
-            let source = match (&self.jwks_url, &self.jwks_file) {
-                (Some(u), _) => Some(JwksSource::Url(u.clone())),
-                (None, Some(f)) => Some(JwksSource::File(f.clone())),
-                (None, None) => None,
-            };
-            (self.jwt_issuer.clone(), source, self.jwt_audience.clone())
-        };
-        match (issuer, source) {
-            (Some(issuer), Some(source)) => {
-                let mut cfg = AuthConfig::new(issuer, source);
-                cfg.audience = audience;
-                cfg.org_claim = self.org_claim.clone();
-                cfg.algorithms = self
-                    .jwt_algorithms
-                    .split(',')
-                    .map(|a| parse_algorithm(a.trim()))
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| anyhow::anyhow!("--jwt-algorithms: {e}"))?;
-                cfg.leeway_secs = self.jwt_leeway_secs;
-                cfg.jwks_ttl = Duration::from_secs(self.jwks_ttl_secs.max(1));
-                cfg.refetch_cooldown = Duration::from_secs(self.jwks_cooldown_secs);
-                mode.jwt = Some(
-                    Verifier::new(cfg)
-                        .await
-                        .map_err(|e| anyhow::anyhow!("JWT settings: {e}"))?,
-                );
-            }
-            (None, None) => {}
-            (Some(_), None) => anyhow::bail!("--jwt-issuer needs --jwks-url or --jwks-file"),
-            (None, Some(_)) => anyhow::bail!("--jwks-url/--jwks-file need --jwt-issuer"),
-        }
-        if self.socket.is_some() && !self.socket_no_local_user {
-            let org = holdpoint_domain::OrgId::parse(self.socket_org.clone())
-                .map_err(|e| anyhow::anyhow!("--socket-org: {e}"))?;
-            mode.local =
-                Some(LocalIdentity::current(org).map_err(|e| anyhow::anyhow!("local user: {e}"))?);
-        }
-        Ok(mode)
-    }
-}
-
-impl HttpArgs {
-    async fn config(&self) -> anyhow::Result<IngressConfig> {
-        Ok(IngressConfig {
-            outcome_timeout: Duration::from_millis(self.outcome_timeout_ms.max(1)),
-            identity: self.auth.identity().await?,
-            ..IngressConfig::default()
-        })
+    fn layers(&self, l: Layers) -> Layers {
+        let algorithms = self.jwt_algorithms.as_ref().map(|a| {
+            a.split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+        });
+        l.set("auth.jwt_issuer", self.jwt_issuer.clone())
+            .set("auth.jwks_url", self.jwks_url.clone())
+            .set("auth.jwks_file", self.jwks_file.clone())
+            .set("auth.jwt_audience", self.jwt_audience.clone())
+            .set("auth.org_claim", self.org_claim.clone())
+            .set("auth.jwt_algorithms", algorithms)
+            .set("auth.jwt_leeway_secs", self.jwt_leeway_secs)
+            .set("auth.jwks_ttl_secs", self.jwks_ttl_secs)
+            .set("auth.jwks_cooldown_secs", self.jwks_cooldown_secs)
+            .set("auth.dev_jwt", self.dev_jwt)
+            .set("auth.insecure_dev_identity", self.insecure_dev_identity)
+            .set("socket.path", self.socket.clone())
+            .set("socket.org", self.socket_org.clone())
+            .set("socket.local_user", self.socket_no_local_user.map(|no| !no))
     }
 }
 
 /// Worker settings.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Args, Default)]
 pub struct WorkerSettings {
-    /// Commands handled at once per worker.
-    #[arg(long, env = "HOLDPOINT_WORKER_CONCURRENCY", default_value_t = 64)]
-    pub concurrency: usize,
+    /// Commands handled at once per worker (default 64).
+    #[arg(long, env = "HOLDPOINT_WORKER_CONCURRENCY")]
+    pub concurrency: Option<usize>,
+    /// How often the consumer's backlog is read for /metrics, in milliseconds
+    /// (default 5000).
+    #[arg(long, env = "HOLDPOINT_CONSUMER_POLL_MS")]
+    pub consumer_poll_ms: Option<u64>,
     /// Test only: abort at this point (after-write, before-ack).
     #[arg(long, env = "HOLDPOINT_FAILPOINT", hide = true)]
     pub failpoint: Option<Failpoint>,
 }
 
 impl WorkerSettings {
-    fn config(&self) -> WorkerConfig {
-        WorkerConfig {
-            concurrency: self.concurrency,
-            failpoint: self.failpoint,
-            ..WorkerConfig::default()
-        }
+    fn layers(&self, l: Layers) -> Layers {
+        l.set("worker.concurrency", self.concurrency)
+            .set("worker.consumer_poll_ms", self.consumer_poll_ms)
+    }
+}
+
+/// `holdpoint up`'s local nats-server.
+#[derive(Debug, Clone, Args, Default)]
+pub struct LocalArgs {
+    /// Store directory of the local nats-server, when no NATS URL is given
+    /// (default .holdpoint/nats).
+    #[arg(long, env = "HOLDPOINT_STORE")]
+    pub store: Option<PathBuf>,
+    /// Port of the local nats-server (default 4290; 0: any free port).
+    #[arg(long, env = "HOLDPOINT_NATS_PORT")]
+    pub nats_port: Option<u16>,
+}
+
+impl LocalArgs {
+    fn layers(&self, l: Layers) -> Layers {
+        l.set("local.store", self.store.clone())
+            .set("local.nats_port", self.nats_port)
     }
 }
 
 /// `holdpoint up`.
 #[derive(Debug, Clone, Args)]
 pub struct UpArgs {
+    /// Configuration file, admin listener, logs.
+    #[command(flatten)]
+    pub service: ServiceArgs,
     /// NATS settings.
     #[command(flatten)]
     pub nats: NatsArgs,
@@ -279,17 +326,37 @@ pub struct UpArgs {
     /// Worker settings.
     #[command(flatten)]
     pub worker: WorkerSettings,
-    /// Store directory of the local nats-server (when no --nats-url).
-    #[arg(long, env = "HOLDPOINT_STORE", default_value = ".holdpoint/nats")]
-    pub store: PathBuf,
-    /// Port of the local nats-server (0: any free port).
-    #[arg(long, env = "HOLDPOINT_NATS_PORT", default_value_t = 4290)]
-    pub nats_port: u16,
+    /// The local nats-server.
+    #[command(flatten)]
+    pub local: LocalArgs,
+}
+
+impl UpArgs {
+    /// The configuration these arguments (and the file and environment) make.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the key at fault.
+    pub fn config(&self, service: Service) -> Result<Config, ConfigError> {
+        Config::load(
+            self.service.config.as_deref(),
+            |l| {
+                let l = self.service.layers(l);
+                let l = self.nats.layers(l);
+                let l = self.http.layers(l);
+                let l = self.worker.layers(l);
+                self.local.layers(l)
+            },
+            service,
+        )
+    }
 }
 
 /// `holdpoint ingress`.
 #[derive(Debug, Clone, Args)]
 pub struct IngressArgs {
+    /// Configuration file, admin listener, logs.
+    #[command(flatten)]
+    pub service: ServiceArgs,
     /// NATS settings.
     #[command(flatten)]
     pub nats: NatsArgs,
@@ -298,15 +365,54 @@ pub struct IngressArgs {
     pub http: HttpArgs,
 }
 
+impl IngressArgs {
+    /// The configuration these arguments (and the file and environment) make.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the key at fault.
+    pub fn config(&self) -> Result<Config, ConfigError> {
+        Config::load(
+            self.service.config.as_deref(),
+            |l| {
+                let l = self.service.layers(l);
+                let l = self.nats.layers(l);
+                self.http.layers(l)
+            },
+            Service::Ingress,
+        )
+    }
+}
+
 /// `holdpoint worker`.
 #[derive(Debug, Clone, Args)]
 pub struct WorkerArgs {
+    /// Configuration file, admin listener, logs.
+    #[command(flatten)]
+    pub service: ServiceArgs,
     /// NATS settings.
     #[command(flatten)]
     pub nats: NatsArgs,
     /// Worker settings.
     #[command(flatten)]
     pub worker: WorkerSettings,
+}
+
+impl WorkerArgs {
+    /// The configuration these arguments (and the file and environment) make.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the key at fault.
+    pub fn config(&self) -> Result<Config, ConfigError> {
+        Config::load(
+            self.service.config.as_deref(),
+            |l| {
+                let l = self.service.layers(l);
+                let l = self.nats.layers(l);
+                self.worker.layers(l)
+            },
+            Service::Worker,
+        )
+    }
 }
 
 /// `holdpoint demo`.
@@ -320,37 +426,57 @@ pub struct DemoArgs {
     pub verbose: bool,
 }
 
-/// Installs the tracing subscriber (`RUST_LOG` overrides `default`).
+/// Installs the tracing subscriber for the verbs that are not services: text,
+/// `RUST_LOG` overriding `default`.
 pub fn init_tracing(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    let _ = holdpoint_telemetry::logs::init(LogFormat::Text, default, None);
 }
 
-/// A shutdown token cancelled on SIGINT or SIGTERM.
+/// Installs the tracing subscriber a service's configuration asks for.
+///
+/// # Errors
+/// When the log level does not parse or OTLP export cannot start.
+pub fn init_service_tracing(cfg: &Config, service_name: &str) -> anyhow::Result<()> {
+    let export = cfg.telemetry.otlp_endpoint.as_deref().map(|otlp_endpoint| {
+        holdpoint_telemetry::logs::Export {
+            otlp_endpoint,
+            service_name,
+        }
+    });
+    holdpoint_telemetry::logs::init(cfg.log.format, &cfg.log.level, export)?;
+    Ok(())
+}
+
+/// A shutdown token cancelled on SIGINT or SIGTERM. The handlers are installed
+/// before this returns, so a signal that comes right after start is not lost.
 pub fn shutdown_on_signals() -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
-    tokio::spawn(async move {
-        let ctrl_c = tokio::signal::ctrl_c();
-        #[cfg(unix)]
-        {
-            if let Ok(mut term) =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let streams = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        );
+        tokio::spawn(async move {
+            match streams {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => info!("SIGTERM: shutting down"),
+                        _ = int.recv() => info!("SIGINT: shutting down"),
+                    }
                 }
-            } else {
-                let _ = ctrl_c.await;
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
-        }
-        #[cfg(not(unix))]
-        let _ = ctrl_c.await;
+            t.cancel();
+        });
+    }
+    #[cfg(not(unix))]
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
         t.cancel();
     });
     token
@@ -363,6 +489,91 @@ pub fn shutdown_on_signals() -> CancellationToken {
 pub async fn connect_bus(url: &str, name: &str, topo: Topology) -> anyhow::Result<Bus> {
     let client = holdpoint_bus::connect(url, name).await?;
     Ok(Bus::setup(client, topo).await?)
+}
+
+impl Config {
+    /// Builds the identity mode (loads the JWKS once).
+    ///
+    /// # Errors
+    /// When the key set cannot be set up or the local user has no usable name.
+    pub async fn identity(&self) -> anyhow::Result<IdentityMode> {
+        use holdpoint_ingress::auth::{AuthConfig, JwksSource, Verifier, parse_algorithm};
+        let a = &self.auth;
+        let mut mode = IdentityMode {
+            insecure_dev_headers: a.insecure_dev_identity,
+            ..IdentityMode::default()
+        };
+        let (issuer, source, audience) = if a.dev_jwt {
+            let key = devtoken::DevKey::load_or_create(std::path::Path::new(devtoken::DEV_DIR))?;
+            (
+                Some(devtoken::DEV_ISSUER.to_owned()),
+                Some(JwksSource::File(key.jwks)),
+                Some(devtoken::DEV_AUDIENCE.to_owned()),
+            )
+        } else {
+            let source = match (&a.jwks_url, &a.jwks_file) {
+                (Some(u), _) => Some(JwksSource::Url(u.clone())),
+                (None, Some(f)) => Some(JwksSource::File(f.clone())),
+                (None, None) => None,
+            };
+            (a.jwt_issuer.clone(), source, a.jwt_audience.clone())
+        };
+        if let (Some(issuer), Some(source)) = (issuer, source) {
+            let mut cfg = AuthConfig::new(issuer, source);
+            cfg.audience = audience;
+            cfg.org_claim = a.org_claim.clone();
+            cfg.algorithms = a
+                .jwt_algorithms
+                .iter()
+                .map(|a| parse_algorithm(a.trim()))
+                .collect::<Result<_, _>>()
+                .map_err(|e| anyhow::anyhow!("auth.jwt_algorithms: {e}"))?;
+            cfg.leeway_secs = a.jwt_leeway_secs;
+            cfg.jwks_ttl = Duration::from_secs(a.jwks_ttl_secs.max(1));
+            cfg.refetch_cooldown = Duration::from_secs(a.jwks_cooldown_secs);
+            mode.jwt = Some(
+                Verifier::new(cfg)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("auth: {e}"))?,
+            );
+        }
+        if self.socket.path.is_some() && self.socket.local_user {
+            let org = holdpoint_domain::OrgId::parse(self.socket.org.clone())
+                .map_err(|e| anyhow::anyhow!("socket.org: {e}"))?;
+            mode.local =
+                Some(LocalIdentity::current(org).map_err(|e| anyhow::anyhow!("local user: {e}"))?);
+        }
+        Ok(mode)
+    }
+
+    /// The ingress's settings, counting into `metrics`.
+    ///
+    /// # Errors
+    /// As [`Config::identity`].
+    pub async fn ingress_config(&self, metrics: Arc<Metrics>) -> anyhow::Result<IngressConfig> {
+        Ok(IngressConfig {
+            outcome_timeout: Duration::from_millis(self.http.outcome_timeout_ms),
+            identity: self.identity().await?,
+            public_url: self.http.public_url.clone(),
+            metrics,
+            ..IngressConfig::default()
+        })
+    }
+
+    /// The worker's settings, counting into `metrics`.
+    pub fn worker_config(
+        &self,
+        metrics: Arc<Metrics>,
+        failpoint: Option<Failpoint>,
+    ) -> WorkerConfig {
+        WorkerConfig {
+            concurrency: self.worker.concurrency,
+            failpoint,
+            metrics,
+            consumer_poll: Duration::from_millis(self.worker.consumer_poll_ms),
+            ..WorkerConfig::default()
+        }
+    }
 }
 
 /// Handles of the services started by [`start_services`].
@@ -388,38 +599,45 @@ impl Services {
     }
 }
 
-/// Starts `workers` workers and the ingress in this process.
+/// Starts `workers` workers and the ingress in this process, sharing one set of
+/// metrics (served on the admin listener).
 ///
 /// # Errors
 /// When a listener cannot be bound or NATS refuses.
 pub async fn start_services(
     bus: Bus,
-    http: &HttpArgs,
-    worker: &WorkerSettings,
+    cfg: &Config,
+    failpoint: Option<Failpoint>,
     workers: usize,
     shutdown: CancellationToken,
 ) -> anyhow::Result<Services> {
+    let metrics = Arc::new(Metrics::new());
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..workers.max(1) {
-        let (bus, cfg, token) = (bus.clone(), worker.config(), shutdown.clone());
-        tasks.spawn(async move { holdpoint_worker::run(bus, cfg, token).await });
+        let (bus, wcfg, token) = (
+            bus.clone(),
+            cfg.worker_config(metrics.clone(), failpoint),
+            shutdown.clone(),
+        );
+        tasks.spawn(async move { holdpoint_worker::run(bus, wcfg, token).await });
     }
-    let state = AppState::new(bus, http.config().await?).await?;
-    if let Some(path) = &http.auth.socket {
-        // Bind now so a bad socket path fails the start, not later.
-        let listener_check = path.clone();
+    let state = AppState::new(bus, cfg.ingress_config(metrics).await?).await?;
+    if let Some(path) = &cfg.socket.path {
         tasks.spawn(holdpoint_ingress::run_unix(
             state.clone(),
-            listener_check,
+            path.clone(),
             shutdown.clone(),
         ));
     }
-    let api = TcpListener::bind(http.listen)
+    let api = TcpListener::bind(cfg.http.listen)
         .await
-        .with_context(|| format!("binding {}", http.listen))?;
-    let admin = TcpListener::bind(http.admin_listen)
+        .with_context(|| format!("http.listen: binding {}", cfg.http.listen))?;
+    let admin_addr = cfg
+        .admin_listen(Service::Up)
+        .context("admin.listen is not set")?;
+    let admin = TcpListener::bind(admin_addr)
         .await
-        .with_context(|| format!("binding {}", http.admin_listen))?;
+        .with_context(|| format!("admin.listen: binding {admin_addr}"))?;
     let (api_addr, admin_addr) = (api.local_addr()?, admin.local_addr()?);
     tasks.spawn(holdpoint_ingress::run(state.clone(), api, shutdown.clone()));
     tasks.spawn(holdpoint_ingress::run_admin(state, admin, shutdown));
@@ -437,52 +655,14 @@ pub async fn start_services(
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Verb::Up(args) => up(args).await,
-        Verb::Ingress(args) => {
-            init_tracing("info");
-            let url = args
-                .nats
-                .nats_url
-                .clone()
-                .context("--nats-url (or HOLDPOINT_NATS_URL) is required")?;
-            let bus = connect_bus(&url, "holdpoint-ingress", args.nats.topology()).await?;
-            let shutdown = shutdown_on_signals();
-            let state = AppState::new(bus, args.http.config().await?).await?;
-            let api = TcpListener::bind(args.http.listen).await?;
-            let socket_task = args.http.auth.socket.clone().map(|path| {
-                tokio::spawn(holdpoint_ingress::run_unix(
-                    state.clone(),
-                    path,
-                    shutdown.clone(),
-                ))
-            });
-            let admin = TcpListener::bind(args.http.admin_listen).await?;
-            println!(
-                "holdpoint ingress: api http://{} admin http://{}",
-                api.local_addr()?,
-                admin.local_addr()?
-            );
-            let admin_task = tokio::spawn(holdpoint_ingress::run_admin(
-                state.clone(),
-                admin,
-                shutdown.clone(),
-            ));
-            holdpoint_ingress::run(state, api, shutdown).await?;
-            admin_task.await??;
-            if let Some(t) = socket_task {
-                t.await??;
-            }
-            Ok(())
-        }
+        Verb::Ingress(args) => ingress(args.config()?).await,
         Verb::Worker(args) => {
-            init_tracing("info");
-            let url = args
-                .nats
-                .nats_url
-                .clone()
-                .context("--nats-url (or HOLDPOINT_NATS_URL) is required")?;
-            let bus = connect_bus(&url, "holdpoint-worker", args.nats.topology()).await?;
-            println!("holdpoint worker: pulling commands from {url}");
-            holdpoint_worker::run(bus, args.worker.config(), shutdown_on_signals()).await
+            let failpoint = args.worker.failpoint;
+            worker(args.config()?, failpoint).await
+        }
+        Verb::Config(args) => {
+            print!("{}", args.config(Service::Up)?.to_toml()?);
+            Ok(())
         }
         Verb::DevToken(args) => {
             let key = devtoken::DevKey::load_or_create(&args.dir)?;
@@ -497,6 +677,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Verb::Pending(args) => operator::pending(args).await,
+        Verb::Show(args) => operator::show(args).await,
+        Verb::Answer(args) => operator::answer(args).await,
+        Verb::Approve(args) => operator::approve(args).await,
+        Verb::Tail(args) => operator::tail(args).await,
         Verb::Runtime(args) => {
             init_tracing("warn");
             runtime_cmd::run(args).await
@@ -508,28 +693,117 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-async fn up(args: UpArgs) -> anyhow::Result<()> {
-    init_tracing("info");
+/// `holdpoint ingress`: serves the API (TCP, and the Unix socket if configured)
+/// and the admin listener until SIGTERM/SIGINT, then stops accepting, finishes the
+/// requests in flight, and returns.
+async fn ingress(cfg: Config) -> anyhow::Result<()> {
+    init_service_tracing(&cfg, "holdpoint-ingress")?;
     let shutdown = shutdown_on_signals();
-    let (url, local) = match &args.nats.nats_url {
+    let url = cfg.nats.url.clone().context("nats.url is required")?;
+    let bus = connect_bus(&url, "holdpoint-ingress", cfg.topology()).await?;
+    let metrics = Arc::new(Metrics::new());
+    let state = AppState::new(bus.clone(), cfg.ingress_config(metrics).await?).await?;
+    let api = TcpListener::bind(cfg.http.listen)
+        .await
+        .with_context(|| format!("http.listen: binding {}", cfg.http.listen))?;
+    let admin_addr = cfg
+        .admin_listen(Service::Ingress)
+        .context("admin.listen is not set")?;
+    let admin = TcpListener::bind(admin_addr)
+        .await
+        .with_context(|| format!("admin.listen: binding {admin_addr}"))?;
+    let socket_task = cfg.socket.path.clone().map(|path| {
+        tokio::spawn(holdpoint_ingress::run_unix(
+            state.clone(),
+            path,
+            shutdown.clone(),
+        ))
+    });
+    println!(
+        "holdpoint ingress: api http://{} admin http://{} (NATS {})",
+        api.local_addr()?,
+        admin.local_addr()?,
+        redact_url(&url)
+    );
+    let admin_task = tokio::spawn(holdpoint_ingress::run_admin(
+        state.clone(),
+        admin,
+        shutdown.clone(),
+    ));
+    holdpoint_ingress::run(state, api, shutdown).await?;
+    admin_task.await??;
+    if let Some(t) = socket_task {
+        t.await??;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), bus.client.flush()).await;
+    info!("ingress stopped");
+    holdpoint_telemetry::otlp::shutdown();
+    Ok(())
+}
+
+/// `holdpoint worker`: pulls commands until SIGTERM/SIGINT, then stops pulling,
+/// finishes and acks the commands in flight, and returns. Serves the admin
+/// endpoints when `admin.listen` is set.
+async fn worker(cfg: Config, failpoint: Option<Failpoint>) -> anyhow::Result<()> {
+    init_service_tracing(&cfg, "holdpoint-worker")?;
+    let shutdown = shutdown_on_signals();
+    let url = cfg.nats.url.clone().context("nats.url is required")?;
+    let bus = connect_bus(&url, "holdpoint-worker", cfg.topology()).await?;
+    let metrics = Arc::new(Metrics::new());
+    let admin_task = match cfg.admin_listen(Service::Worker) {
+        Some(addr) => {
+            let admin = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("admin.listen: binding {addr}"))?;
+            println!("holdpoint worker: admin http://{}", admin.local_addr()?);
+            let admin_state = holdpoint_ingress::admin::Admin {
+                bus: bus.clone(),
+                metrics: metrics.clone(),
+            };
+            Some(tokio::spawn(holdpoint_ingress::admin::serve(
+                admin_state,
+                admin,
+                shutdown.clone(),
+            )))
+        }
+        None => None,
+    };
+    println!(
+        "holdpoint worker: pulling commands from {}",
+        redact_url(&url)
+    );
+    holdpoint_worker::run(bus, cfg.worker_config(metrics, failpoint), shutdown).await?;
+    if let Some(t) = admin_task {
+        t.await??;
+    }
+    holdpoint_telemetry::otlp::shutdown();
+    Ok(())
+}
+
+async fn up(args: UpArgs) -> anyhow::Result<()> {
+    let cfg = args.config(Service::Up)?;
+    init_service_tracing(&cfg, "holdpoint")?;
+    let shutdown = shutdown_on_signals();
+    let (url, local) = match &cfg.nats.url {
         Some(url) => (url.clone(), None),
         None => {
-            let nats = localnats::LocalNats::start(&args.store, args.nats_port).await?;
+            let nats = localnats::LocalNats::start(&cfg.local.store, cfg.local.nats_port).await?;
             println!("nats-server: {} (store {})", nats.url, nats.store.display());
             (nats.url.clone(), Some(nats))
         }
     };
-    let bus = connect_bus(&url, "holdpoint-up", args.nats.topology()).await?;
-    let services = start_services(bus, &args.http, &args.worker, 1, shutdown.clone()).await?;
+    let bus = connect_bus(&url, "holdpoint-up", cfg.topology()).await?;
+    let services = start_services(bus, &cfg, args.worker.failpoint, 1, shutdown.clone()).await?;
+    println!("holdpoint nats:  {}", redact_url(&url));
     println!("holdpoint api:   http://{}", services.api);
     println!("holdpoint admin: http://{}/readyz", services.admin);
-    if let Some(p) = &args.http.auth.socket {
+    if let Some(p) = &cfg.socket.path {
         println!("holdpoint socket: {}", p.display());
     }
-    if args.http.auth.dev_jwt {
+    if cfg.auth.dev_jwt {
         println!("identity: development JWTs (holdpoint dev-token --org ORG --person NAME)");
     }
-    if args.http.auth.insecure_dev_identity {
+    if cfg.auth.insecure_dev_identity {
         println!("identity: INSECURE development headers X-Holdpoint-Org / X-Holdpoint-Person");
     }
     println!("press Ctrl-C to stop");
@@ -538,5 +812,6 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     if let Some(nats) = local {
         nats.stop().await;
     }
+    holdpoint_telemetry::otlp::shutdown();
     result
 }

@@ -20,6 +20,7 @@ pub const DEFAULT_LANE_CAPACITY: u32 = 8;
 /// verified identity (ingress) or the runtime's configuration (client), never from
 /// a person's body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CommandEnvelope {
     /// The organisation.
@@ -30,6 +31,7 @@ pub struct CommandEnvelope {
 
 /// Every command Holdpoint takes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Command {
     /// Runtime: a session starts.
@@ -117,6 +119,7 @@ pub enum Command {
 
 /// Opening an interaction (issue 2 §2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OpenInteraction {
     /// The interaction id: the effect id for an approval, a UUID for a question.
@@ -137,6 +140,7 @@ pub struct OpenInteraction {
 
 /// What an opening asks, by kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum OpenRequest {
     /// The tool policy holds a call.
@@ -167,6 +171,7 @@ pub enum OpenRequest {
 
 /// Which operation the answer came through; decides which kinds it may address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum AnswerRoute {
     /// `POST /v1/questions/{id}/answer` (questions only; others are not found).
@@ -181,6 +186,7 @@ pub enum AnswerRoute {
 
 /// What the person sent, before it is read against the interaction's kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum AnswerInput {
     /// Seed 003: one entry per question.
@@ -220,6 +226,7 @@ pub enum AnswerInput {
 
 /// A person's answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AnswerCommand {
     /// The interaction.
@@ -371,6 +378,7 @@ fn close_reason_str(r: CloseReason) -> &'static str {
 
 /// What a command achieved, when it succeeded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Accepted {
     /// A session or interaction was opened (or already was, with the same content).
@@ -391,6 +399,7 @@ pub enum Accepted {
 /// The worker's reply for one command: HTTP status and body derive from it. Stored
 /// with the resolution, so a retry with the same key gets the same outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Outcome {
     /// The command.

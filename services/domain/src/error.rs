@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// A stable error code. Serialized as its `NRY-xxxx` string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum ErrorCode {
     /// The request is malformed: bad JSON, a missing or wrongly typed field, a bad id.
     #[serde(rename = "NRY-0001")]
@@ -136,6 +137,7 @@ impl ErrorCode {
 /// A refusal: a stable code and a message for the person. Changes nothing, except
 /// [`ErrorCode::LaneBusy`], which reports that the message was kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[error("{code:?}: {message}")]
 pub struct Rejection {
     /// The stable code.
@@ -156,8 +158,10 @@ impl Rejection {
 
 /// The JSON error body every API answers with: `{code, title, message}` (seed 003).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ErrorBody {
     /// `NRY-xxxx`.
+    #[cfg_attr(feature = "schema", schemars(with = "ErrorCode"))]
     pub code: String,
     /// The code's title.
     pub title: String,

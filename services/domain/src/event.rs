@@ -20,6 +20,7 @@ pub const EXTENSION_URI: &str = "https://docs.nylorun.com/a2a/interactions/v1";
 
 /// A CloudEvents 1.0 event (structured mode). `type` and `data` come from [`EventData`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Event {
     /// Always `"1.0"`.
     pub specversion: String,
@@ -31,6 +32,7 @@ pub struct Event {
     pub subject: String,
     /// When the transition happened (RFC 3339).
     #[serde(with = "time::serde::rfc3339")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub time: OffsetDateTime,
     /// Always `application/json`.
     pub datacontenttype: String,
@@ -46,6 +48,7 @@ pub struct Event {
 
 /// The open interaction as seed 000 puts it on a status message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OpenInteractionRef {
     /// Interaction id.
@@ -60,6 +63,7 @@ pub struct OpenInteractionRef {
 
 /// A2A `TaskStatus` as carried on a status event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TaskStatusData {
     /// The task.
@@ -76,6 +80,7 @@ pub struct TaskStatusData {
 /// Every event type. The CloudEvents `type` is `dev.holdpoint.<name>`; the subject's
 /// last token is `<name>` ([`EventData::name`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", content = "data")]
 pub enum EventData {
     /// A session started.

@@ -96,8 +96,8 @@ pub fn decode_subject_token(token: &str) -> Option<String> {
 }
 
 macro_rules! ascii_id {
-    ($(#[$meta:meta])* $name:ident, $what:literal) => {
-        $(#[$meta])*
+    ($(#[doc = $doc:literal])* $name:ident, $what:literal) => {
+        $(#[doc = $doc])*
         #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(try_from = "String", into = "String")]
         pub struct $name(String);
@@ -146,6 +146,22 @@ macro_rules! ascii_id {
         impl fmt::Debug for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 write!(f, "{}({:?})", stringify!($name), self.0)
+            }
+        }
+
+        /// A string of 1 to [`MAX_ID_LEN`] printable ASCII characters, no spaces.
+        #[cfg(feature = "schema")]
+        impl schemars::JsonSchema for $name {
+            fn schema_name() -> Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn schema_id() -> Cow<'static, str> {
+                concat!(module_path!(), "::", stringify!($name)).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                crate::schema::ascii_id_schema(concat!($($doc, "\n",)* ""))
             }
         }
     };
@@ -253,6 +269,22 @@ impl fmt::Display for PersonId {
 impl fmt::Debug for PersonId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "PersonId({:?})", self.0)
+    }
+}
+
+/// 1 to [`MAX_PERSON_LEN`] characters, no control characters.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for PersonId {
+    fn schema_name() -> Cow<'static, str> {
+        "PersonId".into()
+    }
+
+    fn schema_id() -> Cow<'static, str> {
+        concat!(module_path!(), "::PersonId").into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        crate::schema::person_schema()
     }
 }
 

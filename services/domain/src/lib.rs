@@ -7,8 +7,10 @@
 //! - [`command`]: commands (`hp.cmd.<org>.<verb>`), their deterministic ids, outcomes.
 //! - [`event`]: CloudEvents emitted on `hp.evt.<org>.<task>.<name>` and `hp.audit.<org>`.
 //! - [`rules`]: what an opening may ask and how an answer is read (seeds 000 and 003).
-//! - [`decide`]: the state machine.
+//! - [`decide`](mod@decide): the state machine.
 //! - [`error`]: the error catalog (`NRY-xxxx` codes, HTTP statuses).
+//! - `schema` (feature `schema`): JSON Schema impls for the wire types; `schemas/` is
+//!   generated from them by `holdpoint-contracts`.
 
 pub mod command;
 pub mod decide;
@@ -17,6 +19,8 @@ pub mod event;
 pub mod ids;
 pub mod model;
 pub mod rules;
+#[cfg(feature = "schema")]
+pub mod schema;
 
 pub use command::{
     Accepted, AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, OpenInteraction,

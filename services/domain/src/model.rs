@@ -23,6 +23,7 @@ pub const DELIVERIES_KEEP: usize = 512;
 
 /// The two ways a session runs (DESIGN "Interactions", seed 003).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum SessionMode {
     /// The tool call blocks; resolving releases it and its close arrives as
@@ -34,6 +35,7 @@ pub enum SessionMode {
 
 /// The kind of an interaction (seed 000 "The open interaction").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// A held tool call waiting for `approved: true/false`.
@@ -65,6 +67,7 @@ impl Kind {
 
 /// A2A v1.0 task states Holdpoint reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum TaskState {
     /// Waiting for an approval or a connection.
     #[serde(rename = "TASK_STATE_AUTH_REQUIRED")]
@@ -79,6 +82,7 @@ pub enum TaskState {
 
 /// One question of an `ask_user` call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct QuestionSpec {
     /// The question shown to the person (1 to 2000 characters).
@@ -97,6 +101,7 @@ pub struct QuestionSpec {
 /// What an interaction is about, by kind. Stored; `arguments` never leave through
 /// `detail` (seed 000).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Spec {
     /// A held tool call.
@@ -179,6 +184,7 @@ impl Spec {
 
 /// One answer to one question (seed 003 body entry).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct OptionAnswer {
     /// Indices into the option list as the engine sent it.
@@ -190,6 +196,7 @@ pub struct OptionAnswer {
 
 /// A recorded answer, read by kind (seed 000 "The answer").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Answer {
     /// `approved: true` releases the held call; `false` fails it as `tool.denied`.
@@ -220,6 +227,7 @@ pub enum Answer {
 /// Where an interaction is in its lifecycle: `pending -> resolved -> finished`, or
 /// `pending -> closed` (DESIGN "Interactions").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum State {
     /// Waiting for a person.
@@ -234,6 +242,7 @@ pub enum State {
 
 /// Why an interaction was closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum CloseReason {
     /// The host interrupted the turn.
@@ -248,6 +257,7 @@ pub enum CloseReason {
 
 /// How a blocked call ends (`tool-call-finished` payload).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "status", rename_all = "lowercase")]
 pub enum CallResult {
     /// The call produced an output.
@@ -266,6 +276,7 @@ pub enum CallResult {
 
 /// The resolving answer, kept forever on the record (DESIGN guarantee 2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Resolution {
     /// The idempotency key that resolved it.
@@ -276,6 +287,7 @@ pub struct Resolution {
     pub by: PersonId,
     /// When, RFC 3339.
     #[serde(with = "time::serde::rfc3339")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub at: OffsetDateTime,
     /// The recorded answer; a later body never changes it.
     pub answer: Answer,
@@ -285,12 +297,14 @@ pub struct Resolution {
 
 /// The closing of an interaction without an answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Closure {
     /// Why.
     pub reason: CloseReason,
     /// When.
     #[serde(with = "time::serde::rfc3339")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub at: OffsetDateTime,
     /// The lane message that superseded it, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -300,6 +314,7 @@ pub struct Closure {
 /// A transition's effects, kept so a redelivered command re-emits exactly the same
 /// events (deduplicated by id) instead of deciding again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OutboxEntry {
     /// The command that made the transition.
@@ -322,6 +337,7 @@ pub struct OutboxEntry {
 
 /// The interaction record (KV `<org>.<interactionId>`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Interaction {
     /// The id (effect id for approvals, UUID for questions).
@@ -348,6 +364,7 @@ pub struct Interaction {
     pub state: State,
     /// When it opened.
     #[serde(with = "time::serde::rfc3339")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub opened_at: OffsetDateTime,
     /// Digest of the open command's content: reopening with the same content is a
     /// no-op, with other content a conflict.
@@ -423,6 +440,7 @@ impl Interaction {
 
 /// The held call as the person sees it before approving.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HeldCall {
     /// MCP server.
@@ -437,12 +455,14 @@ pub struct HeldCall {
 
 /// Who answered what, when.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ResolutionView {
     /// The person (`approvedBy` for approvals).
     pub by: PersonId,
     /// When.
     #[serde(with = "time::serde::rfc3339")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub at: OffsetDateTime,
     /// The recorded answer.
     pub answer: Answer,
@@ -450,6 +470,7 @@ pub struct ResolutionView {
 
 /// `GET /v1/interactions/{id}` body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct InteractionView {
     /// The id.
@@ -476,6 +497,7 @@ pub struct InteractionView {
     pub call_id: CallId,
     /// When it opened.
     #[serde(with = "time::serde::rfc3339")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub opened_at: OffsetDateTime,
     /// For approvals: the held call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -493,6 +515,7 @@ pub struct InteractionView {
 
 /// A session's lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum SessionStatus {
     /// Messages are admitted.
@@ -505,6 +528,7 @@ pub enum SessionStatus {
 
 /// How the lane took a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Admission {
     /// Its turn started.
@@ -515,6 +539,7 @@ pub enum Admission {
 
 /// A message the lane took, remembered for deduplication by message id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Delivery {
     /// The message id (the question id for an answer).
@@ -531,6 +556,7 @@ pub struct Delivery {
 
 /// The answer a lane delivery carries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DeliveredAnswer {
     /// The recorded answer.
@@ -543,6 +569,7 @@ pub struct DeliveredAnswer {
 
 /// One lane of a session.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Lane {
     /// The message whose turn is running.
@@ -580,6 +607,7 @@ impl Lane {
 
 /// The session record (KV `<org>.<sessionId>`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
     /// The owning organisation.
@@ -621,6 +649,7 @@ impl Session {
 /// A message on a lane (stream subject `hp.lane.<org>.<sessionId>.<lane>`); its
 /// `Nats-Msg-Id` derives from the message id, so a second delivery is a no-op.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LaneMessage {
     /// The organisation.
@@ -637,11 +666,13 @@ pub struct LaneMessage {
     pub content: LaneContent,
     /// When.
     #[serde(with = "time::serde::rfc3339")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub at: OffsetDateTime,
 }
 
 /// A lane message's content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum LaneContent {
     /// Text the person wrote.

@@ -407,6 +407,8 @@ struct Ctx {
     state: AppState,
     caller: Caller,
     negotiated: Negotiated,
+    /// The request's `traceparent` (see [`crate::observe`]), carried on commands.
+    traceparent: Option<String>,
 }
 
 fn rpc_error_response(neg: &Negotiated, id: JsonRpcId, e: &RpcError) -> Response {
@@ -433,6 +435,7 @@ fn is_json(headers: &HeaderMap) -> bool {
 
 async fn jsonrpc(State(state): State<AppState>, caller: Caller, req: Request) -> Response {
     let headers = req.headers().clone();
+    let traceparent = crate::observe::trace_of(&req);
     let negotiated = Negotiated::from_headers(&headers);
     let fail = |id: JsonRpcId, e: RpcError| rpc_error_response(&negotiated, id, &e);
     if !is_json(&headers) {
@@ -505,6 +508,7 @@ async fn jsonrpc(State(state): State<AppState>, caller: Caller, req: Request) ->
         state,
         caller,
         negotiated: negotiated.clone(),
+        traceparent,
     };
     let params = request.params.unwrap_or(Value::Null);
     let result = match request.method.as_str() {
@@ -1141,7 +1145,12 @@ async fn answer(ctx: &Ctx, req: SendMessageRequest) -> Result<Task, RpcError> {
     let outcome = ctx
         .state
         .outcomes
-        .submit(&ctx.state.bus, &env, ctx.state.cfg.outcome_timeout)
+        .submit_traced(
+            &ctx.state.bus,
+            &env,
+            ctx.state.cfg.outcome_timeout,
+            ctx.traceparent.as_deref(),
+        )
         .await
         .map_err(RpcError::unavailable)?;
     match outcome.result {

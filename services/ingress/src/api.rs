@@ -97,17 +97,23 @@ fn internal(e: impl std::fmt::Display) -> ApiError {
     ApiError::new(ErrorCode::Internal, "internal error")
 }
 
-/// The API routes.
+/// The API routes, each observed by [`crate::observe::layer`] (trace context,
+/// request metrics).
 pub fn routes(state: AppState) -> Router {
+    use crate::observe::ANSWER_ROUTES;
     Router::new()
-        .route("/v1/questions/{question_id}/answer", post(answer_question))
-        .route("/v1/interactions/{id}/approve", post(approve))
-        .route("/v1/interactions/{id}/respond", post(respond))
+        .route(ANSWER_ROUTES[0], post(answer_question))
+        .route(ANSWER_ROUTES[1], post(approve))
+        .route(ANSWER_ROUTES[2], post(respond))
         .route("/v1/interactions/{id}", get(get_interaction))
         .route("/v1/interactions", get(list_interactions))
         .route("/v1/sessions/{session_id}/messages", post(post_message))
         .merge(crate::a2a::routes())
         .merge(crate::sse::routes())
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::observe::layer,
+        ))
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -121,52 +127,9 @@ pub fn routes(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The admin routes.
+/// The admin routes (`/healthz`, `/readyz`, `/metrics`; see [`crate::admin`]).
 pub fn admin_routes(state: AppState) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .with_state(state)
-}
-
-async fn readyz(State(state): State<AppState>) -> Response {
-    let checks = async {
-        state
-            .bus
-            .js
-            .query_account()
-            .await
-            .map_err(|e| e.to_string())?;
-        for name in [
-            state.bus.topo.commands_stream(),
-            state.bus.topo.events_stream(),
-        ] {
-            state
-                .bus
-                .js
-                .get_stream(&name)
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        for bucket in [
-            state.bus.topo.interactions_bucket(),
-            state.bus.topo.sessions_bucket(),
-            state.bus.topo.outcomes_bucket(),
-        ] {
-            state
-                .bus
-                .js
-                .get_key_value(&bucket)
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        Ok::<(), String>(())
-    };
-    match tokio::time::timeout(std::time::Duration::from_secs(2), checks).await {
-        Ok(Ok(())) => (StatusCode::OK, "ready").into_response(),
-        Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {e}")).into_response(),
-        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "not ready: NATS timed out").into_response(),
-    }
+    crate::admin::router(state.admin())
 }
 
 /// Reads a JSON body: `application/json` only, at most the configured size, into a
@@ -245,10 +208,14 @@ fn parse_id<T>(
     parse(raw).map_err(|e| ApiError::new(ErrorCode::InvalidRequest, format!("invalid {what}: {e}")))
 }
 
-async fn submit(state: &AppState, env: CommandEnvelope) -> Result<Outcome, ApiError> {
+async fn submit(
+    state: &AppState,
+    env: CommandEnvelope,
+    traceparent: Option<&str>,
+) -> Result<Outcome, ApiError> {
     state
         .outcomes
-        .submit(&state.bus, &env, state.cfg.outcome_timeout)
+        .submit_traced(&state.bus, &env, state.cfg.outcome_timeout, traceparent)
         .await
         .map_err(|e: WaitError| unavailable(e))
 }
@@ -257,22 +224,27 @@ async fn submit_answer(
     state: &AppState,
     caller: Caller,
     answer: AnswerCommand,
+    traceparent: Option<String>,
 ) -> Result<StatusCode, ApiError> {
     let env = CommandEnvelope {
         org: caller.org,
         command: Command::Answer(Box::new(answer)),
     };
-    let outcome = submit(state, env).await?;
+    let outcome = submit(state, env, traceparent.as_deref()).await?;
     match outcome.result {
         Ok(_) => Ok(StatusCode::NO_CONTENT),
         Err(r) => Err(r.into()),
     }
 }
 
-/// Seed 003 body.
+/// `POST /v1/questions/{questionId}/answer` body (seed 003).
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-struct AnswerBody {
+pub struct AnswerBody {
+    /// One entry per question, in the order asked (1 to 4): `options` are indices
+    /// into the option list as `question-asked` sent it, `text` only where the
+    /// question allows it.
     answers: Vec<OptionAnswer>,
 }
 
@@ -284,6 +256,7 @@ async fn answer_question(
 ) -> Result<StatusCode, ApiError> {
     let id = parse_id("questionId", InteractionId::parse, question_id)?;
     let headers = req.headers().clone();
+    let trace = crate::observe::trace_of(&req);
     let (body, raw): (AnswerBody, Value) = json_body(&state, req).await?;
     let key = idempotency_key(&headers, &caller, "answer", &raw)?;
     let by = caller.person.clone();
@@ -301,20 +274,29 @@ async fn answer_question(
                 answers: body.answers,
             },
         },
+        trace,
     )
     .await
 }
 
-/// `approve` body (seed 000: `approved`, or a boolean `value`).
+/// `POST /v1/interactions/{id}/approve` body (seed 000: `approved`, or a boolean
+/// `value`); exactly one of the two.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ApproveBody {
+pub struct ApproveBody {
+    /// `true` releases the held call exactly as shown; `false` fails it as
+    /// `tool.denied`.
     #[serde(default)]
     approved: Option<bool>,
+    /// A boolean reads as `approved`; anything else is `NRY-0001`.
     #[serde(default)]
     value: Option<Value>,
+    /// Travels with the decision.
     #[serde(default)]
     reason: Option<String>,
+    /// `call.argumentsDigest` of `GET /v1/interactions/{id}`: when the held
+    /// arguments are not those, the answer is `409 NRY-0010`.
     #[serde(default)]
     arguments_digest: Option<String>,
 }
@@ -327,6 +309,7 @@ async fn approve(
 ) -> Result<StatusCode, ApiError> {
     let id = parse_id("interactionId", InteractionId::parse, id)?;
     let headers = req.headers().clone();
+    let trace = crate::observe::trace_of(&req);
     let (body, raw): (ApproveBody, Value) = json_body(&state, req).await?;
     let input = match (body.approved, body.value) {
         (Some(approved), None) => AnswerInput::Approved {
@@ -359,18 +342,25 @@ async fn approve(
             context_id: None,
             input,
         },
+        trace,
     )
     .await
 }
 
-/// `respond` body (seed 000: `value`, or `approved` read as the value).
+/// `POST /v1/interactions/{id}/respond` body (seed 000: `value`, or `approved`
+/// read as the value); exactly one of the two.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-struct RespondBody {
+pub struct RespondBody {
+    /// Any JSON, read by the interaction's kind (`{"answers": [...]}` is checked
+    /// like the answer body; `{"connected": true}` or `true` connects).
     #[serde(default)]
     value: Option<Value>,
+    /// Read as the value.
     #[serde(default)]
     approved: Option<bool>,
+    /// Travels with the answer.
     #[serde(default)]
     reason: Option<String>,
 }
@@ -383,6 +373,7 @@ async fn respond(
 ) -> Result<StatusCode, ApiError> {
     let id = parse_id("interactionId", InteractionId::parse, id)?;
     let headers = req.headers().clone();
+    let trace = crate::observe::trace_of(&req);
     let (body, raw): (RespondBody, Value) = json_body(&state, req).await?;
     let input = match (body.value, body.approved) {
         (Some(value), None) => AnswerInput::Value {
@@ -415,6 +406,7 @@ async fn respond(
             context_id: None,
             input,
         },
+        trace,
     )
     .await
 }
@@ -439,14 +431,19 @@ async fn get_interaction(
     }
 }
 
-/// Query of the listing.
+/// Query of `GET /v1/interactions`.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-struct ListQuery {
+pub struct ListQuery {
+    /// `pending` (default), `resolved`, `finished`, `closed` or `all`.
     #[serde(default)]
     state: Option<String>,
+    /// Page size, 1 to 500 (default 50).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_PAGE)))]
     limit: Option<usize>,
+    /// The previous page's `nextCursor`.
     #[serde(default)]
     cursor: Option<String>,
 }
@@ -454,6 +451,7 @@ struct ListQuery {
 /// A page of interactions, in the order of their last change (for pending ones:
 /// the order they were opened).
 #[derive(Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Page {
     /// The interactions.
@@ -517,19 +515,25 @@ async fn list_interactions(
     }))
 }
 
-/// A person's message on a session's lane (the message road's createMessage).
+/// `POST /v1/sessions/{sessionId}/messages` body: a person's message on a
+/// session's lane (the message road's createMessage).
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct MessageBody {
+pub struct MessageBody {
+    /// What the person writes.
     text: String,
+    /// The lane (default `main`).
     #[serde(default)]
     lane: Option<String>,
+    /// The message id, the idempotency key on the lane (default: a new UUID).
     #[serde(default)]
     message_id: Option<String>,
 }
 
 /// Accepted message.
 #[derive(Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MessageAccepted {
     /// The message id.
@@ -545,6 +549,7 @@ async fn post_message(
     req: Request<Body>,
 ) -> Result<(StatusCode, Json<MessageAccepted>), ApiError> {
     let session = parse_id("sessionId", SessionId::parse, session_id)?;
+    let trace = crate::observe::trace_of(&req);
     let (body, _raw): (MessageBody, Value) = json_body(&state, req).await?;
     let lane = parse_id(
         "lane",
@@ -567,7 +572,7 @@ async fn post_message(
             text: body.text,
         },
     };
-    let outcome = submit(&state, env).await?;
+    let outcome = submit(&state, env, trace.as_deref()).await?;
     match outcome.result {
         Ok(_) => Ok((
             StatusCode::ACCEPTED,

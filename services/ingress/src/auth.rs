@@ -262,6 +262,12 @@ struct Claims {
     rest: HashMap<String, Value>,
 }
 
+impl holdpoint_telemetry::metrics::FetchCount for Verifier {
+    fn fetch_count(&self) -> u64 {
+        Verifier::fetch_count(self)
+    }
+}
+
 impl Verifier {
     /// Builds a verifier and loads the key set once (a failed first load is logged;
     /// the next token triggers another attempt).

@@ -1,7 +1,8 @@
 //! The Holdpoint ingress: a thin, stateless HTTP front.
 //!
 //! - [`router`] / [`run`]: the REST API (`/v1/...`) over TCP; [`admin_router`]:
-//!   `/healthz` and `/readyz` on a separate admin listener.
+//!   `/healthz`, `/readyz` and `/metrics` on a separate admin listener ([`admin`]).
+//! - [`observe`]: per-request trace context (`traceparent`), span and metrics.
 //! - [`identity`]: who is calling (the `Caller` extractor): a verified JWT, the
 //!   local user on the Unix socket, or (development only) trusted headers.
 //! - [`auth`]: JWT verification against the issuer's JWKS.
@@ -18,9 +19,11 @@
 //! `Nats-Msg-Id`, and maps the worker's outcome to the HTTP status (DESIGN "Flow").
 
 pub mod a2a;
+pub mod admin;
 pub mod api;
 pub mod auth;
 pub mod identity;
+pub mod observe;
 pub mod socket;
 pub mod sse;
 
@@ -29,6 +32,7 @@ use std::time::Duration;
 
 use axum::Router;
 use holdpoint_bus::Bus;
+use holdpoint_telemetry::Metrics;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -46,6 +50,8 @@ pub struct IngressConfig {
     /// The public base URL (`https://holdpoint.example.com`) the agent card
     /// advertises; `None` derives it from each request's `Host` header.
     pub public_url: Option<String>,
+    /// Where requests are counted (shared with the worker in `holdpoint up`).
+    pub metrics: Arc<Metrics>,
 }
 
 impl Default for IngressConfig {
@@ -55,6 +61,7 @@ impl Default for IngressConfig {
             body_limit: 64 * 1024,
             identity: IdentityMode::default(),
             public_url: None,
+            metrics: Arc::new(Metrics::new()),
         }
     }
 }
@@ -80,6 +87,9 @@ impl AppState {
     /// When the reply subscription cannot be made.
     pub async fn new(bus: Bus, cfg: IngressConfig) -> anyhow::Result<Self> {
         let outcomes = Arc::new(holdpoint_bus::outcome::Waiter::start(&bus.client).await?);
+        if let Some(verifier) = &cfg.identity.jwt {
+            cfg.metrics.watch_jwks(verifier.clone());
+        }
         Ok(AppState {
             bus,
             cfg: Arc::new(cfg),
@@ -89,13 +99,23 @@ impl AppState {
     }
 }
 
+impl AppState {
+    /// What the admin endpoints need: the bus and the metrics.
+    pub fn admin(&self) -> admin::Admin {
+        admin::Admin {
+            bus: self.bus.clone(),
+            metrics: self.cfg.metrics.clone(),
+        }
+    }
+}
+
 /// The API router.
 pub fn router(state: AppState) -> Router {
     api::routes(state)
 }
 
-/// The admin router: `/healthz` (process up) and `/readyz` (NATS, streams and buckets
-/// reachable).
+/// The admin router: `/healthz` (process up), `/readyz` (NATS, streams and buckets
+/// reachable) and `/metrics` (Prometheus).
 pub fn admin_router(state: AppState) -> Router {
     api::admin_routes(state)
 }
@@ -154,8 +174,5 @@ pub async fn run_admin(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    axum::serve(listener, admin_router(state))
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await?;
-    Ok(())
+    admin::serve(state.admin(), listener, shutdown).await
 }

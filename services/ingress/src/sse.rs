@@ -175,8 +175,9 @@ where
 
 /// Query of `GET /v1/events`.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-struct EventsQuery {
+pub struct EventsQuery {
     /// Only this task's events.
     #[serde(default)]
     task: Option<String>,

@@ -9,6 +9,17 @@
 //! replies it to the ingress, and acks last. A message that cannot be
 //! decoded is terminated and leaves a `dead-letter` event. A command it cannot finish
 //! (NATS away) is NAKed with a delay and redelivered.
+//!
+//! **Observability.** Each command runs in a `command` span that continues the W3C
+//! trace of its `traceparent` header (set by the ingress; a command without one
+//! starts a trace), and every event, lane message and follow-up command it
+//! publishes carries the worker's `traceparent`. [`WorkerConfig::metrics`] counts
+//! commands by verb and outcome, redeliveries and revision conflicts; the consumer's
+//! pending and ack-pending counts are polled every [`WorkerConfig::consumer_poll`].
+//!
+//! **Shutdown.** When the token is cancelled the worker stops pulling, hands the
+//! commands already delivered to it to the handlers (so none waits out `ack_wait`),
+//! finishes and acks every command in flight, flushes the connection, and returns.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,11 +27,13 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, AckKind};
 use futures::StreamExt as _;
-use holdpoint_bus::{Bus, BusError, Cas, Loaded, REPLY_HEADER, Topology};
+use holdpoint_bus::{Bus, BusError, Cas, Loaded, REPLY_HEADER, TRACEPARENT_HEADER, Topology};
 use holdpoint_domain::{
     CommandEnvelope, Effects, Event, EventData, OrgId, Outcome, Snapshot, decide,
     decode_subject_token, digest,
 };
+use holdpoint_telemetry::Metrics;
+use holdpoint_telemetry::metrics::{OUTCOME_DEAD_LETTER, OUTCOME_OK, OUTCOME_RETRY};
 use time::OffsetDateTime;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -62,6 +75,10 @@ pub struct WorkerConfig {
     pub batch: usize,
     /// Test only: abort the process at this point on the first command that writes.
     pub failpoint: Option<Failpoint>,
+    /// Where commands, redeliveries, conflicts and the consumer's backlog are counted.
+    pub metrics: Arc<Metrics>,
+    /// How often the consumer's pending and ack-pending counts are read.
+    pub consumer_poll: Duration,
 }
 
 impl Default for WorkerConfig {
@@ -70,6 +87,8 @@ impl Default for WorkerConfig {
             concurrency: 64,
             batch: 64,
             failpoint: None,
+            metrics: Arc::new(Metrics::new()),
+            consumer_poll: Duration::from_secs(5),
         }
     }
 }
@@ -86,6 +105,12 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
     let mut tasks = JoinSet::new();
     let mut consumer = bus.worker_consumer().await?;
     info!(consumer = %bus.topo.worker_consumer(), "worker pulling commands");
+    let poller = tokio::spawn(poll_backlog(
+        bus.clone(),
+        cfg.metrics.clone(),
+        cfg.consumer_poll,
+        shutdown.clone(),
+    ));
     'outer: while !shutdown.is_cancelled() {
         let stream = consumer
             .stream()
@@ -109,7 +134,10 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
         };
         loop {
             let next = tokio::select! {
-                _ = shutdown.cancelled() => break 'outer,
+                _ = shutdown.cancelled() => {
+                    drain(&bus, &cfg, &permits, &mut tasks, &mut messages).await;
+                    break 'outer;
+                }
                 next = messages.next() => next,
             };
             while tasks.try_join_next().is_some() {}
@@ -140,12 +168,74 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
             }
         }
     }
+    while tasks.try_join_next().is_some() {}
     info!(
         in_flight = tasks.len(),
         "worker stopping; finishing commands in flight"
     );
     while tasks.join_next().await.is_some() {}
+    poller.abort();
+    // Acks and replies are buffered by the client: send them before returning
+    // (bounded: with NATS away, what is unacked is redelivered anyway).
+    match tokio::time::timeout(Duration::from_secs(5), bus.client.flush()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            warn!(error = %e, "flush at shutdown failed; unacked commands will be redelivered")
+        }
+        Err(_) => warn!("flush at shutdown timed out; unacked commands will be redelivered"),
+    }
+    info!("worker stopped");
     Ok(())
+}
+
+/// At shutdown: hands the commands already delivered to this worker (buffered by
+/// the pull stream) to the handlers instead of leaving them to wait out
+/// `ack_wait`. Takes what arrives without a pause of more than 50 ms, at most one
+/// batch; anything later is redelivered to another worker after `ack_wait`.
+async fn drain(
+    bus: &Bus,
+    cfg: &Arc<WorkerConfig>,
+    permits: &Arc<Semaphore>,
+    tasks: &mut JoinSet<()>,
+    messages: &mut jetstream::consumer::pull::Stream,
+) {
+    for _ in 0..cfg.batch {
+        let Ok(Some(Ok(msg))) =
+            tokio::time::timeout(Duration::from_millis(50), messages.next()).await
+        else {
+            break;
+        };
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            break;
+        };
+        let (bus, cfg) = (bus.clone(), cfg.clone());
+        tasks.spawn(async move {
+            handle(&bus, &cfg, msg).await;
+            drop(permit);
+        });
+    }
+}
+
+/// Reads the workers' consumer's backlog (pending, ack-pending) into `metrics`
+/// every `every`, the first time at once, until `shutdown`. [`run`] runs it.
+pub async fn poll_backlog(
+    bus: Bus,
+    metrics: Arc<Metrics>,
+    every: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match bus.worker_consumer_backlog().await {
+            Ok((pending, ack_pending)) => metrics.consumer_info(pending, ack_pending),
+            Err(e) => debug!(error = %e, "cannot read the consumer's backlog"),
+        }
+    }
 }
 
 /// Sleeps `d` unless shutdown comes first; true when shutting down.
@@ -161,6 +251,26 @@ async fn handle(bus: &Bus, cfg: &WorkerConfig, msg: jetstream::Message) {
         Ok(i) => (i.delivered, i.stream_sequence),
         Err(_) => (1, 0),
     };
+    if delivered > 1 {
+        cfg.metrics.redeliveries.inc();
+    }
+    // This worker's span, in the command's trace (or a new trace).
+    let span = info_span!(
+        "command",
+        org = tracing::field::Empty,
+        verb = tracing::field::Empty,
+        command_id = tracing::field::Empty,
+        delivered,
+        trace_id = tracing::field::Empty
+    );
+    let trace = holdpoint_telemetry::trace::link(
+        &span,
+        msg.headers
+            .as_ref()
+            .and_then(|h| h.get(TRACEPARENT_HEADER))
+            .map(|v| v.as_str()),
+    );
+    let traceparent = trace.header_value();
     let subject = msg.subject.to_string();
     let env: CommandEnvelope = match serde_json::from_slice(&msg.payload) {
         Ok(env) => env,
@@ -171,8 +281,10 @@ async fn handle(bus: &Bus, cfg: &WorkerConfig, msg: jetstream::Message) {
                 &subject,
                 stream_seq,
                 &format!("undecodable command: {e}"),
+                &traceparent,
             )
             .await;
+            cfg.metrics.command("unknown", OUTCOME_DEAD_LETTER);
             return;
         }
     };
@@ -183,8 +295,10 @@ async fn handle(bus: &Bus, cfg: &WorkerConfig, msg: jetstream::Message) {
             &subject,
             stream_seq,
             "command does not match its subject",
+            &traceparent,
         )
         .await;
+        cfg.metrics.command(env.verb(), OUTCOME_DEAD_LETTER);
         return;
     }
     let command_id = env.command_id();
@@ -201,9 +315,19 @@ async fn handle(bus: &Bus, cfg: &WorkerConfig, msg: jetstream::Message) {
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with("-r"))
         })
         .unwrap_or_else(|| command_id.clone());
-    let span = info_span!("command", org = %env.org, verb = env.verb(), command_id = %command_id, delivered);
+    span.record("org", tracing::field::display(&env.org));
+    span.record("verb", env.verb());
+    span.record("command_id", command_id.as_str());
     async {
-        let work = process(bus, cfg, &env, &command_id, &outcome_key, delivered);
+        let work = process(
+            bus,
+            cfg,
+            &env,
+            &command_id,
+            &outcome_key,
+            delivered,
+            &traceparent,
+        );
         tokio::pin!(work);
         let mut progress = tokio::time::interval(bus.topo.ack_wait / 3);
         progress.tick().await;
@@ -218,6 +342,13 @@ async fn handle(bus: &Bus, cfg: &WorkerConfig, msg: jetstream::Message) {
         };
         match result {
             Ok(outcome) => {
+                cfg.metrics.command(
+                    env.verb(),
+                    match &outcome.result {
+                        Ok(_) => OUTCOME_OK,
+                        Err(r) => r.code.spec().code,
+                    },
+                );
                 let reply = msg.headers.as_ref().and_then(|h| h.get(REPLY_HEADER));
                 // Outcomes go to inboxes only: the worker may publish into every
                 // stream and bucket, and the header is the publisher's to choose.
@@ -252,6 +383,7 @@ async fn handle(bus: &Bus, cfg: &WorkerConfig, msg: jetstream::Message) {
                 debug!(result = ?outcome.result, "command done");
             }
             Err(e) => {
+                cfg.metrics.command(env.verb(), OUTCOME_RETRY);
                 warn!(error = %e, "command not finished; will be redelivered");
                 let delay = Duration::from_millis(250 * u64::from(delivered.min(20) as u32));
                 let _ = msg.ack_with(AckKind::Nak(Some(delay))).await;
@@ -275,6 +407,7 @@ async fn process(
     command_id: &str,
     outcome_key: &str,
     delivered: i64,
+    traceparent: &str,
 ) -> Result<Outcome, BusError> {
     let started = std::time::Instant::now();
     for attempt in 0..64 {
@@ -305,6 +438,7 @@ async fn process(
             let key = Topology::session_key(&env.org, id);
             let body = encode(s)?;
             if Bus::cas(&bus.sessions, &key, session.revision, body).await? == Cas::Conflict {
+                cfg.metrics.revision_conflicts.inc();
                 continue;
             }
         }
@@ -313,6 +447,7 @@ async fn process(
             let body = encode(i)?;
             if Bus::cas(&bus.interactions, &key, interaction.revision, body).await? == Cas::Conflict
             {
+                cfg.metrics.revision_conflicts.inc();
                 continue;
             }
         }
@@ -330,9 +465,9 @@ async fn process(
             encode(&decision.outcome)?,
         );
         if !decision.replay || delivered > 1 {
-            publish_effects(bus, &decision.effects, Some(outcome)).await?;
+            publish_effects(bus, &decision.effects, Some(outcome), traceparent).await?;
         } else {
-            publish_effects(bus, &Effects::default(), Some(outcome)).await?;
+            publish_effects(bus, &Effects::default(), Some(outcome), traceparent).await?;
         }
         debug!(
             attempt,
@@ -365,11 +500,13 @@ fn nats_err(op: &'static str) -> impl Fn(async_nats::jetstream::context::Publish
 }
 
 /// Publishes every effect, pipelined: all publishes go out, then every PubAck is
-/// awaited. Each carries a deterministic `Nats-Msg-Id`.
+/// awaited. Each carries a deterministic `Nats-Msg-Id` and the worker's
+/// `traceparent`.
 async fn publish_effects(
     bus: &Bus,
     effects: &Effects,
     outcome: Option<(String, bytes::Bytes)>,
+    traceparent: &str,
 ) -> Result<(), BusError> {
     let mut acks = Vec::new();
     if let Some((subject, body)) = outcome {
@@ -381,10 +518,10 @@ async fn publish_effects(
         );
     }
     for e in &effects.events {
-        acks.push(publish_event(bus, bus.topo.event_subject(e), e).await?);
+        acks.push(publish_event(bus, bus.topo.event_subject(e), e, traceparent).await?);
     }
     for e in &effects.audit {
-        acks.push(publish_event(bus, bus.topo.audit_subject(&e.orgid), e).await?);
+        acks.push(publish_event(bus, bus.topo.audit_subject(&e.orgid), e, traceparent).await?);
     }
     for m in &effects.lane_messages {
         let mut headers = HeaderMap::new();
@@ -393,6 +530,7 @@ async fn publish_effects(
             &digest(&[m.org.as_str(), m.session.as_str(), m.message_id.as_str()])[..40]
         );
         headers.insert("Nats-Msg-Id", id.as_str());
+        headers.insert(TRACEPARENT_HEADER, traceparent);
         let body = encode(m)?;
         acks.push(
             bus.js
@@ -407,8 +545,9 @@ async fn publish_effects(
         ack.map_err(nats_err("event ack"))?;
     }
     for f in &effects.follow_ups {
-        bus.publish_command(f, &f.command_id(), HeaderMap::new())
-            .await?;
+        let mut headers = HeaderMap::new();
+        headers.insert(TRACEPARENT_HEADER, traceparent);
+        bus.publish_command(f, &f.command_id(), headers).await?;
     }
     Ok(())
 }
@@ -417,9 +556,11 @@ async fn publish_event(
     bus: &Bus,
     subject: String,
     e: &Event,
+    traceparent: &str,
 ) -> Result<jetstream::context::PublishAckFuture, BusError> {
     let mut headers = HeaderMap::new();
     headers.insert("Nats-Msg-Id", e.id.as_str());
+    headers.insert(TRACEPARENT_HEADER, traceparent);
     headers.insert("Content-Type", "application/cloudevents+json");
     let body = encode(e)?;
     bus.js
@@ -429,7 +570,14 @@ async fn publish_event(
 }
 
 /// Terminates `msg` and leaves a `dead-letter` event naming it.
-async fn dead_letter(bus: &Bus, msg: &jetstream::Message, subject: &str, seq: u64, reason: &str) {
+async fn dead_letter(
+    bus: &Bus,
+    msg: &jetstream::Message,
+    subject: &str,
+    seq: u64,
+    reason: &str,
+    traceparent: &str,
+) {
     warn!(subject, seq, reason, "dead-lettering command");
     let org = subject
         .split('.')
@@ -450,7 +598,7 @@ async fn dead_letter(bus: &Bus, msg: &jetstream::Message, subject: &str, seq: u6
                 reason: reason.to_owned(),
             },
         );
-        match publish_event(bus, bus.topo.event_subject(&event), &event).await {
+        match publish_event(bus, bus.topo.event_subject(&event), &event, traceparent).await {
             Ok(ack) => {
                 if let Err(e) = ack.await {
                     warn!(error = %e, "dead-letter event not stored; command stays for redelivery");

@@ -1,0 +1,499 @@
+//! Operator and person verbs over the HTTP API, authenticated with a bearer token:
+//! `holdpoint pending`, `show <id>`, `answer <questionId> --answer …`,
+//! `approve <id> [--deny --reason …]`, and `tail [--task …] [--type …]`.
+//!
+//! Output is readable (and coloured on a terminal) by default, JSON with `--json`.
+//! While a command waits for Holdpoint's outcome a progress line turns on a terminal.
+
+use std::io::{IsTerminal as _, Write as _};
+use std::time::Duration;
+
+use anstyle::{AnsiColor, Style};
+use anyhow::{Context as _, bail};
+use clap::Args;
+use serde_json::{Value, json};
+
+/// Where the API is and who is calling.
+#[derive(Debug, Clone, Args)]
+pub struct ApiArgs {
+    /// The API's base URL.
+    #[arg(long, env = "HOLDPOINT_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// A bearer token (e.g. from `holdpoint dev-token`).
+    #[arg(long, env = "HOLDPOINT_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `holdpoint pending`.
+#[derive(Debug, Clone, Args)]
+pub struct PendingArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// Most interactions to show.
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+}
+
+/// `holdpoint show`.
+#[derive(Debug, Clone, Args)]
+pub struct ShowArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// The interaction id.
+    pub id: String,
+}
+
+/// `holdpoint answer`.
+#[derive(Debug, Clone, Args)]
+pub struct AnswerArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// The question id.
+    pub question_id: String,
+    /// One per question, in order: chosen option indices, comma-separated, then
+    /// optionally `:` and free text. E.g. `--answer 0 --answer "2:Keep both"`.
+    #[arg(long = "answer", required = true)]
+    pub answers: Vec<String>,
+    /// Idempotency key (default: derived from you and the body).
+    #[arg(long)]
+    pub key: Option<String>,
+}
+
+/// `holdpoint approve`.
+#[derive(Debug, Clone, Args)]
+pub struct ApproveArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// The interaction id (an approval's effect id).
+    pub id: String,
+    /// Deny instead of approve.
+    #[arg(long)]
+    pub deny: bool,
+    /// Why.
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Idempotency key (default: derived from you and the body).
+    #[arg(long)]
+    pub key: Option<String>,
+}
+
+/// `holdpoint tail`.
+#[derive(Debug, Clone, Args)]
+pub struct TailArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// Only this task's events.
+    #[arg(long)]
+    pub task: Option<String>,
+    /// Only this event type (e.g. `tool-call-finished`).
+    #[arg(long = "type")]
+    pub event_type: Option<String>,
+    /// Replay from the start of what the events stream keeps.
+    #[arg(long)]
+    pub from_start: bool,
+}
+
+/// Parses one `--answer` value: `0,2` or `2:free text` or `:free text`.
+///
+/// # Errors
+/// A message naming the bad part.
+pub fn parse_answer(spec: &str) -> anyhow::Result<Value> {
+    let (indices, text) = match spec.split_once(':') {
+        Some((i, t)) => (i, Some(t)),
+        None => (spec, None),
+    };
+    let options = indices
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<u32>()
+                .with_context(|| format!("{s:?} is not an option index"))
+        })
+        .collect::<anyhow::Result<Vec<u32>>>()?;
+    let mut entry = json!({ "options": options });
+    if let Some(t) = text {
+        entry["text"] = json!(t);
+    }
+    Ok(entry)
+}
+
+struct Client {
+    http: reqwest::Client,
+    args: ApiArgs,
+}
+
+impl Client {
+    fn new(args: &ApiArgs) -> anyhow::Result<Self> {
+        Ok(Client {
+            http: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(5))
+                .build()?,
+            args: args.clone(),
+        })
+    }
+
+    fn req(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.args.token {
+            Some(t) => r.bearer_auth(t),
+            None => r,
+        }
+    }
+
+    async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let resp = self
+            .req(self.http.get(format!("{}{path}", self.args.url)))
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {}", self.args.url))?;
+        json_or_error(resp).await
+    }
+
+    async fn post(&self, path: &str, body: &Value, key: Option<&str>) -> anyhow::Result<u16> {
+        let mut r = self
+            .req(self.http.post(format!("{}{path}", self.args.url)))
+            .json(body);
+        if let Some(k) = key {
+            r = r.header("Idempotency-Key", k);
+        }
+        let spinner = waiting(!self.args.json);
+        let resp = r
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {}", self.args.url));
+        if let Some(s) = spinner {
+            s.finish_and_clear();
+        }
+        let resp = resp?;
+        let status = resp.status().as_u16();
+        if status >= 400 {
+            json_or_error(resp).await?;
+        }
+        Ok(status)
+    }
+}
+
+fn waiting(enabled: bool) -> Option<indicatif::ProgressBar> {
+    if !enabled || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = indicatif::ProgressBar::new_spinner();
+    pb.set_message("waiting for Holdpoint's outcome…");
+    pb.enable_steady_tick(Duration::from_millis(80));
+    Some(pb)
+}
+
+async fn json_or_error(resp: reqwest::Response) -> anyhow::Result<Value> {
+    let status = resp.status();
+    let body: Value = resp.json().await.unwrap_or(Value::Null);
+    if status.is_success() {
+        return Ok(body);
+    }
+    let code = body["code"].as_str().unwrap_or("?");
+    let msg = body["message"].as_str().unwrap_or("");
+    let retry = if code == "NRY-0050" {
+        " (retry with the same --key)"
+    } else {
+        ""
+    };
+    bail!("{} {code}: {msg}{retry}", status.as_u16())
+}
+
+fn paint(style: Style, text: &str) -> String {
+    if std::io::stdout().is_terminal() {
+        format!("{style}{text}{style:#}")
+    } else {
+        text.to_owned()
+    }
+}
+
+fn kind_style(kind: &str) -> Style {
+    match kind {
+        "approval" => AnsiColor::Yellow.on_default().bold(),
+        "question" => AnsiColor::Cyan.on_default().bold(),
+        _ => AnsiColor::Magenta.on_default().bold(),
+    }
+}
+
+fn print_view(v: &Value) {
+    let kind = v["kind"].as_str().unwrap_or("?");
+    println!(
+        "{} {} {} {}",
+        paint(kind_style(kind), &format!("{kind:<10}")),
+        paint(
+            Style::new().bold(),
+            v["interactionId"].as_str().unwrap_or("?")
+        ),
+        paint(
+            AnsiColor::BrightBlack.on_default(),
+            v["state"].as_str().unwrap_or("?")
+        ),
+        v["prompt"].as_str().unwrap_or("").replace('\n', " | ")
+    );
+}
+
+/// `holdpoint pending`.
+///
+/// # Errors
+/// When the API is unreachable or refuses.
+pub async fn pending(args: PendingArgs) -> anyhow::Result<()> {
+    let c = Client::new(&args.api)?;
+    let page = c
+        .get(&format!(
+            "/v1/interactions?state=pending&limit={}",
+            args.limit.clamp(1, 500)
+        ))
+        .await?;
+    if args.api.json {
+        println!("{}", serde_json::to_string_pretty(&page)?);
+        return Ok(());
+    }
+    let items = page["items"].as_array().cloned().unwrap_or_default();
+    if items.is_empty() {
+        println!("nothing pending");
+    }
+    for v in &items {
+        print_view(v);
+    }
+    if page["nextCursor"].is_string() {
+        println!("… more: raise --limit or use the API's cursor");
+    }
+    Ok(())
+}
+
+/// `holdpoint show`.
+///
+/// # Errors
+/// When the API is unreachable or refuses.
+pub async fn show(args: ShowArgs) -> anyhow::Result<()> {
+    let c = Client::new(&args.api)?;
+    let v = c
+        .get(&format!("/v1/interactions/{}", urlencode(&args.id)))
+        .await?;
+    if args.api.json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    print_view(&v);
+    println!(
+        "  task {}  context {}  session {} ({})",
+        v["taskId"], v["contextId"], v["sessionId"], v["mode"]
+    );
+    if let Some(qs) = v["detail"]["questions"].as_array() {
+        for (i, q) in qs.iter().enumerate() {
+            println!("  question {i}: {}", q["text"].as_str().unwrap_or(""));
+            for (j, o) in q["options"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+            {
+                println!("    [{j}] {}", o.as_str().unwrap_or(""));
+            }
+        }
+    }
+    if !v["call"].is_null() {
+        println!(
+            "  call {} / {} {}",
+            v["call"]["server"], v["call"]["tool"], v["call"]["arguments"]
+        );
+        println!("  argumentsDigest {}", v["call"]["argumentsDigest"]);
+    }
+    if !v["resolution"].is_null() {
+        println!(
+            "  answered by {} at {}",
+            v["resolution"]["by"], v["resolution"]["at"]
+        );
+    }
+    Ok(())
+}
+
+/// `holdpoint answer`.
+///
+/// # Errors
+/// When an `--answer` does not parse, or the API refuses.
+pub async fn answer(args: AnswerArgs) -> anyhow::Result<()> {
+    let answers = args
+        .answers
+        .iter()
+        .map(|a| parse_answer(a))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let c = Client::new(&args.api)?;
+    let body = json!({ "answers": answers });
+    let status = c
+        .post(
+            &format!("/v1/questions/{}/answer", urlencode(&args.question_id)),
+            &body,
+            args.key.as_deref(),
+        )
+        .await?;
+    report(&args.api, status, "answered");
+    Ok(())
+}
+
+/// `holdpoint approve`.
+///
+/// # Errors
+/// When the API refuses.
+pub async fn approve(args: ApproveArgs) -> anyhow::Result<()> {
+    let c = Client::new(&args.api)?;
+    // Bind the decision to the arguments the operator is shown.
+    let view = c
+        .get(&format!("/v1/interactions/{}", urlencode(&args.id)))
+        .await?;
+    let mut body = json!({ "approved": !args.deny });
+    if let Some(r) = &args.reason {
+        body["reason"] = json!(r);
+    }
+    if let Some(d) = view["call"]["argumentsDigest"].as_str() {
+        body["argumentsDigest"] = json!(d);
+        if !args.api.json {
+            println!(
+                "{} / {} {}",
+                view["call"]["server"], view["call"]["tool"], view["call"]["arguments"]
+            );
+        }
+    }
+    let status = c
+        .post(
+            &format!("/v1/interactions/{}/approve", urlencode(&args.id)),
+            &body,
+            args.key.as_deref(),
+        )
+        .await?;
+    report(
+        &args.api,
+        status,
+        if args.deny { "denied" } else { "approved" },
+    );
+    Ok(())
+}
+
+fn report(api: &ApiArgs, status: u16, what: &str) {
+    if api.json {
+        println!("{}", json!({ "status": status }));
+    } else {
+        println!(
+            "{} ({status})",
+            paint(AnsiColor::Green.on_default().bold(), what)
+        );
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+/// `holdpoint tail`: follows `GET /v1/events` (SSE) and prints each event.
+///
+/// # Errors
+/// When the API is unreachable or refuses.
+pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
+    let c = Client::new(&args.api)?;
+    let mut query = Vec::new();
+    if let Some(t) = &args.task {
+        query.push(format!("task={}", urlencode(t)));
+    }
+    if let Some(t) = &args.event_type {
+        query.push(format!("type={}", urlencode(t)));
+    }
+    if args.from_start {
+        query.push("after=0".to_owned());
+    }
+    let url = format!("{}/v1/events?{}", args.api.url, query.join("&"));
+    let resp = c
+        .req(c.http.get(&url).header("Accept", "text/event-stream"))
+        .send()
+        .await
+        .with_context(|| format!("cannot reach {}", args.api.url))?;
+    if !resp.status().is_success() {
+        json_or_error(resp).await?;
+        return Ok(());
+    }
+    let mut resp = resp;
+    let mut buf = String::new();
+    let mut data = String::new();
+    let mut out = std::io::stdout();
+    while let Some(chunk) = resp.chunk().await? {
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(nl) = buf.find('\n') {
+            let line = buf[..nl].trim_end_matches('\r').to_owned();
+            buf.drain(..=nl);
+            if let Some(d) = line.strip_prefix("data:") {
+                data.push_str(d.trim_start());
+            } else if line.is_empty() && !data.is_empty() {
+                let event: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
+                data.clear();
+                if args.api.json {
+                    writeln!(out, "{event}")?;
+                } else {
+                    let name = event["type"]
+                        .as_str()
+                        .unwrap_or("?")
+                        .trim_start_matches("dev.holdpoint.");
+                    let style = match name {
+                        "tool-call-finished" => AnsiColor::Green.on_default().bold(),
+                        "task-status" => AnsiColor::Blue.on_default(),
+                        "dead-letter" => AnsiColor::Red.on_default().bold(),
+                        _ => Style::new().bold(),
+                    };
+                    writeln!(
+                        out,
+                        "{} {:<22} {} {}",
+                        paint(
+                            AnsiColor::BrightBlack.on_default(),
+                            event["time"].as_str().unwrap_or("")
+                        ),
+                        paint(style, name),
+                        event["subject"].as_str().unwrap_or(""),
+                        event["data"]
+                    )?;
+                }
+                out.flush()?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answer_specs() {
+        assert_eq!(parse_answer("0").expect("ok"), json!({"options": [0]}));
+        assert_eq!(parse_answer("0,2").expect("ok"), json!({"options": [0, 2]}));
+        assert_eq!(
+            parse_answer("2:Keep both: nightly").expect("ok"),
+            json!({"options": [2], "text": "Keep both: nightly"})
+        );
+        assert_eq!(
+            parse_answer(":just text").expect("ok"),
+            json!({"options": [], "text": "just text"})
+        );
+        assert!(parse_answer("x").is_err());
+        assert!(parse_answer("-1").is_err());
+    }
+
+    #[test]
+    fn ids_are_encoded_in_paths() {
+        assert_eq!(urlencode("a.b/c d"), "a.b%2Fc%20d");
+    }
+}

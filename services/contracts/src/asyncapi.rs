@@ -1,0 +1,371 @@
+//! `schemas/asyncapi.json`: an AsyncAPI 3.0 document for Holdpoint's NATS subjects,
+//! from Holdpoint's side (it receives commands and sends outcomes, events, audit
+//! records, lane messages and its KV records).
+//!
+//! Subjects and names come from [`Topology::default`], payloads from the
+//! schemars schemas (draft-07, AsyncAPI's default schema format), the command
+//! verbs from the `Command` schema and the event messages from
+//! [`crate::events::event_types`].
+
+use holdpoint_bus::{REPLY_HEADER, TRACEPARENT_HEADER, Topology};
+use holdpoint_domain::{
+    Command, CommandEnvelope, Event, Interaction, LaneMessage, Outcome, Session,
+};
+use schemars::{JsonSchema, SchemaGenerator};
+use serde_json::{Map, Value, json};
+
+use crate::events::{EventType, event_types};
+use crate::json::{asyncapi_settings, plain_doc};
+
+/// Every command verb (`hp.cmd.<org>.<verb>`): the `type` tags of `Command`.
+///
+/// # Panics
+/// When `Command` is not the internally tagged `oneOf` it is declared as.
+pub fn command_verbs() -> Vec<String> {
+    let schema = asyncapi_settings()
+        .into_generator()
+        .into_root_schema_for::<Command>()
+        .to_value();
+    schema["oneOf"]
+        .as_array()
+        .expect("Command is a oneOf of its variants")
+        .iter()
+        .map(|v| {
+            v["properties"]["type"]["const"]
+                .as_str()
+                .expect("each command has a constant `type`")
+                .to_owned()
+        })
+        .collect()
+}
+
+fn reference<T: JsonSchema>(generator: &mut SchemaGenerator) -> Value {
+    generator.subschema_for::<T>().to_value()
+}
+
+const ORG_PARAM: &str = "The organisation, as a subject token: an id made of \
+    `[A-Za-z0-9_-]` (not starting with `_`) as it is, any other id as `_` + its \
+    unpadded base64url bytes.";
+
+fn token_param(what: &str) -> Value {
+    json!({"description": format!("The {what}, as a subject token (encoded like `org`).")})
+}
+
+fn msg_id_header(what: &str) -> Value {
+    json!({"type": "string", "description": format!("{what}; JetStream drops a repeat inside its duplicate window.")})
+}
+
+fn event_message(t: &EventType, event_ref: &Value) -> Value {
+    json!({
+        "name": t.name,
+        "title": t.ce_type,
+        "summary": plain_doc(&t.description),
+        "contentType": "application/cloudevents+json",
+        "headers": {
+            "type": "object",
+            "properties": {
+                "Nats-Msg-Id": msg_id_header("The CloudEvents `id` (deterministic)"),
+                "Content-Type": {"type": "string", "const": "application/cloudevents+json"},
+            },
+            "required": ["Nats-Msg-Id"],
+        },
+        "correlationId": {"location": "$message.header#/Nats-Msg-Id"},
+        "payload": {
+            "allOf": [
+                event_ref,
+                {"properties": {"type": {"const": t.ce_type}}},
+            ],
+        },
+    })
+}
+
+/// The AsyncAPI 3.0 document.
+pub fn document() -> Value {
+    let topo = Topology::default();
+    let sp = &topo.subject_prefix;
+    let mut generator = asyncapi_settings().into_generator();
+    let command = reference::<CommandEnvelope>(&mut generator);
+    let outcome = reference::<Outcome>(&mut generator);
+    let event = reference::<Event>(&mut generator);
+    let lane_message = reference::<LaneMessage>(&mut generator);
+    let interaction = reference::<Interaction>(&mut generator);
+    let session = reference::<Session>(&mut generator);
+    let schemas = Value::Object(generator.take_definitions(true));
+
+    let types = event_types();
+    let mut messages = Map::new();
+    let mut event_refs = Map::new();
+    let mut audit_refs = Map::new();
+    let mut event_names = Vec::new();
+    for t in &types {
+        messages.insert(t.name.clone(), event_message(t, &event));
+        let r = json!({"$ref": format!("#/components/messages/{}", t.name)});
+        if t.audit() {
+            audit_refs.insert(t.name.clone(), r);
+        } else {
+            event_refs.insert(t.name.clone(), r);
+            event_names.push(t.name.clone());
+        }
+    }
+    messages.insert(
+        "command".into(),
+        json!({
+            "name": "command",
+            "title": "Command",
+            "summary": "A command for the worker, with the organisation it acts in.",
+            "contentType": "application/json",
+            "headers": {
+                "type": "object",
+                "properties": {
+                    "Nats-Msg-Id": msg_id_header("The command id: a digest of (organisation, target, idempotency key)"),
+                    REPLY_HEADER: {"type": "string", "description": "Where the worker replies the outcome (an `_INBOX.` subject); absent for fire-and-forget commands."},
+                    TRACEPARENT_HEADER: {"type": "string", "description": "W3C trace context."},
+                },
+                "required": ["Nats-Msg-Id"],
+            },
+            "correlationId": {"location": "$message.header#/Nats-Msg-Id"},
+            "payload": command,
+        }),
+    );
+    messages.insert(
+        "outcome".into(),
+        json!({
+            "name": "outcome",
+            "title": "Outcome",
+            "summary": "What a command achieved, or why it was refused (an NRY code).",
+            "contentType": "application/json",
+            "payload": outcome,
+        }),
+    );
+    messages.insert(
+        "lane-message".into(),
+        json!({
+            "name": "lane-message",
+            "title": "Lane message",
+            "summary": "A person's message (or product answer) on a session's lane.",
+            "contentType": "application/json",
+            "headers": {
+                "type": "object",
+                "properties": {"Nats-Msg-Id": msg_id_header("`lane-` + a digest of (organisation, session, message id)")},
+                "required": ["Nats-Msg-Id"],
+            },
+            "payload": lane_message,
+        }),
+    );
+    for (name, title, summary, payload) in [
+        (
+            "interaction-record",
+            "Interaction record",
+            "The interaction record: the source of truth, written by compare-and-set on its revision.",
+            &interaction,
+        ),
+        (
+            "session-record",
+            "Session record",
+            "The session record: mode, status and lanes.",
+            &session,
+        ),
+        (
+            "outcome-record",
+            "Outcome record",
+            "A command's stored outcome, read by duplicate requests.",
+            &outcome,
+        ),
+    ] {
+        messages.insert(
+            name.into(),
+            json!({"name": name, "title": title, "summary": summary, "contentType": "application/json", "payload": payload}),
+        );
+    }
+
+    let channels = json!({
+        "commands": {
+            "address": format!("{sp}.cmd.{{org}}.{{verb}}"),
+            "title": "Commands",
+            "description": format!("Stream `{}` (file storage, work queue, duplicate window {} s), consumed by the workers' durable consumer `{}`.", topo.commands_stream(), topo.duplicate_window.as_secs(), topo.worker_consumer()),
+            "parameters": {
+                "org": {"description": ORG_PARAM},
+                "verb": {"description": "The command's `type`.", "enum": command_verbs()},
+            },
+            "messages": {"command": {"$ref": "#/components/messages/command"}},
+        },
+        "outcomes": {
+            "address": null,
+            "title": "Outcomes",
+            "description": format!("The worker's reply to a command, on the subject its `{REPLY_HEADER}` header names."),
+            "messages": {"outcome": {"$ref": "#/components/messages/outcome"}},
+        },
+        "events": {
+            "address": format!("{sp}.evt.{{org}}.{{task}}.{{name}}"),
+            "title": "Events",
+            "description": format!("Stream `{}` (file storage, kept {} days): CloudEvents 1.0 in structured JSON mode, with deterministic ids.", topo.events_stream(), topo.event_max_age.as_secs() / 86_400),
+            "parameters": {
+                "org": {"description": ORG_PARAM},
+                "task": {"description": "The A2A task, as a subject token (encoded like `org`); `_` for events without a task."},
+                "name": {"description": "The event's short name: its CloudEvents `type` without `dev.holdpoint.`.", "enum": event_names},
+            },
+            "messages": event_refs,
+        },
+        "audit": {
+            "address": format!("{sp}.audit.{{org}}"),
+            "title": "Audit",
+            "description": format!("Stream `{}`: approval decisions, never a question.", topo.audit_stream()),
+            "parameters": {"org": {"description": ORG_PARAM}},
+            "messages": audit_refs,
+        },
+        "lanes": {
+            "address": format!("{sp}.lane.{{org}}.{{session}}.{{lane}}"),
+            "title": "Lanes",
+            "description": format!("Stream `{}`: the messages product sessions' lanes take.", topo.lanes_stream()),
+            "parameters": {
+                "org": {"description": ORG_PARAM},
+                "session": token_param("session"),
+                "lane": token_param("lane"),
+            },
+            "messages": {"lane-message": {"$ref": "#/components/messages/lane-message"}},
+        },
+        "interaction-records": {
+            "address": format!("$KV.{}.{{org}}.{{interaction}}", topo.interactions_bucket()),
+            "title": "Interaction records",
+            "description": format!("KV bucket `{}` (history 1), key `<org>.<interactionId>`.", topo.interactions_bucket()),
+            "parameters": {"org": {"description": ORG_PARAM}, "interaction": token_param("interaction id")},
+            "messages": {"interaction-record": {"$ref": "#/components/messages/interaction-record"}},
+        },
+        "session-records": {
+            "address": format!("$KV.{}.{{org}}.{{session}}", topo.sessions_bucket()),
+            "title": "Session records",
+            "description": format!("KV bucket `{}` (history 1), key `<org>.<sessionId>`.", topo.sessions_bucket()),
+            "parameters": {"org": {"description": ORG_PARAM}, "session": token_param("session id")},
+            "messages": {"session-record": {"$ref": "#/components/messages/session-record"}},
+        },
+        "outcome-records": {
+            "address": format!("$KV.{}.{{command}}", topo.outcomes_bucket()),
+            "title": "Outcome records",
+            "description": format!("KV bucket `{}`, key the command id, kept {} h.", topo.outcomes_bucket(), topo.outcome_ttl.as_secs() / 3600),
+            "parameters": {"command": {"description": "The command id (`cmd-` + 40 hex)."}},
+            "messages": {"outcome-record": {"$ref": "#/components/messages/outcome-record"}},
+        },
+    });
+
+    let channel_messages = |channel: &str, audit: bool| -> Vec<Value> {
+        types
+            .iter()
+            .filter(|t| t.audit() == audit)
+            .map(|t| json!({"$ref": format!("#/channels/{channel}/messages/{}", t.name)}))
+            .collect()
+    };
+    let operations = json!({
+        "receiveCommand": {
+            "action": "receive",
+            "channel": {"$ref": "#/channels/commands"},
+            "title": "Take a command",
+            "summary": "Workers decide each command once (CAS on the record's revision), publish its effects, reply and store the outcome, then ack.",
+            "messages": [{"$ref": "#/channels/commands/messages/command"}],
+            "reply": {
+                "address": {"location": format!("$message.header#/{REPLY_HEADER}"), "description": "The requester's reply subject."},
+                "channel": {"$ref": "#/channels/outcomes"},
+                "messages": [{"$ref": "#/channels/outcomes/messages/outcome"}],
+            },
+        },
+        "sendEvent": {
+            "action": "send",
+            "channel": {"$ref": "#/channels/events"},
+            "title": "Emit an event",
+            "summary": "Each transition's events, with Nats-Msg-Id = the CloudEvents id, so re-emitting after a crash is a no-op.",
+            "messages": channel_messages("events", false),
+        },
+        "sendAudit": {
+            "action": "send",
+            "channel": {"$ref": "#/channels/audit"},
+            "title": "Record an approval decision",
+            "messages": channel_messages("audit", true),
+        },
+        "sendLaneMessage": {
+            "action": "send",
+            "channel": {"$ref": "#/channels/lanes"},
+            "title": "Deliver a message to a lane",
+            "messages": [{"$ref": "#/channels/lanes/messages/lane-message"}],
+        },
+        "writeInteraction": {
+            "action": "send",
+            "channel": {"$ref": "#/channels/interaction-records"},
+            "title": "Write an interaction record",
+            "messages": [{"$ref": "#/channels/interaction-records/messages/interaction-record"}],
+        },
+        "writeSession": {
+            "action": "send",
+            "channel": {"$ref": "#/channels/session-records"},
+            "title": "Write a session record",
+            "messages": [{"$ref": "#/channels/session-records/messages/session-record"}],
+        },
+        "storeOutcome": {
+            "action": "send",
+            "channel": {"$ref": "#/channels/outcome-records"},
+            "title": "Store a command's outcome",
+            "messages": [{"$ref": "#/channels/outcome-records/messages/outcome-record"}],
+        },
+    });
+
+    json!({
+        "asyncapi": "3.0.0",
+        "x-generated": "Generated by holdpoint-contracts from the Rust wire types and holdpoint_bus::Topology; do not edit.",
+        "info": {
+            "title": "Holdpoint NATS API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Holdpoint resolves each interaction (an approval, a question, a connection) exactly once through NATS JetStream. Runtimes publish commands; workers decide them, write the records by compare-and-set, emit CloudEvents and reply outcomes. Every subject token is a validated id: plain ids as they are, any other as `_` + base64url.",
+        },
+        "defaultContentType": "application/json",
+        "servers": {
+            "local": {
+                "host": "127.0.0.1:4290",
+                "protocol": "nats",
+                "description": "The nats-server `holdpoint up` starts (`--nats-port`); any NATS 2.9+ with JetStream works.",
+            },
+        },
+        "channels": channels,
+        "operations": operations,
+        "components": {
+            "schemas": schemas,
+            "messages": messages,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use holdpoint_domain::OrgId;
+
+    #[test]
+    fn verbs_are_the_subject_verbs() {
+        let org = OrgId::parse("acme").expect("org");
+        for verb in command_verbs() {
+            let env: CommandEnvelope = serde_json::from_value(sample_command(&verb))
+                .unwrap_or_else(|e| panic!("sample {verb}: {e}"));
+            assert_eq!(env.verb(), verb);
+            assert_eq!(env.org, org);
+        }
+    }
+
+    fn sample_command(verb: &str) -> Value {
+        let command = match verb {
+            "session-open" => json!({"type": verb, "session": "s", "mode": "blocking"}),
+            "session-close" | "session-end" => json!({"type": verb, "session": "s"}),
+            "open" => json!({"type": verb, "interactionId": "i", "session": "s", "lane": "main",
+                "taskId": "t", "contextId": "c", "callId": "k",
+                "request": {"kind": "connection", "app": "Linear", "reason": "r"}}),
+            "close" => json!({"type": verb, "interactionId": "i", "reason": "canceled"}),
+            "answer" => json!({"type": verb, "interactionId": "i", "route": "respond", "key": "k",
+                "by": "ana", "input": {"type": "text", "text": "hi"}}),
+            "tool-result" => json!({"type": verb, "interactionId": "i",
+                "result": {"status": "ok", "output": 1}}),
+            "message" => json!({"type": verb, "session": "s", "lane": "main", "messageId": "m",
+                "by": "ana", "text": "hi"}),
+            "turn-start" | "turn-finish" => {
+                json!({"type": verb, "session": "s", "lane": "main", "turnId": "m"})
+            }
+            other => panic!("no sample for verb {other}: add one"),
+        };
+        json!({"org": "acme", "command": command})
+    }
+}

@@ -1,0 +1,164 @@
+//! One JSON Schema (2020-12, self-contained with `$defs`) per top-level wire type.
+//!
+//! | file | Rust type | where it travels |
+//! |---|---|---|
+//! | `command.json` | `CommandEnvelope` | `hp.cmd.<org>.<verb>` |
+//! | `outcome.json` | `Outcome` | the worker's reply; `HP_OUTCOMES` |
+//! | `event.json` | `Event` | `hp.evt.<org>.<task>.<name>`, `hp.audit.<org>`, `GET /v1/events` |
+//! | `lane-message.json` | `LaneMessage` | `hp.lane.<org>.<session>.<lane>` |
+//! | `interaction.json` | `Interaction` | `HP_INTERACTIONS` record |
+//! | `session.json` | `Session` | `HP_SESSIONS` record |
+//! | `interaction-view.json` | `InteractionView` | `GET /v1/interactions/{id}` |
+//! | `error-body.json` | `ErrorBody` | every HTTP error |
+//! | `rest/*.json` | the ingress's bodies and queries | the HTTP API |
+//!
+//! The schemas describe what Holdpoint accepts (schemars' deserialize contract);
+//! everything it emits validates against them (the `schemas` integration test
+//! checks real traffic).
+
+use holdpoint_domain::{
+    CommandEnvelope, ErrorBody, Event, Interaction, InteractionView, LaneMessage, Outcome, Session,
+};
+use holdpoint_ingress::api::{
+    AnswerBody, ApproveBody, ListQuery, MessageAccepted, MessageBody, Page, RespondBody,
+};
+use holdpoint_ingress::sse::EventsQuery;
+use schemars::JsonSchema;
+use serde_json::Value;
+
+use crate::json::standalone_settings;
+
+/// The root schema of `T`, with a `$comment` naming its source.
+pub fn root<T: JsonSchema>(rust: &str, travels: &str) -> Value {
+    let schema = standalone_settings()
+        .into_generator()
+        .into_root_schema_for::<T>();
+    let mut value = schema.to_value();
+    if let Value::Object(map) = &mut value {
+        map.insert(
+            "$comment".into(),
+            Value::String(format!(
+                "Generated from {rust} by holdpoint-contracts; do not edit. {travels}"
+            )),
+        );
+    }
+    value
+}
+
+/// Every standalone schema file: (path under `schemas/`, schema).
+pub fn files() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "command.json",
+            root::<CommandEnvelope>(
+                "holdpoint_domain::CommandEnvelope",
+                "Payload of hp.cmd.<org>.<verb> (Nats-Msg-Id = the command id).",
+            ),
+        ),
+        (
+            "outcome.json",
+            root::<Outcome>(
+                "holdpoint_domain::Outcome",
+                "The worker's reply to a command (to the Hp-Reply-To subject) and the HP_OUTCOMES record.",
+            ),
+        ),
+        (
+            "event.json",
+            root::<Event>(
+                "holdpoint_domain::Event",
+                "A CloudEvents 1.0 event (structured JSON) on hp.evt.<org>.<task>.<name> and hp.audit.<org>, and the data of GET /v1/events.",
+            ),
+        ),
+        (
+            "lane-message.json",
+            root::<LaneMessage>(
+                "holdpoint_domain::LaneMessage",
+                "Payload of hp.lane.<org>.<session>.<lane>.",
+            ),
+        ),
+        (
+            "interaction.json",
+            root::<Interaction>(
+                "holdpoint_domain::Interaction",
+                "The HP_INTERACTIONS record, key <org>.<interactionId>.",
+            ),
+        ),
+        (
+            "session.json",
+            root::<Session>(
+                "holdpoint_domain::Session",
+                "The HP_SESSIONS record, key <org>.<sessionId>.",
+            ),
+        ),
+        (
+            "interaction-view.json",
+            root::<InteractionView>(
+                "holdpoint_domain::InteractionView",
+                "Body of GET /v1/interactions/{id}.",
+            ),
+        ),
+        (
+            "error-body.json",
+            root::<ErrorBody>(
+                "holdpoint_domain::ErrorBody",
+                "Body of every HTTP error; the codes are in errors.json.",
+            ),
+        ),
+        (
+            "rest/answer-body.json",
+            root::<AnswerBody>(
+                "holdpoint_ingress::api::AnswerBody",
+                "Body of POST /v1/questions/{questionId}/answer.",
+            ),
+        ),
+        (
+            "rest/approve-body.json",
+            root::<ApproveBody>(
+                "holdpoint_ingress::api::ApproveBody",
+                "Body of POST /v1/interactions/{id}/approve.",
+            ),
+        ),
+        (
+            "rest/respond-body.json",
+            root::<RespondBody>(
+                "holdpoint_ingress::api::RespondBody",
+                "Body of POST /v1/interactions/{id}/respond.",
+            ),
+        ),
+        (
+            "rest/message-body.json",
+            root::<MessageBody>(
+                "holdpoint_ingress::api::MessageBody",
+                "Body of POST /v1/sessions/{sessionId}/messages.",
+            ),
+        ),
+        (
+            "rest/message-accepted.json",
+            root::<MessageAccepted>(
+                "holdpoint_ingress::api::MessageAccepted",
+                "202 body of POST /v1/sessions/{sessionId}/messages.",
+            ),
+        ),
+        (
+            "rest/page.json",
+            root::<Page>(
+                "holdpoint_ingress::api::Page",
+                "Body of GET /v1/interactions.",
+            ),
+        ),
+        (
+            "rest/list-query.json",
+            root::<ListQuery>(
+                "holdpoint_ingress::api::ListQuery",
+                "Query of GET /v1/interactions.",
+            ),
+        ),
+        (
+            "rest/events-query.json",
+            root::<EventsQuery>(
+                "holdpoint_ingress::sse::EventsQuery",
+                "Query of GET /v1/events.",
+            ),
+        ),
+    ]
+}

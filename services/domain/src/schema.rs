@@ -1,0 +1,113 @@
+//! JSON Schema support for the wire types (feature `schema`).
+//!
+//! Every wire type derives [`schemars::JsonSchema`] when this feature is on; this
+//! module holds what the derives cannot say by themselves: the validated ids
+//! (`#[serde(try_from = "String")]`) are strings with a pattern and a length, and
+//! timestamps written with `time::serde::rfc3339` are `date-time` strings. The
+//! documents under `schemas/` are generated from these impls by
+//! `holdpoint-contracts`.
+
+use std::borrow::Cow;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+
+use crate::ids::{MAX_ID_LEN, MAX_PERSON_LEN};
+
+/// Pattern of an ASCII id ([`crate::OrgId`], [`crate::TaskId`], ...): printable
+/// ASCII, no spaces (bytes 0x21 to 0x7e).
+pub const ASCII_ID_PATTERN: &str = "^[!-~]+$";
+
+/// Pattern of a [`crate::PersonId`]: no control characters (Unicode `Cc`).
+pub const PERSON_PATTERN: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$";
+
+/// Joins doc-comment lines into one description: trimmed, blank lines kept as
+/// paragraph breaks.
+pub fn doc_text(doc: &str) -> String {
+    let mut out = String::new();
+    for line in doc.lines().map(str::trim) {
+        if line.is_empty() {
+            if !out.is_empty() && !out.ends_with("\n\n") {
+                out.push_str("\n\n");
+            }
+        } else {
+            if !out.is_empty() && !out.ends_with('\n') {
+                out.push(' ');
+            }
+            out.push_str(line);
+        }
+    }
+    out.trim_end().to_owned()
+}
+
+/// The schema of an ASCII id: a string of 1 to [`MAX_ID_LEN`] printable ASCII
+/// characters without spaces, described by `doc`.
+pub fn ascii_id_schema(doc: &str) -> Schema {
+    json_schema!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_ID_LEN,
+        "pattern": ASCII_ID_PATTERN,
+        "description": doc_text(doc),
+    })
+}
+
+/// The schema of a person: 1 to [`MAX_PERSON_LEN`] characters, no control
+/// characters.
+pub fn person_schema() -> Schema {
+    json_schema!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_PERSON_LEN,
+        "pattern": PERSON_PATTERN,
+        "description": "The person who acts: a verified JWT `sub` or the local OS user \
+            (1 to 256 characters, no control characters).",
+    })
+}
+
+/// Stands for an `OffsetDateTime` written with `time::serde::rfc3339`, in
+/// `#[schemars(with = "...")]`.
+#[derive(Debug)]
+pub struct Rfc3339;
+
+impl JsonSchema for Rfc3339 {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        "Rfc3339".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "format": "date-time",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doc_lines_join() {
+        assert_eq!(
+            doc_text(" An org.\n Second line.\n"),
+            "An org. Second line."
+        );
+        assert_eq!(doc_text(" A.\n\n B.\n"), "A.\n\nB.");
+    }
+
+    #[test]
+    fn ids_say_string_with_pattern_and_length() {
+        let s = schemars::schema_for!(crate::OrgId);
+        let v = s.as_value();
+        assert_eq!(v["type"], "string");
+        assert_eq!(v["minLength"], 1);
+        assert_eq!(v["maxLength"], MAX_ID_LEN);
+        assert_eq!(v["pattern"], ASCII_ID_PATTERN);
+        let p = schemars::schema_for!(crate::PersonId);
+        assert_eq!(p.as_value()["maxLength"], MAX_PERSON_LEN);
+    }
+}

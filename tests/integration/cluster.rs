@@ -1,0 +1,299 @@
+//! Node loss in a 3-node JetStream cluster (issue 6 "Cluster"; DESIGN guarantees
+//! 1 and 3 with R3 streams and buckets).
+//!
+//! Holdpoint runs against all three nodes (comma-separated URLs) with every stream
+//! and bucket at 3 replicas; answers flow from concurrent clients that retry `503`
+//! with the same key. The leader of `HP_COMMANDS` is SIGKILLed, restarted, then
+//! another node (the interactions bucket's leader when that is another node) is
+//! SIGKILLed. No 2xx is lost, nothing takes effect twice, the ingress and the
+//! worker processes reconnect by themselves, and the unavailability window around
+//! each kill (last 2xx before it to first 2xx after it) is measured and printed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use holdpoint_bus::Topology;
+use holdpoint_tests::app::{AppOptions, TestApp};
+use holdpoint_tests::chaos::{self, ClientOptions, Rng, WorkerPool};
+use holdpoint_tests::nats::{NatsCluster, NatsClusterOptions, wait_for};
+
+/// The node leading `stream`, as an index into the cluster.
+async fn leader_of(app: &TestApp<NatsCluster>, stream: &str) -> Option<usize> {
+    let mut s = app.bus.js.get_stream(stream).await.ok()?;
+    let info = s.info().await.ok()?;
+    let leader = info.cluster.as_ref()?.leader.clone()?;
+    app.nats.index_of(&leader)
+}
+
+/// Waits until every replica of `stream` is current and a leader is elected.
+async fn wait_replicas_current(app: &TestApp<NatsCluster>, stream: &str) {
+    wait_for(
+        Duration::from_secs(60),
+        &format!("{stream} to have a leader and 2 current replicas"),
+        || async move {
+            let mut s = app.bus.js.get_stream(stream).await.ok()?;
+            let info = s.info().await.ok()?;
+            let c = info.cluster.as_ref()?;
+            let ok = c.leader.is_some()
+                && c.replicas.len() == 2
+                && c.replicas.iter().all(|p| p.current && !p.offline);
+            ok.then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn killing_the_commands_leader_then_another_node_loses_nothing() {
+    let (mut rng, seed) = Rng::from_env("HOLDPOINT_FAULT_SEED");
+    println!("seed {seed} (HOLDPOINT_FAULT_SEED replays it)");
+    let outcome_timeout = Duration::from_secs(2);
+    let mut app = TestApp::start_cluster(
+        AppOptions {
+            topo: Topology {
+                replicas: 3,
+                ack_wait: Duration::from_secs(2),
+                ..Topology::default()
+            },
+            workers: 0,
+            outcome_timeout,
+            ..AppOptions::default()
+        },
+        NatsClusterOptions::default(),
+    )
+    .await;
+    let commands = app.bus.topo.commands_stream();
+    let interactions = format!("KV_{}", app.bus.topo.interactions_bucket());
+    for stream in [&commands, &interactions] {
+        let mut s = app.bus.js.get_stream(stream).await.expect("stream");
+        let replicas = s.info().await.expect("info").config.num_replicas;
+        assert_eq!(replicas, 3, "{stream} is R3");
+    }
+    let pool = WorkerPool::start(&mut app, 2);
+    let targets = chaos::open_targets(&app, "acme", 360, 40, 16)
+        .await
+        .expect("open");
+    let jobs = chaos::plan_jobs(&targets, 0.1, &mut rng);
+    // A request waits its outcome timeout; a JetStream request may wait its own
+    // timeout (5 s) on top while a leader is being elected.
+    let bound = outcome_timeout + Duration::from_secs(6);
+    let stop = Arc::new(AtomicBool::new(false));
+    let targets = Arc::new(targets);
+    let (progress, clients) = chaos::run_clients(
+        chaos::persons_for(&app, &targets),
+        targets.clone(),
+        jobs,
+        ClientOptions {
+            clients: 4,
+            pace: (Duration::from_millis(100), Duration::from_millis(300)),
+            retry_pause: (Duration::from_millis(100), Duration::from_millis(300)),
+            request_bound: bound,
+            give_up_after: Duration::from_secs(60),
+            stop: Some(stop.clone()),
+        },
+        rng.next_u64(),
+    );
+    let ok_now = || progress.ok.load(Ordering::SeqCst);
+    wait_for(Duration::from_secs(30), "answers to flow", || async {
+        (ok_now() >= 10).then_some(())
+    })
+    .await;
+
+    let mut kills = Vec::new();
+    // 1. The leader of HP_COMMANDS.
+    let leader = leader_of(&app, &commands).await.expect("commands leader");
+    let kvl = leader_of(&app, &interactions).await;
+    println!(
+        "HP_COMMANDS leader: {}, {interactions} leader: {:?}",
+        app.nats.server_name(leader),
+        kvl.map(|i| app.nats.server_name(i).to_owned())
+    );
+    let at = Instant::now();
+    app.nats.kill(leader).await;
+    kills.push(("HP_COMMANDS leader", at));
+    let before = ok_now();
+    wait_for(
+        Duration::from_secs(60),
+        "answers after the leader kill",
+        || async { (ok_now() >= before + 10).then_some(()) },
+    )
+    .await;
+    let new_leader = leader_of(&app, &commands).await;
+    assert!(
+        new_leader.is_some_and(|l| l != leader),
+        "a new HP_COMMANDS leader was elected"
+    );
+    app.nats.restart(leader).await;
+    wait_replicas_current(&app, &commands).await;
+    wait_replicas_current(&app, &interactions).await;
+
+    // 2. Another node: the interactions bucket's leader if it is not the node just
+    // restarted, else a follower of HP_COMMANDS.
+    let second = match leader_of(&app, &interactions).await {
+        Some(l) if l != leader => l,
+        _ => (0..app.nats.len()).find(|&i| i != leader).expect("a node"),
+    };
+    println!("second victim: {}", app.nats.server_name(second));
+    let at = Instant::now();
+    app.nats.kill(second).await;
+    kills.push(("another node", at));
+    let before = ok_now();
+    wait_for(
+        Duration::from_secs(60),
+        "answers after the second kill",
+        || async { (ok_now() >= before + 10).then_some(()) },
+    )
+    .await;
+    stop.store(true, Ordering::SeqCst);
+    let results = clients.await.expect("clients").expect("clients ran");
+    assert!(
+        pool.all_running(&mut app),
+        "a worker process died: they must reconnect by themselves"
+    );
+    app.nats.restart(second).await;
+
+    for (what, at) in &kills {
+        let (last, first) = chaos::successes_around(&results, *at);
+        let (last, first) = (last.expect("a 2xx before"), first.expect("a 2xx after"));
+        println!(
+            "{what} killed: unavailability window {:?} (last 2xx {:?} before the kill, first \
+             2xx {:?} after it)",
+            first - last,
+            *at - last,
+            first - *at
+        );
+    }
+    app.wait_idle_within(Duration::from_secs(60)).await;
+    chaos::finish_released(&app, &targets)
+        .await
+        .expect("tool results");
+    app.wait_idle_within(Duration::from_secs(60)).await;
+    let figures = chaos::check(&app, &targets, &results, bound).await;
+    println!("{figures}");
+    figures.assert_clean();
+    // pool is kept alive until here so its workers run through the checks.
+    drop(pool);
+}
+
+/// Kills the processes on drop.
+struct Nodes(Vec<std::process::Child>);
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `ops/nats/cluster/nats-{1,2,3}.conf`, as shipped (only hosts, ports and the
+/// store directory rewritten for loopback), form a JetStream cluster that fsyncs
+/// every write, and Holdpoint's setup makes every stream and bucket R3 on it.
+#[tokio::test]
+async fn the_production_cluster_configs_form_a_synced_r3_cluster() {
+    use holdpoint_tests::nats::{free_port, nats_server_binary, workspace_root};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf_dir = workspace_root().join("ops/nats/cluster");
+    let ports: Vec<(u16, u16, u16)> = (0..3)
+        .map(|_| (free_port(), free_port(), free_port()))
+        .collect();
+    std::fs::create_dir_all(dir.path().join("cluster")).expect("mkdir");
+    std::fs::copy(
+        workspace_root().join("ops/nats/holdpoint.conf"),
+        dir.path().join("holdpoint.conf"),
+    )
+    .expect("copy holdpoint.conf");
+    let mut nodes = Nodes(Vec::new());
+    for (i, (client, route, http)) in ports.iter().enumerate() {
+        let n = i + 1;
+        let mut text =
+            std::fs::read_to_string(conf_dir.join(format!("nats-{n}.conf"))).expect("config");
+        let store = dir.path().join(format!("store-{n}"));
+        for (from, to) in [
+            ("0.0.0.0:4222".to_owned(), format!("127.0.0.1:{client}")),
+            ("0.0.0.0:6222".to_owned(), format!("127.0.0.1:{route}")),
+            ("127.0.0.1:8222".to_owned(), format!("127.0.0.1:{http}")),
+            (
+                "/var/lib/holdpoint/nats".to_owned(),
+                store.display().to_string(),
+            ),
+        ] {
+            assert!(text.contains(&from), "nats-{n}.conf has no {from}");
+            text = text.replace(&from, &to);
+        }
+        for (j, (_, r, _)) in ports.iter().enumerate() {
+            text = text.replace(&format!("nats-{}:6222", j + 1), &format!("127.0.0.1:{r}"));
+        }
+        // The include is relative to the file: the same layout as ops/nats.
+        let path = dir.path().join(format!("cluster/nats-{n}.conf"));
+        std::fs::write(&path, text).expect("write config");
+        let log = std::fs::File::create(dir.path().join(format!("nats-{n}.log"))).expect("log");
+        nodes.0.push(
+            std::process::Command::new(nats_server_binary())
+                .arg("-c")
+                .arg(&path)
+                .stdout(log.try_clone().expect("log"))
+                .stderr(log)
+                .spawn()
+                .expect("spawn nats-server"),
+        );
+    }
+    // Every node fsyncs every write.
+    let http = reqwest::Client::new();
+    for (i, (_, _, port)) in ports.iter().enumerate() {
+        let varz: serde_json::Value = wait_for(Duration::from_secs(20), "varz", || {
+            let http = http.clone();
+            async move {
+                http.get(format!("http://127.0.0.1:{port}/varz"))
+                    .send()
+                    .await
+                    .ok()?
+                    .json()
+                    .await
+                    .ok()
+            }
+        })
+        .await;
+        assert_eq!(
+            varz["jetstream"]["config"]["sync_always"],
+            true,
+            "node {}",
+            i + 1
+        );
+        assert_eq!(varz["cluster"]["name"], "holdpoint");
+    }
+    // Holdpoint's setup (as the setup role) makes everything R3 on it.
+    let urls: Vec<String> = ports
+        .iter()
+        .map(|(c, _, _)| format!("nats://setup:setup-dev-only@127.0.0.1:{c}"))
+        .collect();
+    let client = holdpoint_bus::connect(&urls.join(","), "setup")
+        .await
+        .expect("connect");
+    let topo = Topology {
+        replicas: 3,
+        ..Topology::default()
+    };
+    let bus = wait_for(Duration::from_secs(60), "an R3 setup", || {
+        let (client, topo) = (client.clone(), topo.clone());
+        async move { holdpoint_bus::Bus::setup(client, topo).await.ok() }
+    })
+    .await;
+    for stream in [
+        bus.topo.commands_stream(),
+        bus.topo.events_stream(),
+        format!("KV_{}", bus.topo.interactions_bucket()),
+        format!("KV_{}", bus.topo.outcomes_bucket()),
+    ] {
+        let mut s = bus.js.get_stream(&stream).await.expect("stream");
+        let info = s.info().await.expect("info");
+        assert_eq!(info.config.num_replicas, 3, "{stream}");
+        assert_eq!(
+            info.cluster.as_ref().map(|c| c.replicas.len()),
+            Some(2),
+            "{stream}"
+        );
+    }
+}

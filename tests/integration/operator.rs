@@ -1,0 +1,212 @@
+//! The operator verbs (`holdpoint pending | show | answer | approve | tail`) as a
+//! person would run them, with a bearer token, and the runtime example in
+//! `services/client/examples/approval_runtime.rs` run end to end.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use holdpoint_domain::{SessionMode, State};
+use holdpoint_ingress::IdentityMode;
+use holdpoint_ingress::auth::{AuthConfig, JwksSource, Verifier};
+use holdpoint_tests::app::{AppOptions, TestApp, holdpoint_binary};
+use holdpoint_tests::jwt::{AUDIENCE, ISSUER, JwksServer, TestKey, claims};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+
+use crate::common::*;
+
+async fn jwt_app() -> (TestApp, TestKey, JwksServer) {
+    let key = TestKey::ed25519("op");
+    let jwks = JwksServer::start(vec![key.jwk.clone()]).await;
+    let mut cfg = AuthConfig::new(ISSUER, JwksSource::Url(jwks.url.clone()));
+    cfg.audience = Some(AUDIENCE.into());
+    let app = TestApp::start_with(AppOptions {
+        identity: IdentityMode {
+            jwt: Some(Verifier::new(cfg).await.expect("verifier")),
+            ..IdentityMode::default()
+        },
+        ..AppOptions::default()
+    })
+    .await;
+    (app, key, jwks)
+}
+
+async fn cli(args: &[&str]) -> (bool, String, String) {
+    let out = tokio::process::Command::new(holdpoint_binary())
+        .args(args)
+        .output()
+        .await
+        .expect("holdpoint");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_person_works_from_the_command_line() {
+    let (app, key, _jwks) = jwt_app().await;
+    let rt = app.runtime("acme").await;
+    let (_, q) = open_question(&rt, SessionMode::Blocking).await;
+    let (_, eff) = open_approval(&rt).await;
+    let token = key.sign(&claims("acme", "ana"));
+    let base = app.base.clone();
+    let with = |extra: &[&str]| {
+        let mut v: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+        v.extend([
+            "--url".into(),
+            base.clone(),
+            "--token".into(),
+            token.clone(),
+        ]);
+        v
+    };
+    let run = |v: Vec<String>| async move {
+        let refs: Vec<&str> = v.iter().map(String::as_str).collect();
+        cli(&refs).await
+    };
+
+    let (ok, out, err) = run(with(&["pending", "--json"])).await;
+    assert!(ok, "{err}");
+    let page: Value = serde_json::from_str(&out).expect("json");
+    let ids: Vec<&str> = page["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|i| i["interactionId"].as_str())
+        .collect();
+    assert_eq!(ids, vec![q.as_str(), eff.as_str()]);
+
+    let (ok, out, _) = run(with(&["show", &q])).await;
+    assert!(ok);
+    assert!(out.contains("[2] Keep both"), "{out}");
+
+    let (ok, out, err) = run(with(&[
+        "answer",
+        &q,
+        "--answer",
+        "0",
+        "--answer",
+        "2:Keep both and reconcile nightly.",
+        "--json",
+    ]))
+    .await;
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), r#"{"status":204}"#);
+    // A different answer afterwards: refused, with the code on stderr and exit 1.
+    let (ok, _, err) = run(with(&["answer", &q, "--answer", "1", "--answer", "0"])).await;
+    assert!(!ok);
+    assert!(err.contains("409 NRY-0009"), "{err}");
+
+    let (ok, out, err) = run(with(&[
+        "approve", &eff, "--deny", "--reason", "not now", "--json",
+    ]))
+    .await;
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), r#"{"status":204}"#);
+    // Without a token: 401.
+    let (ok, _, err) = cli(&["pending", "--url", &app.base]).await;
+    assert!(!ok);
+    assert!(err.contains("401 NRY-0011"), "{err}");
+
+    // tail: both tool-call-finished events, from the start of the stream.
+    let mut child = tokio::process::Command::new(holdpoint_binary())
+        .args(with(&[
+            "tail",
+            "--from-start",
+            "--json",
+            "--type",
+            "tool-call-finished",
+        ]))
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("tail");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("tail timed out")
+            .expect("read")
+            .expect("tail ended");
+        let e: Value = serde_json::from_str(&line).expect("event json");
+        assert_eq!(e["type"], "dev.holdpoint.tool-call-finished");
+        seen.push(e["data"]["interactionId"].as_str().expect("id").to_owned());
+    }
+    seen.sort();
+    let mut want = vec![q.clone(), eff.clone()];
+    want.sort();
+    assert_eq!(seen, want);
+    let _ = child.kill().await;
+    assert_eq!(
+        app.interaction("acme", &eff).await.expect("stored").state,
+        State::Finished
+    );
+}
+
+async fn next(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
+    tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("example timed out")
+        .expect("read")
+        .expect("example ended early")
+}
+
+#[tokio::test]
+async fn the_runtime_example_runs_a_released_call_once() {
+    let (app, key, _jwks) = jwt_app().await;
+    let example =
+        holdpoint_tests::nats::workspace_root().join("target/debug/examples/approval_runtime");
+    assert!(
+        example.is_file(),
+        "{} is missing: run `cargo build --examples` (ops/test.sh does)",
+        example.display()
+    );
+    let mut child = tokio::process::Command::new(&example)
+        .args([app.nats.url(), "acme".to_owned()])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("example");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let held = next(&mut lines).await;
+    let effect = held
+        .split_whitespace()
+        .find(|w| w.starts_with("eff_"))
+        .expect("effect id")
+        .trim_end_matches(';')
+        .to_owned();
+    let ana = app.bearer(&key.sign(&claims("acme", "ana")));
+    let r = ana
+        .post(
+            &format!("/v1/interactions/{effect}/approve"),
+            &serde_json::json!({"approved": true}),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    let mut rest = Vec::new();
+    loop {
+        let line = next(&mut lines).await;
+        let done = line.contains("finished:");
+        rest.push(line);
+        if done {
+            break;
+        }
+    }
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("exit")
+        .expect("wait");
+    assert!(status.success());
+    assert!(
+        rest.iter()
+            .any(|l| l.starts_with("approved by ana: running github / create_pull_request")),
+        "{rest:?}"
+    );
+    app.wait_idle().await;
+    let events = app.events("acme").await;
+    assert_eq!(named(&events, "tool-call-released", &effect).len(), 1);
+    assert_eq!(finished(&events, &effect).len(), 1);
+}

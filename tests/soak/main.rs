@@ -1,0 +1,287 @@
+//! `holdpoint-soak`: the long mode of the fault suite (issue 6), run by `ops/soak.sh`.
+//!
+//! A whole Holdpoint on a private nats-server (file store) with several
+//! `holdpoint worker` processes. In rounds until every target is met (or the time
+//! budget runs out): open a batch of blocking questions and approvals, answer them
+//! from concurrent HTTP clients (each retrying `503` with the same
+//! `Idempotency-Key`; some interactions get a second, racing answer), and
+//! meanwhile SIGKILL a random worker at random moments (respawning it) and restart
+//! the nats-server once mid-round (SIGKILL or SIGTERM, at random). After each
+//! round the workers settle and `holdpoint_tests::chaos::check` verifies the
+//! guarantees over the round's interactions. At the end it prints the figures
+//! (kills, restarts, answers, 2xx, lost, duplicated effects, stuck, wall time) and
+//! exits 1 if any guarantee was violated or a target was not reached.
+//!
+//! ```text
+//! holdpoint-soak [--answers 10000] [--worker-kills 100] [--nats-restarts 20]
+//!                [--workers 3] [--clients 16] [--batch 500] [--max-minutes 45]
+//!                [--sync-always] [--seed N]
+//! ```
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use holdpoint_bus::Topology;
+use holdpoint_tests::app::{AppOptions, TestApp};
+use holdpoint_tests::chaos::{self, ClientOptions, Figures, Rng, WorkerPool};
+use holdpoint_tests::nats::NatsServerOptions;
+
+#[derive(Debug)]
+struct Args {
+    answers: u64,
+    worker_kills: u64,
+    nats_restarts: u64,
+    workers: usize,
+    clients: usize,
+    batch: usize,
+    max_minutes: u64,
+    sync_always: bool,
+    seed: Option<u64>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        answers: 10_000,
+        worker_kills: 100,
+        nats_restarts: 20,
+        workers: 3,
+        clients: 16,
+        batch: 500,
+        max_minutes: 45,
+        sync_always: false,
+        seed: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        if flag == "--sync-always" {
+            a.sync_always = true;
+            continue;
+        }
+        if flag == "-h" || flag == "--help" {
+            return Err(String::new());
+        }
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let n: u64 = value
+            .parse()
+            .map_err(|_| format!("{flag}: {value:?} is not a number"))?;
+        match flag.as_str() {
+            "--answers" => a.answers = n,
+            "--worker-kills" => a.worker_kills = n,
+            "--nats-restarts" => a.nats_restarts = n,
+            "--workers" => a.workers = (n as usize).max(2),
+            "--clients" => a.clients = (n as usize).max(1),
+            "--batch" => a.batch = (n as usize).max(10),
+            "--max-minutes" => a.max_minutes = n.max(1),
+            "--seed" => a.seed = Some(n),
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    Ok(a)
+}
+
+const USAGE: &str = "holdpoint-soak [--answers 10000] [--worker-kills 100] [--nats-restarts 20] \
+                     [--workers 3] [--clients 16] [--batch 500] [--max-minutes 45] \
+                     [--sync-always] [--seed N]";
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("holdpoint-soak: {e}");
+            }
+            eprintln!("usage: {USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match soak(args).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("holdpoint-soak: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn soak(args: Args) -> anyhow::Result<bool> {
+    let (mut rng, seed) = match args.seed {
+        Some(s) => (Rng::seeded(s), s),
+        None => Rng::from_env("HOLDPOINT_FAULT_SEED"),
+    };
+    println!("soak: {args:?}, seed {seed}");
+    let ack_wait = Duration::from_secs(1);
+    let outcome_timeout = Duration::from_secs(2);
+    // A request is answered within its outcome timeout; allow the machine a margin.
+    let bound = outcome_timeout + Duration::from_secs(3);
+    let mut app = TestApp::start_with(AppOptions {
+        topo: Topology {
+            ack_wait,
+            ..Topology::default()
+        },
+        workers: 0,
+        outcome_timeout,
+        nats: NatsServerOptions::default().sync_always(args.sync_always),
+        ..AppOptions::default()
+    })
+    .await;
+    println!(
+        "soak: nats-server {} (store {}), {} worker processes",
+        app.nats.url(),
+        app.nats.store_dir().display(),
+        args.workers
+    );
+    let mut pool = WorkerPool::start(&mut app, args.workers);
+    let started = Instant::now();
+    let budget = Duration::from_secs(args.max_minutes * 60);
+    let mut totals = Figures::default();
+    let (mut kills_sigkill, mut kills_sigterm) = (0u64, 0u64);
+    let mut outage_503 = 0u64;
+    let orgs = ["acme", "globex", "initech"];
+    let mut round = 0usize;
+    loop {
+        let restarts = kills_sigkill + kills_sigterm;
+        let done = totals.answers >= args.answers
+            && pool.kills >= args.worker_kills
+            && restarts >= args.nats_restarts;
+        if done || started.elapsed() >= budget {
+            break;
+        }
+        round += 1;
+        let org = orgs[round % orgs.len()];
+        let approvals = args.batch * 15 / 100;
+        let targets = chaos::open_targets(&app, org, args.batch - approvals, approvals, 16).await?;
+        let jobs = chaos::plan_jobs(&targets, 0.15, &mut rng);
+        let n_jobs = jobs.len() as u64;
+        let targets = Arc::new(targets);
+        let (progress, clients) = chaos::run_clients(
+            chaos::persons_for(&app, &targets),
+            targets.clone(),
+            jobs,
+            ClientOptions {
+                clients: args.clients,
+                pace: (Duration::ZERO, Duration::from_millis(30)),
+                retry_pause: (Duration::from_millis(100), Duration::from_millis(400)),
+                request_bound: bound,
+                give_up_after: Duration::from_secs(120),
+                stop: None,
+            },
+            rng.next_u64(),
+        );
+        // One nats-server restart per round while restarts are wanted, at a random
+        // point of the round's answers.
+        let mut restart_at =
+            (restarts < args.nats_restarts).then(|| n_jobs * (20 + rng.below(50)) / 100);
+        let round_kills = pool.kills;
+        let mut outage = String::from("no nats restart");
+        let round_started = Instant::now();
+        while !progress.finished.load(Ordering::SeqCst) {
+            tokio::time::sleep(rng.between(Duration::from_millis(80), Duration::from_millis(400)))
+                .await;
+            if progress.finished.load(Ordering::SeqCst) {
+                break;
+            }
+            if restart_at.is_some_and(|n| progress.jobs_done.load(Ordering::SeqCst) >= n) {
+                restart_at = None;
+                let kill = rng.chance(0.5);
+                let before_503 = progress.unavailable.load(Ordering::SeqCst);
+                if kill {
+                    app.nats.kill().await;
+                    kills_sigkill += 1;
+                } else {
+                    app.nats.stop().await;
+                    kills_sigterm += 1;
+                }
+                tokio::time::sleep(
+                    rng.between(Duration::from_millis(300), Duration::from_millis(3000)),
+                )
+                .await;
+                // A worker may also die while NATS is away.
+                if rng.chance(0.3) {
+                    pool.kill_random(&mut app, &mut rng);
+                    pool.spawn(&mut app);
+                }
+                let away = Instant::now();
+                app.nats.try_restart().await?;
+                outage = format!(
+                    "nats {} after {} of {n_jobs} answers, restarted in {:?}",
+                    if kill { "SIGKILL" } else { "SIGTERM" },
+                    progress.jobs_done.load(Ordering::SeqCst),
+                    away.elapsed()
+                );
+                outage_503 += progress.unavailable.load(Ordering::SeqCst) - before_503;
+                continue;
+            }
+            pool.kill_random(&mut app, &mut rng);
+            tokio::time::sleep(rng.between(Duration::ZERO, Duration::from_millis(80))).await;
+            pool.spawn(&mut app);
+        }
+        let results = clients.await??;
+        let flow = round_started.elapsed();
+        if !pool.all_running(&mut app) {
+            totals
+                .violations
+                .push(format!("round {round}: a worker died by itself"));
+        }
+        app.wait_idle_within(Duration::from_secs(120)).await;
+        chaos::finish_released(&app, &targets).await?;
+        app.wait_idle_within(Duration::from_secs(120)).await;
+        let figures = chaos::check(&app, &targets, &results, bound).await;
+        println!(
+            "round {round:>3} ({org}, {:>6.1}s flow, {:>3} kills, {outage}): {figures}",
+            flow.as_secs_f64(),
+            pool.kills - round_kills
+        );
+        for v in figures.violations.iter().take(20) {
+            println!("  VIOLATION {v}");
+        }
+        totals.add(&figures);
+    }
+    let wall = started.elapsed();
+    let restarts = kills_sigkill + kills_sigterm;
+    println!();
+    println!(
+        "soak figures (seed {seed}, {round} rounds, wall time {:.0?})",
+        wall
+    );
+    println!(
+        "  worker processes:     {} (SIGKILLs {})",
+        args.workers, pool.kills
+    );
+    println!(
+        "  nats-server restarts: {restarts} (SIGKILL {kills_sigkill}, SIGTERM {kills_sigterm}); \
+         503 answers while it was away or recovering: {outage_503}"
+    );
+    println!("  interactions:         {}", totals.targets);
+    println!(
+        "  answers sent:         {} ({} HTTP requests with retries)",
+        totals.answers, totals.requests
+    );
+    println!("  2xx:                  {}", totals.ok);
+    println!("  409 (race lost):      {}", totals.conflicts);
+    println!("  503 (retried):        {}", totals.unavailable);
+    println!("  hung requests:        {}", totals.hangs);
+    println!("  lost:                 {}", totals.lost);
+    println!("  duplicated effects:   {}", totals.duplicated);
+    println!("  missing effects:      {}", totals.missing_effects);
+    println!("  stuck:                {}", totals.stuck);
+    println!("  event-id conflicts:   {}", totals.id_conflicts);
+    println!("  events checked:       {}", totals.events);
+    println!("  longest request:      {:?}", totals.max_request);
+    println!("  violations:           {}", totals.violations.len());
+    let reached = totals.answers >= args.answers
+        && pool.kills >= args.worker_kills
+        && restarts >= args.nats_restarts;
+    if !reached {
+        println!("  TARGETS NOT REACHED within {} minutes", args.max_minutes);
+    }
+    let clean = totals.violations.is_empty() && reached;
+    println!(
+        "  result:               {}",
+        if clean { "PASS" } else { "FAIL" }
+    );
+    Ok(clean)
+}

@@ -1,0 +1,932 @@
+//! Load, faults and the invariant check shared by the fault suite
+//! (`tests/integration/fault_suite.rs`, `cluster.rs`) and the long soak
+//! (`tests/soak/main.rs`, `ops/soak.sh`).
+//!
+//! - [`open_targets`]: opens blocking questions and approvals to answer.
+//! - [`plan_jobs`]: one answer per target with its own `Idempotency-Key`, plus a
+//!   racing second answer (another key, another body) for some targets.
+//! - [`run_clients`]: concurrent HTTP clients, each retrying a job on `503` with the
+//!   same key until it gets something else (bounded); every attempt is logged with
+//!   its timing, status, code and `Retry-After`.
+//! - [`WorkerPool`]: `holdpoint worker` child processes to SIGKILL and respawn.
+//! - [`check`]: reports the figures and every violation of the guarantees: each
+//!   2xx is the recorded resolution (nothing lost), each target resolved exactly
+//!   once with exactly one `tool-call-finished` (and one `tool-call-released` for
+//!   an approved call), no event id with two contents, nothing left pending, every
+//!   `503` a retryable `NRY-0050` with `Retry-After`, every request answered
+//!   within its bound.
+//! - [`Rng`]: a small seeded generator so a failing run can be replayed
+//!   (`HOLDPOINT_FAULT_SEED`).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use holdpoint_client::{HoldCall, Placement, Runtime};
+use holdpoint_domain::{Answer, CallResult, Event, EventData, Interaction, QuestionSpec, State};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+use crate::app::{Broker, Person, TestApp};
+
+/// splitmix64: small, seeded, good enough to pick moments and victims.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from `seed`.
+    pub fn seeded(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The seed in `$var` if set (to replay a run), else one from the clock; the
+    /// seed is returned so the caller can print it.
+    pub fn from_env(var: &str) -> (Rng, u64) {
+        let seed = std::env::var(var)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(0x5eed)
+                    ^ u64::from(std::process::id())
+            });
+        (Rng(seed), seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+
+    /// A duration uniform in `lo..=hi`.
+    pub fn between(&mut self, lo: Duration, hi: Duration) -> Duration {
+        let span = hi.saturating_sub(lo).as_millis() as u64;
+        lo + Duration::from_millis(self.below(span + 1))
+    }
+}
+
+/// What a target is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetKind {
+    /// An `ask_user` question on a blocking session (two questions).
+    Question,
+    /// An approval (a held tool call).
+    Approval,
+}
+
+/// One interaction to answer.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Organisation.
+    pub org: String,
+    /// Interaction id.
+    pub id: String,
+    /// Kind.
+    pub kind: TargetKind,
+}
+
+impl Target {
+    /// The REST path that answers it.
+    pub fn path(&self) -> String {
+        match self.kind {
+            TargetKind::Question => format!("/v1/questions/{}/answer", self.id),
+            TargetKind::Approval => format!("/v1/interactions/{}/approve", self.id),
+        }
+    }
+
+    /// A valid body; `variant` changes the answer.
+    pub fn body(&self, variant: u64) -> Value {
+        match self.kind {
+            TargetKind::Question => json!({"answers": [
+                {"options": [variant % 2]},
+                {"options": [variant % 3], "text": format!("answer {variant}")}
+            ]}),
+            // One in four denies (the call then finishes as tool.denied).
+            TargetKind::Approval => json!({"approved": variant % 4 != 3}),
+        }
+    }
+}
+
+/// The two questions every question target asks.
+pub fn two_questions() -> Vec<QuestionSpec> {
+    vec![
+        QuestionSpec {
+            text: "Which branch?".into(),
+            options: vec!["main".into(), "release".into()],
+            multiple: false,
+            allow_text: false,
+        },
+        QuestionSpec {
+            text: "What about duplicates?".into(),
+            options: vec!["Delete".into(), "Merge".into(), "Keep both".into()],
+            multiple: false,
+            allow_text: true,
+        },
+    ]
+}
+
+fn short_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..16].to_owned()
+}
+
+/// Retries a runtime call while it times out (NATS or workers away), up to `deadline`.
+async fn retry_runtime<T, F, Fut>(what: &str, deadline: Duration, mut f: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, holdpoint_client::ClientError>>,
+{
+    let end = Instant::now() + deadline;
+    loop {
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(holdpoint_client::ClientError::Timeout(_)) if Instant::now() < end => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => anyhow::bail!("{what}: {e}"),
+        }
+    }
+}
+
+/// Opens `questions` blocking questions and `approvals` approvals in `org`
+/// (blocking sessions of up to 50 interactions, each on its own task), `parallel`
+/// at a time. Needs a live worker.
+///
+/// # Errors
+/// When an open is refused or times out for 60 s.
+pub async fn open_targets<N: Broker>(
+    app: &TestApp<N>,
+    org: &str,
+    questions: usize,
+    approvals: usize,
+    parallel: usize,
+) -> anyhow::Result<Vec<Target>> {
+    let rt = app.runtime(org).await;
+    let total = questions + approvals;
+    let sessions: Vec<String> = (0..total.div_ceil(50))
+        .map(|_| format!("s-{}", short_id()))
+        .collect();
+    for s in &sessions {
+        retry_runtime("open session", Duration::from_secs(60), || {
+            rt.open_session(s, holdpoint_domain::SessionMode::Blocking)
+        })
+        .await?;
+    }
+    let opened = futures::stream::iter(0..total)
+        .map(|n| {
+            let rt = rt.clone();
+            let session = sessions[n / 50].clone();
+            let org = org.to_owned();
+            async move {
+                let task = format!("task-{}", short_id());
+                let at = Placement::new(&session, "main", &task, "ctx-1")?;
+                let call = format!("call-{}", short_id());
+                if n < questions {
+                    let qid = uuid::Uuid::new_v4();
+                    let id = retry_runtime("ask_user", Duration::from_secs(60), || {
+                        rt.ask_user(&at, &call, two_questions(), Some(qid))
+                    })
+                    .await?;
+                    Ok::<_, anyhow::Error>(Target {
+                        org,
+                        id: id.to_string(),
+                        kind: TargetKind::Question,
+                    })
+                } else {
+                    let effect = format!("eff_{}", short_id());
+                    retry_runtime("hold", Duration::from_secs(60), || {
+                        rt.hold_for_approval(
+                            &at,
+                            HoldCall {
+                                effect_id: effect.clone(),
+                                call_id: call.clone(),
+                                server: "github".into(),
+                                tool: "create_pull_request".into(),
+                                arguments: json!({"repo": "acme/app", "n": n}),
+                                reason: None,
+                            },
+                        )
+                    })
+                    .await?;
+                    Ok(Target {
+                        org,
+                        id: effect,
+                        kind: TargetKind::Approval,
+                    })
+                }
+            }
+        })
+        .buffer_unordered(parallel.max(1))
+        .collect::<Vec<_>>()
+        .await;
+    opened.into_iter().collect()
+}
+
+/// One answer: a target, a key, a body. Its client retries it on `503` with the
+/// same key and body.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Index into the targets.
+    pub target: usize,
+    /// `Idempotency-Key`.
+    pub key: String,
+    /// Body.
+    pub body: Value,
+}
+
+/// One answer per target, plus, for a `race` fraction of them, a second answer
+/// with another key and another body (they race; one must win). Shuffled.
+pub fn plan_jobs(targets: &[Target], race: f64, rng: &mut Rng) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    for (i, t) in targets.iter().enumerate() {
+        let v = rng.next_u64();
+        jobs.push(Job {
+            target: i,
+            key: format!("k-{}-{}-a", t.id, v % 10_000),
+            body: t.body(v),
+        });
+        if rng.chance(race) {
+            jobs.push(Job {
+                target: i,
+                key: format!("k-{}-{}-b", t.id, v % 10_000),
+                body: t.body(v + 1),
+            });
+        }
+    }
+    for i in (1..jobs.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        jobs.swap(i, j);
+    }
+    jobs
+}
+
+/// One HTTP request of a job.
+#[derive(Debug, Clone)]
+pub struct AttemptLog {
+    /// When it was sent.
+    pub sent: Instant,
+    /// When its answer came (or the client gave up on it).
+    pub done: Instant,
+    /// Status (`0` when the client-side bound passed without an answer).
+    pub status: u16,
+    /// The error code of an error body.
+    pub code: String,
+    /// `Retry-After`, if any.
+    pub retry_after: Option<String>,
+}
+
+/// How a job went.
+#[derive(Debug, Clone)]
+pub struct JobResult {
+    /// The job.
+    pub job: Job,
+    /// Every request, in order.
+    pub attempts: Vec<AttemptLog>,
+}
+
+impl JobResult {
+    /// The last answer's status, if the job got one that was not `503`.
+    pub fn final_status(&self) -> Option<u16> {
+        self.attempts
+            .last()
+            .map(|a| a.status)
+            .filter(|s| *s != 503 && *s != 0)
+    }
+
+    /// True when the job ended with a 2xx.
+    pub fn succeeded(&self) -> bool {
+        self.final_status().is_some_and(|s| (200..300).contains(&s))
+    }
+}
+
+/// How clients behave.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Concurrent clients.
+    pub clients: usize,
+    /// Pause between one client's jobs (random in the range).
+    pub pace: (Duration, Duration),
+    /// Pause before retrying a `503` (random in the range).
+    pub retry_pause: (Duration, Duration),
+    /// Longest a single request may take before it counts as hung (and is retried).
+    pub request_bound: Duration,
+    /// A job that has not got a non-`503` answer after this long gives up (stuck).
+    pub give_up_after: Duration,
+    /// When set, clients take no new job (the jobs not taken are not in the results;
+    /// [`check`] looks only at targets that have results).
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+/// Live counters of a client run.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Jobs finished (either way).
+    pub jobs_done: AtomicU64,
+    /// Requests sent.
+    pub requests: AtomicU64,
+    /// 2xx answers.
+    pub ok: AtomicU64,
+    /// `503` answers.
+    pub unavailable: AtomicU64,
+    /// Set when every job is finished.
+    pub finished: AtomicBool,
+}
+
+/// Runs `jobs` on `options.clients` concurrent clients (one person per
+/// organisation, from `persons`), in the background. Await the handle for the
+/// results, in job order; watch `progress` meanwhile.
+pub fn run_clients(
+    persons: HashMap<String, Person>,
+    targets: Arc<Vec<Target>>,
+    jobs: Vec<Job>,
+    options: ClientOptions,
+    seed: u64,
+) -> (
+    Arc<Progress>,
+    tokio::task::JoinHandle<anyhow::Result<Vec<JobResult>>>,
+) {
+    let progress = Arc::new(Progress::default());
+    let queue = Arc::new(Mutex::new(jobs.into_iter().enumerate().collect::<Vec<_>>()));
+    let p = progress.clone();
+    let handle = tokio::spawn(async move {
+        let mut tasks = tokio::task::JoinSet::new();
+        for c in 0..options.clients.max(1) {
+            let queue = queue.clone();
+            let persons = persons.clone();
+            let targets = targets.clone();
+            let options = options.clone();
+            let progress = p.clone();
+            let mut rng = Rng::seeded(seed ^ (c as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
+            tasks.spawn(async move {
+                let mut done = Vec::new();
+                loop {
+                    if options
+                        .stop
+                        .as_ref()
+                        .is_some_and(|s| s.load(Ordering::SeqCst))
+                    {
+                        break;
+                    }
+                    let next = queue.lock().await.pop();
+                    let Some((n, job)) = next else { break };
+                    let target = &targets[job.target];
+                    let person = persons
+                        .get(&target.org)
+                        .ok_or_else(|| anyhow::anyhow!("no person for {}", target.org))?;
+                    let result =
+                        answer_job(person, target, job, &options, &progress, &mut rng).await;
+                    progress.jobs_done.fetch_add(1, Ordering::Relaxed);
+                    done.push((n, result));
+                    tokio::time::sleep(rng.between(options.pace.0, options.pace.1)).await;
+                }
+                Ok::<_, anyhow::Error>(done)
+            });
+        }
+        let mut all = Vec::new();
+        while let Some(r) = tasks.join_next().await {
+            all.extend(r??);
+        }
+        all.sort_by_key(|(n, _)| *n);
+        p.finished.store(true, Ordering::SeqCst);
+        Ok(all.into_iter().map(|(_, r)| r).collect())
+    });
+    (progress, handle)
+}
+
+async fn answer_job(
+    person: &Person,
+    target: &Target,
+    job: Job,
+    options: &ClientOptions,
+    progress: &Progress,
+    rng: &mut Rng,
+) -> JobResult {
+    let path = target.path();
+    let started = Instant::now();
+    let mut attempts = Vec::new();
+    loop {
+        let sent = Instant::now();
+        progress.requests.fetch_add(1, Ordering::Relaxed);
+        let reply = tokio::time::timeout(
+            options.request_bound,
+            person.try_post_keyed(&path, &job.key, &job.body),
+        )
+        .await;
+        let done = Instant::now();
+        let log = match reply {
+            Ok(Ok(r)) => AttemptLog {
+                sent,
+                done,
+                status: r.status,
+                code: r.code().to_owned(),
+                retry_after: r.retry_after,
+            },
+            // A transport error (the ingress is in-process and never goes away) or
+            // no answer within the bound: a hang, retried.
+            Ok(Err(e)) => AttemptLog {
+                sent,
+                done,
+                status: 0,
+                code: format!("transport: {e}"),
+                retry_after: None,
+            },
+            Err(_) => AttemptLog {
+                sent,
+                done,
+                status: 0,
+                code: "no answer within the bound".into(),
+                retry_after: None,
+            },
+        };
+        let status = log.status;
+        attempts.push(log);
+        match status {
+            200..=299 => {
+                progress.ok.fetch_add(1, Ordering::Relaxed);
+                break;
+            }
+            503 | 0 => {
+                if status == 503 {
+                    progress.unavailable.fetch_add(1, Ordering::Relaxed);
+                }
+                if started.elapsed() >= options.give_up_after {
+                    break;
+                }
+                tokio::time::sleep(rng.between(options.retry_pause.0, options.retry_pause.1)).await;
+            }
+            _ => break,
+        }
+    }
+    JobResult { job, attempts }
+}
+
+/// `holdpoint worker` child processes of a [`TestApp`], to kill and respawn.
+#[derive(Debug, Default)]
+pub struct WorkerPool {
+    live: Vec<usize>,
+    /// SIGKILLs sent so far.
+    pub kills: u64,
+    /// Processes spawned so far.
+    pub spawned: u64,
+}
+
+impl WorkerPool {
+    /// Spawns `n` workers.
+    pub fn start<N: Broker>(app: &mut TestApp<N>, n: usize) -> WorkerPool {
+        let mut pool = WorkerPool::default();
+        for _ in 0..n {
+            pool.spawn(app);
+        }
+        pool
+    }
+
+    /// Spawns one more worker.
+    pub fn spawn<N: Broker>(&mut self, app: &mut TestApp<N>) {
+        self.live.push(app.spawn_worker_process(None));
+        self.spawned += 1;
+    }
+
+    /// Live workers.
+    pub fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    /// True when no worker runs.
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    /// SIGKILLs a random live worker; false if there is none.
+    pub fn kill_random<N: Broker>(&mut self, app: &mut TestApp<N>, rng: &mut Rng) -> bool {
+        if self.live.is_empty() {
+            return false;
+        }
+        let i = self
+            .live
+            .swap_remove(rng.below(self.live.len() as u64) as usize);
+        app.kill_process(i);
+        self.kills += 1;
+        true
+    }
+
+    /// Process indices of the live workers.
+    pub fn live(&self) -> &[usize] {
+        &self.live
+    }
+
+    /// Every live worker is still running (none died by itself).
+    pub fn all_running<N: Broker>(&self, app: &mut TestApp<N>) -> bool {
+        self.live.iter().all(|&i| app.process_running(i))
+    }
+}
+
+/// Kills a random worker, then respawns one after a random pause, at random
+/// moments (`every`), until `stop` is set. Returns the kills made.
+pub async fn kill_workers_until<N: Broker>(
+    app: &mut TestApp<N>,
+    pool: &mut WorkerPool,
+    rng: &mut Rng,
+    every: (Duration, Duration),
+    stop: &AtomicBool,
+) -> u64 {
+    let before = pool.kills;
+    while !stop.load(Ordering::SeqCst) {
+        tokio::time::sleep(rng.between(every.0, every.1)).await;
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        pool.kill_random(app, rng);
+        tokio::time::sleep(rng.between(Duration::ZERO, every.0)).await;
+        pool.spawn(app);
+    }
+    pool.kills - before
+}
+
+/// Figures of a run and every violation found.
+#[derive(Debug, Default, Clone)]
+pub struct Figures {
+    /// Targets (interactions) answered.
+    pub targets: u64,
+    /// Answers (jobs: one key each).
+    pub answers: u64,
+    /// HTTP requests sent (retries included).
+    pub requests: u64,
+    /// Answers that ended with a 2xx.
+    pub ok: u64,
+    /// Race losers (`409 NRY-0009`).
+    pub conflicts: u64,
+    /// `503` answers received (each retried).
+    pub unavailable: u64,
+    /// Requests with no answer within the bound.
+    pub hangs: u64,
+    /// 2xx answers that are not the recorded resolution.
+    pub lost: u64,
+    /// Interactions with more than one resolution, release or `tool-call-finished`.
+    pub duplicated: u64,
+    /// Interactions whose resolution, release or `tool-call-finished` event is
+    /// missing although the record says it happened (a lost effect).
+    pub missing_effects: u64,
+    /// Interactions not settled, or never answered with a 2xx.
+    pub stuck: u64,
+    /// Event ids seen with two different contents.
+    pub id_conflicts: u64,
+    /// Events read.
+    pub events: u64,
+    /// Longest single request.
+    pub max_request: Duration,
+    /// Every violation, for the failure message.
+    pub violations: Vec<String>,
+}
+
+impl Figures {
+    /// Adds another run's figures.
+    pub fn add(&mut self, o: &Figures) {
+        self.targets += o.targets;
+        self.answers += o.answers;
+        self.requests += o.requests;
+        self.ok += o.ok;
+        self.conflicts += o.conflicts;
+        self.unavailable += o.unavailable;
+        self.hangs += o.hangs;
+        self.lost += o.lost;
+        self.duplicated += o.duplicated;
+        self.missing_effects += o.missing_effects;
+        self.stuck += o.stuck;
+        self.id_conflicts += o.id_conflicts;
+        self.events += o.events;
+        self.max_request = self.max_request.max(o.max_request);
+        self.violations.extend(o.violations.iter().cloned());
+    }
+
+    /// Panics with every violation if there is one.
+    pub fn assert_clean(&self) {
+        assert!(
+            self.violations.is_empty(),
+            "{} violation(s):\n{}\n{self}",
+            self.violations.len(),
+            self.violations
+                .iter()
+                .take(40)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+}
+
+impl fmt::Display for Figures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "interactions {}, answers {}, requests {}, 2xx {}, 409 races lost {}, 503 {}, hangs {}, \
+             lost {}, duplicated {}, missing effects {}, stuck {}, event-id conflicts {}, events {}, \
+             longest request {:?}, violations {}",
+            self.targets,
+            self.answers,
+            self.requests,
+            self.ok,
+            self.conflicts,
+            self.unavailable,
+            self.hangs,
+            self.lost,
+            self.duplicated,
+            self.missing_effects,
+            self.stuck,
+            self.id_conflicts,
+            self.events,
+            self.max_request,
+            self.violations.len()
+        )
+    }
+}
+
+/// Reports the results of every approved (released) call through the runtime, so
+/// each blocked call can get its `tool-call-finished`. Needs a live worker.
+///
+/// # Errors
+/// When a report is refused or keeps timing out for 60 s.
+pub async fn finish_released<N: Broker>(
+    app: &TestApp<N>,
+    targets: &[Target],
+) -> anyhow::Result<u64> {
+    let mut runtimes: HashMap<String, Runtime> = HashMap::new();
+    let mut reported = 0;
+    for t in targets.iter().filter(|t| t.kind == TargetKind::Approval) {
+        let Some(record) = app.interaction(&t.org, &t.id).await else {
+            continue;
+        };
+        if record.state != State::Resolved {
+            continue;
+        }
+        if !runtimes.contains_key(&t.org) {
+            runtimes.insert(t.org.clone(), app.runtime(&t.org).await);
+        }
+        let rt = &runtimes[&t.org];
+        retry_runtime("tool result", Duration::from_secs(60), || {
+            rt.report_tool_result(
+                &t.id,
+                CallResult::Ok {
+                    output: json!({"ran": t.id}),
+                },
+            )
+        })
+        .await?;
+        reported += 1;
+    }
+    Ok(reported)
+}
+
+fn approved(record: &Interaction) -> Option<bool> {
+    match record.resolution.as_ref().map(|r| &r.answer) {
+        Some(Answer::Approval { approved, .. }) => Some(*approved),
+        _ => None,
+    }
+}
+
+/// Checks every guarantee over the `targets` that were answered (have `results`),
+/// once the workers are idle (and released calls reported, see
+/// [`finish_released`]). `request_bound` is the longest a request may take.
+pub async fn check<N: Broker>(
+    app: &TestApp<N>,
+    targets: &[Target],
+    results: &[JobResult],
+    request_bound: Duration,
+) -> Figures {
+    let answered: HashSet<usize> = results.iter().map(|r| r.job.target).collect();
+    let all = targets;
+    let targets: Vec<Target> = answered.iter().map(|&i| all[i].clone()).collect();
+    let index: HashMap<usize, usize> = answered.iter().enumerate().map(|(n, &i)| (i, n)).collect();
+    let results: Vec<JobResult> = results
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            r.job.target = index[&r.job.target];
+            r
+        })
+        .collect();
+    let (targets, results) = (&targets[..], &results[..]);
+    let mut f = Figures {
+        targets: targets.len() as u64,
+        answers: results.len() as u64,
+        ..Figures::default()
+    };
+    let mut v = Vec::new();
+
+    // Every request: its answer in time; every 503 retryable, with Retry-After.
+    for r in results {
+        for a in &r.attempts {
+            f.requests += 1;
+            let took = a.done - a.sent;
+            f.max_request = f.max_request.max(took);
+            match a.status {
+                0 => {
+                    f.hangs += 1;
+                    v.push(format!(
+                        "{}: request with key {} had no answer after {took:?} ({})",
+                        targets[r.job.target].id, r.job.key, a.code
+                    ));
+                }
+                503 => {
+                    f.unavailable += 1;
+                    if a.code != "NRY-0050" || a.retry_after.as_deref() != Some("1") {
+                        v.push(format!(
+                            "503 without NRY-0050 and Retry-After: 1 (code {:?}, Retry-After {:?})",
+                            a.code, a.retry_after
+                        ));
+                    }
+                }
+                _ => {}
+            }
+            if took > request_bound {
+                v.push(format!(
+                    "{}: a request took {took:?}, over the bound {request_bound:?}",
+                    targets[r.job.target].id
+                ));
+            }
+        }
+        match r.final_status() {
+            Some(s) if (200..300).contains(&s) => f.ok += 1,
+            Some(409) if r.attempts.last().is_some_and(|a| a.code == "NRY-0009") => {
+                f.conflicts += 1;
+            }
+            Some(s) => v.push(format!(
+                "{}: key {} ended with {s} {:?}",
+                targets[r.job.target].id,
+                r.job.key,
+                r.attempts.last().map(|a| a.code.clone())
+            )),
+            None => {} // counted below as stuck unless another job won
+        }
+    }
+
+    // The records.
+    let records: Vec<Option<Interaction>> = futures::stream::iter(targets.iter())
+        .map(|t| app.interaction(&t.org, &t.id))
+        .buffered(32)
+        .collect()
+        .await;
+
+    // The events, once per organisation, grouped by interaction.
+    let orgs: HashSet<&str> = targets.iter().map(|t| t.org.as_str()).collect();
+    let mut by_id: HashMap<(String, String), Vec<Event>> = HashMap::new();
+    let mut seen: HashMap<String, Event> = HashMap::new();
+    for org in orgs {
+        for e in app.events(org).await {
+            f.events += 1;
+            if let Some(prev) = seen.get(&e.id) {
+                if prev != &e {
+                    f.id_conflicts += 1;
+                    v.push(format!("event id {} appears with different content", e.id));
+                }
+            } else {
+                seen.insert(e.id.clone(), e.clone());
+            }
+            by_id
+                .entry((org.to_owned(), e.subject.clone()))
+                .or_default()
+                .push(e);
+        }
+    }
+
+    let mut jobs_of: BTreeMap<usize, Vec<&JobResult>> = BTreeMap::new();
+    for r in results {
+        jobs_of.entry(r.job.target).or_default().push(r);
+    }
+    for (i, t) in targets.iter().enumerate() {
+        let jobs = jobs_of.get(&i).cloned().unwrap_or_default();
+        let ok_keys: HashSet<&str> = jobs
+            .iter()
+            .filter(|r| r.succeeded())
+            .map(|r| r.job.key.as_str())
+            .collect();
+        let Some(record) = &records[i] else {
+            f.stuck += 1;
+            v.push(format!("{}: no record", t.id));
+            continue;
+        };
+        let resolved_key = record.resolution.as_ref().map(|r| r.key.as_str());
+        if ok_keys.is_empty() {
+            f.stuck += 1;
+            v.push(format!(
+                "{}: no answer got a 2xx (state {:?}, statuses {:?})",
+                t.id,
+                record.state,
+                jobs.iter()
+                    .map(|r| r.attempts.iter().map(|a| a.status).collect::<Vec<_>>())
+                    .collect::<Vec<_>>()
+            ));
+        }
+        for k in &ok_keys {
+            if Some(*k) != resolved_key {
+                f.lost += 1;
+                v.push(format!(
+                    "{}: key {k} got a 2xx but the record holds {resolved_key:?}",
+                    t.id
+                ));
+            }
+        }
+        if record.state != State::Finished {
+            f.stuck += 1;
+            v.push(format!("{}: state {:?}, not finished", t.id, record.state));
+        }
+        let none = Vec::new();
+        let events = by_id.get(&(t.org.clone(), t.id.clone())).unwrap_or(&none);
+        let count = |name: &str| events.iter().filter(|e| e.name() == name).count();
+        let resolved = count("interaction-resolved");
+        let released = count("tool-call-released");
+        let finished = events
+            .iter()
+            .filter(|e| {
+                matches!(&e.body, EventData::ToolCallFinished { interaction_id, .. }
+                    if interaction_id.as_str() == t.id)
+            })
+            .count();
+        let want_released = usize::from(approved(record) == Some(true));
+        if resolved > 1 || finished > 1 || released > want_released {
+            f.duplicated += 1;
+        }
+        if resolved < 1 || finished < 1 || released < want_released {
+            f.missing_effects += 1;
+        }
+        if resolved != 1 || finished != 1 || released != want_released {
+            let outbox: Vec<String> = record
+                .outbox
+                .iter()
+                .map(|o| {
+                    format!(
+                        "{}: [{}]",
+                        &o.command_id[..o.command_id.len().min(12)],
+                        o.events
+                            .iter()
+                            .map(|e| e.name())
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    )
+                })
+                .collect();
+            v.push(format!(
+                "{}: {resolved} interaction-resolved, {finished} tool-call-finished, \
+                 {released} tool-call-released (want 1, 1, {want_released}); state {:?}, \
+                 stored events {:?}, outbox {outbox:?}",
+                t.id,
+                record.state,
+                events.iter().map(|e| e.name()).collect::<Vec<_>>()
+            ));
+        }
+        if let Some(e) = events.iter().find(|e| e.name() == "interaction-resolved")
+            && let EventData::InteractionResolved { key, .. } = &e.body
+            && Some(key.as_str()) != resolved_key
+        {
+            v.push(format!(
+                "{}: interaction-resolved says key {key}, the record {resolved_key:?}",
+                t.id
+            ));
+        }
+    }
+    f.violations = v;
+    f
+}
+
+/// One person per organisation of `targets`.
+pub fn persons_for<N: Broker>(app: &TestApp<N>, targets: &[Target]) -> HashMap<String, Person> {
+    targets
+        .iter()
+        .map(|t| (t.org.clone(), app.person(&t.org, "chaos-client")))
+        .collect()
+}
+
+/// When the last 2xx ended before `at`, and the first 2xx ended after it
+/// (for the unavailability window around a fault at `at`).
+pub fn successes_around(results: &[JobResult], at: Instant) -> (Option<Instant>, Option<Instant>) {
+    let mut before = None;
+    let mut after = None;
+    for a in results.iter().flat_map(|r| r.attempts.iter()) {
+        if !(200..300).contains(&a.status) {
+            continue;
+        }
+        if a.done <= at {
+            before = before.max(Some(a.done));
+        } else if after.is_none_or(|x| a.done < x) {
+            after = Some(a.done);
+        }
+    }
+    (before, after)
+}
