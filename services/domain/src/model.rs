@@ -21,6 +21,14 @@ pub const OUTBOX_KEEP: usize = 8;
 /// How many recent lane deliveries a session keeps per lane for deduplication.
 pub const DELIVERIES_KEEP: usize = 512;
 
+/// Appends `item`, dropping the oldest entries beyond `keep`.
+fn push_bounded<T>(q: &mut VecDeque<T>, item: T, keep: usize) {
+    q.push_back(item);
+    while q.len() > keep {
+        q.pop_front();
+    }
+}
+
 /// The two ways a session runs (DESIGN "Interactions", seed 003).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -431,10 +439,7 @@ impl Interaction {
     }
 
     pub(crate) fn push_outbox(&mut self, entry: OutboxEntry) {
-        self.outbox.push_back(entry);
-        while self.outbox.len() > OUTBOX_KEEP {
-            self.outbox.pop_front();
-        }
+        push_bounded(&mut self.outbox, entry, OUTBOX_KEEP);
     }
 }
 
@@ -598,10 +603,7 @@ impl Lane {
     }
 
     pub(crate) fn remember(&mut self, d: Delivery) {
-        self.delivered.push_back(d);
-        while self.delivered.len() > DELIVERIES_KEEP {
-            self.delivered.pop_front();
-        }
+        push_bounded(&mut self.delivered, d, DELIVERIES_KEEP);
     }
 }
 
@@ -639,10 +641,7 @@ impl Session {
     }
 
     pub(crate) fn push_outbox(&mut self, entry: OutboxEntry) {
-        self.outbox.push_back(entry);
-        while self.outbox.len() > OUTBOX_KEEP {
-            self.outbox.pop_front();
-        }
+        push_bounded(&mut self.outbox, entry, OUTBOX_KEEP);
     }
 }
 

@@ -220,15 +220,28 @@ async fn submit(
         .map_err(|e: WaitError| unavailable(e))
 }
 
+/// Submits a person's answer to `interaction_id` through `route` and maps the
+/// outcome: 204 on success, the rejection's code otherwise.
 async fn submit_answer(
     state: &AppState,
     caller: Caller,
-    answer: AnswerCommand,
+    interaction_id: InteractionId,
+    route: AnswerRoute,
+    key: IdempotencyKey,
+    input: AnswerInput,
     traceparent: Option<String>,
 ) -> Result<StatusCode, ApiError> {
     let env = CommandEnvelope {
         org: caller.org,
-        command: Command::Answer(Box::new(answer)),
+        command: Command::Answer(Box::new(AnswerCommand {
+            interaction_id,
+            route,
+            key,
+            by: caller.person,
+            task_id: None,
+            context_id: None,
+            input,
+        })),
     };
     let outcome = submit(state, env, traceparent.as_deref()).await?;
     match outcome.result {
@@ -259,24 +272,10 @@ async fn answer_question(
     let trace = crate::observe::trace_of(&req);
     let (body, raw): (AnswerBody, Value) = json_body(&state, req).await?;
     let key = idempotency_key(&headers, &caller, "answer", &raw)?;
-    let by = caller.person.clone();
-    submit_answer(
-        &state,
-        caller,
-        AnswerCommand {
-            interaction_id: id,
-            route: AnswerRoute::Question,
-            key,
-            by,
-            task_id: None,
-            context_id: None,
-            input: AnswerInput::Answers {
-                answers: body.answers,
-            },
-        },
-        trace,
-    )
-    .await
+    let input = AnswerInput::Answers {
+        answers: body.answers,
+    };
+    submit_answer(&state, caller, id, AnswerRoute::Question, key, input, trace).await
 }
 
 /// `POST /v1/interactions/{id}/approve` body (seed 000: `approved`, or a boolean
@@ -329,22 +328,7 @@ async fn approve(
         }
     };
     let key = idempotency_key(&headers, &caller, "approve", &raw)?;
-    let by = caller.person.clone();
-    submit_answer(
-        &state,
-        caller,
-        AnswerCommand {
-            interaction_id: id,
-            route: AnswerRoute::Approve,
-            key,
-            by,
-            task_id: None,
-            context_id: None,
-            input,
-        },
-        trace,
-    )
-    .await
+    submit_answer(&state, caller, id, AnswerRoute::Approve, key, input, trace).await
 }
 
 /// `POST /v1/interactions/{id}/respond` body (seed 000: `value`, or `approved`
@@ -393,22 +377,7 @@ async fn respond(
         }
     };
     let key = idempotency_key(&headers, &caller, "respond", &raw)?;
-    let by = caller.person.clone();
-    submit_answer(
-        &state,
-        caller,
-        AnswerCommand {
-            interaction_id: id,
-            route: AnswerRoute::Respond,
-            key,
-            by,
-            task_id: None,
-            context_id: None,
-            input,
-        },
-        trace,
-    )
-    .await
+    submit_answer(&state, caller, id, AnswerRoute::Respond, key, input, trace).await
 }
 
 async fn get_interaction(
