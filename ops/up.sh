@@ -6,5 +6,6 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash ops/setup.sh
 HOLDPOINT_NATS_SERVER="$(cat .tools/nats-server.path)"
 export HOLDPOINT_NATS_SERVER
-cargo build --quiet --bin holdpoint
-exec ./target/debug/holdpoint up "$@"
+# cargo run finds the binary wherever CARGO_TARGET_DIR puts it; the first build
+# takes a few minutes on 2 cores and shows cargo's progress.
+exec cargo run --bin holdpoint -- up "$@"

@@ -152,7 +152,7 @@ async fn worker_sigkills_while_answers_flow_lose_nothing_and_resolve_once() {
     );
 }
 
-/// Sends `signal` semantics to the server: SIGKILL (crash) or SIGTERM (graceful).
+/// Takes the server down: SIGKILL (a crash) or SIGTERM (a graceful stop); returns once it exited.
 async fn take_nats_down(app: &mut TestApp, kill: bool) {
     if kill {
         app.nats.kill().await;
@@ -510,8 +510,7 @@ async fn the_same_key_in_two_orgs_and_two_tasks_at_once_are_separate_answers() {
 /// the delivery count (their ids make it a no-op inside the duplicate window) fixes
 /// it (checked: 0 of 6 here, 3 soaks clean). Remove the `ignore` once fixed.
 #[tokio::test]
-#[ignore = "known bug: replay with delivered == 1 after a nats-server crash skips the events (worker process())"]
-async fn bug_a_worker_dying_after_its_write_then_a_nats_crash_loses_the_events() {
+async fn a_worker_dying_after_its_write_then_a_nats_crash_keeps_the_events() {
     let mut app =
         TestApp::start_with(options(Duration::from_secs(2), Duration::from_millis(500))).await;
     let rt = app.runtime("acme").await;

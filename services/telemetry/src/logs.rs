@@ -101,8 +101,11 @@ pub fn init(format: LogFormat, level: &str, export: Option<Export<'_>>) -> Resul
             level: level.to_owned(),
             message: e.to_string(),
         })?;
-    let text = (format == LogFormat::Text)
-        .then(|| tracing_subscriber::fmt::layer().with_writer(std::io::stderr));
+    let text = (format == LogFormat::Text).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_writer(std::io::stderr)
+    });
     let json = (format == LogFormat::Json).then(|| {
         tracing_subscriber::fmt::layer()
             .json()

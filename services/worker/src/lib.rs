@@ -464,7 +464,18 @@ async fn process(
             format!("$KV.{}.{outcome_key}", bus.topo.outcomes_bucket()),
             encode(&decision.outcome)?,
         );
-        if !decision.replay || delivered > 1 {
+        // Publish the recorded effects again when this may be the command that made
+        // the transition and died before publishing: a redelivery, or (since a
+        // nats-server crash can lose the consumer's delivery count) any replay of a
+        // transition recent enough that JetStream still deduplicates its event ids.
+        // An old transition replayed on a first delivery is a client's late retry:
+        // its events went out long ago.
+        let recent = decision.effects.events.first().is_some_and(|e| {
+            let age = OffsetDateTime::now_utc() - e.time;
+            age < time::Duration::try_from(bus.topo.duplicate_window.mul_f64(0.8))
+                .unwrap_or(time::Duration::ZERO)
+        });
+        if !decision.replay || delivered > 1 || recent {
             publish_effects(bus, &decision.effects, Some(outcome), traceparent).await?;
         } else {
             publish_effects(bus, &Effects::default(), Some(outcome), traceparent).await?;
