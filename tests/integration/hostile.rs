@@ -730,14 +730,11 @@ async fn hostile_inputs_get_a_stable_4xx_and_change_nothing() {
     );
 }
 
-/// KNOWN BUG (reported, issue 6): a path id that percent-decodes to invalid UTF-8
-/// is refused by axum's `Path<String>` extractor itself: `400` with a text/plain
-/// body ("Invalid URL: Invalid UTF-8 in `question_id`"), no NRY code. Every id
-/// route of `services/ingress/src/api.rs` takes `Path<String>` without mapping its
-/// rejection. Remove the `ignore` once fixed.
+/// A path id that percent-decodes to invalid UTF-8 gets the stable `400 NRY-0001`
+/// (it used to get axum's own text/plain 400: the id routes now extract through
+/// `api::IdPath`, which maps the rejection).
 #[tokio::test]
-#[ignore = "known bug: invalid UTF-8 in a path id answers 400 without an NRY code (api.rs Path<String> rejection)"]
-async fn bug_invalid_utf8_in_a_path_id_gets_no_stable_code() {
+async fn invalid_utf8_in_a_path_id_gets_a_stable_code() {
     let (app, q, multi, eff, s) = rest_fixtures().await;
     let valid = seed_answer().to_string();
     let cases = vec![
@@ -976,17 +973,12 @@ async fn hostile_a2a_requests_get_a_stable_error_and_change_nothing() {
     );
 }
 
-/// KNOWN BUG (reported, issue 6): duplicate keys in an A2A request are not refused;
-/// the last one wins. `{"approved": false, "approved": true}` approves and releases
-/// the call, in a data part or in the extension metadata; a second `messageId`
-/// becomes the idempotency key; a second `method` is the one run. REST refuses all
-/// of these (`400 NRY-0001`, `api.rs` parses typed structs from the bytes); the
-/// JSON-RPC handler (`services/ingress/src/a2a.rs`, `jsonrpc`) parses the body
-/// into a `serde_json::Value`, which keeps the last duplicate. Remove the `ignore`
-/// once fixed (the JSON-RPC code may then be -32600 or -32602; adjust).
+/// Duplicate keys in an A2A request are refused (they used to be read last-wins:
+/// `{"approved": false, "approved": true}` approved and released the call): a
+/// repeated top-level key is -32600, a repeated key inside params -32602, both
+/// with `NRY-0001`, as REST refuses them.
 #[tokio::test]
-#[ignore = "known bug: A2A reads duplicate JSON keys last-wins (a2a.rs parses into serde_json::Value)"]
-async fn bug_a2a_duplicate_keys_are_read_last_wins() {
+async fn a2a_duplicate_keys_are_refused() {
     let cases = vec![
         rpc(
             "approved twice in the data part",

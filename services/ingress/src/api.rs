@@ -200,6 +200,28 @@ fn idempotency_key(
     }
 }
 
+/// The `{id}` segment of a route, percent-decoded. Any extraction failure (e.g. bytes
+/// that are not UTF-8) is a stable `400 NRY-0001`, like every other bad id.
+#[derive(Debug)]
+pub struct IdPath(pub String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for IdPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(id)) => Ok(IdPath(id)),
+            Err(e) => Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                format!("invalid id in the path: {}", e.body_text()),
+            )),
+        }
+    }
+}
+
 fn parse_id<T>(
     what: &str,
     parse: impl FnOnce(String) -> Result<T, holdpoint_domain::IdError>,
@@ -263,7 +285,7 @@ pub struct AnswerBody {
 
 async fn answer_question(
     State(state): State<AppState>,
-    Path(question_id): Path<String>,
+    IdPath(question_id): IdPath,
     caller: Caller,
     req: Request,
 ) -> Result<StatusCode, ApiError> {
@@ -302,7 +324,7 @@ pub struct ApproveBody {
 
 async fn approve(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    IdPath(id): IdPath,
     caller: Caller,
     req: Request,
 ) -> Result<StatusCode, ApiError> {
@@ -351,7 +373,7 @@ pub struct RespondBody {
 
 async fn respond(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    IdPath(id): IdPath,
     caller: Caller,
     req: Request,
 ) -> Result<StatusCode, ApiError> {
@@ -382,7 +404,7 @@ async fn respond(
 
 async fn get_interaction(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    IdPath(id): IdPath,
     caller: Caller,
 ) -> Result<Json<InteractionView>, ApiError> {
     let id = parse_id("interactionId", InteractionId::parse, id)?;
@@ -513,7 +535,7 @@ pub struct MessageAccepted {
 
 async fn post_message(
     State(state): State<AppState>,
-    Path(session_id): Path<String>,
+    IdPath(session_id): IdPath,
     caller: Caller,
     req: Request<Body>,
 ) -> Result<(StatusCode, Json<MessageAccepted>), ApiError> {
