@@ -395,6 +395,24 @@ impl Bus {
     /// # Errors
     /// [`BusError::Nats`] when JetStream refuses.
     pub async fn setup(client: async_nats::Client, topo: Topology) -> Result<Self, BusError> {
+        Self::setup_with(client, topo, true).await
+    }
+
+    /// Like [`Bus::setup`], but never changes a stream that exists: for clients (a
+    /// runtime's default topology must not reset the duplicate window or replicas an
+    /// operator configured). Streams and buckets that do not exist yet are created.
+    ///
+    /// # Errors
+    /// [`BusError::Nats`] when JetStream refuses.
+    pub async fn attach(client: async_nats::Client, topo: Topology) -> Result<Self, BusError> {
+        Self::setup_with(client, topo, false).await
+    }
+
+    async fn setup_with(
+        client: async_nats::Client,
+        topo: Topology,
+        update: bool,
+    ) -> Result<Self, BusError> {
         let js = jetstream::new(client.clone());
         let sp = &topo.subject_prefix;
         let file = |name: String, subjects: Vec<String>| stream::Config {
@@ -418,7 +436,7 @@ impl Bus {
             file(topo.audit_stream(), vec![format!("{sp}.audit.>")]),
         ];
         for cfg in streams {
-            ensure_stream(&js, cfg).await?;
+            ensure_stream(&js, cfg, update).await?;
         }
         let bucket = |bucket: String, max_age: Duration| kv::Config {
             bucket,
@@ -575,7 +593,7 @@ impl Bus {
             consumer::DeliverPolicy::All
         } else {
             consumer::DeliverPolicy::ByStartSequence {
-                start_sequence: after + 1,
+                start_sequence: after.saturating_add(1),
             }
         };
         let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
@@ -744,10 +762,14 @@ impl Bus {
 /// binds to it without asking. If they differ and the update gets no answer (what
 /// a denied publish looks like to the client), the process binds to the stream as
 /// it is and warns; an update JetStream refuses is still an error.
-async fn ensure_stream(js: &jetstream::Context, cfg: stream::Config) -> Result<(), BusError> {
+async fn ensure_stream(
+    js: &jetstream::Context,
+    cfg: stream::Config,
+    update: bool,
+) -> Result<(), BusError> {
     match js.get_stream(&cfg.name).await {
         Ok(existing) => {
-            if same_managed_settings(&existing.cached_info().config, &cfg) {
+            if !update || same_managed_settings(&existing.cached_info().config, &cfg) {
                 return Ok(());
             }
             match js.update_stream(&cfg).await {

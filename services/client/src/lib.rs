@@ -156,7 +156,9 @@ impl Runtime {
     /// [`ClientError`] when NATS is unreachable, too old, or `org` is not a valid id.
     pub async fn connect(url: &str, org: &str) -> Result<Self, ClientError> {
         let client = holdpoint_bus::connect(url, "holdpoint-runtime").await?;
-        let bus = Bus::setup(client, Topology::default()).await?;
+        // Attach, never update: the operator's settings (duplicate window, replicas)
+        // are the services' to set, not a runtime's defaults.
+        let bus = Bus::attach(client, Topology::default()).await?;
         Self::with_bus(bus, org).await
     }
 

@@ -298,12 +298,15 @@ impl CommandEnvelope {
                 interaction_id.as_str(),
                 close_reason_str(*reason),
             ]),
+            // The person is part of the id: another person reusing a key is another
+            // answer (a conflict), never a replay of the first.
             Command::Answer(a) => digest(&[
                 org,
                 "answer",
                 a.task_id.as_ref().map_or("", TaskId::as_str),
                 a.interaction_id.as_str(),
                 a.key.as_str(),
+                a.by.as_str(),
             ]),
             Command::ToolResult { interaction_id, .. } => {
                 digest(&[org, "tool-result", interaction_id.as_str()])

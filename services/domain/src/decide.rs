@@ -658,7 +658,7 @@ fn answer(cmd: &str, snap: Snapshot<'_>, a: &AnswerCommand, now: OffsetDateTime)
         );
     }
     if let Some(r) = &i.resolution
-        && (r.key == a.key || !blocks(i))
+        && ((r.key == a.key && r.by == a.by) || !blocks(i))
     {
         // The same key, or a second press on a product question: the recorded
         // outcome, once more, with nothing new.

@@ -26,6 +26,24 @@ pub const REASON_CHARS: usize = 280;
 pub const MAX_NAME_CHARS: usize = 200;
 /// Largest serialized arguments or answer value, in bytes.
 pub const MAX_VALUE_BYTES: usize = 256 * 1024;
+/// Deepest nesting of arguments or an answer value: records wrap them in a few more
+/// levels and must stay readable under serde_json's recursion limit (128).
+pub const MAX_VALUE_DEPTH: usize = 32;
+
+/// Nesting depth of `v` (a scalar is 0), computed without recursion.
+pub fn json_depth(v: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v, 0usize)];
+    while let Some((v, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        match v {
+            Value::Array(items) => stack.extend(items.iter().map(|i| (i, d + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|i| (i, d + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
 
 fn invalid(msg: impl Into<String>) -> Rejection {
     Rejection::new(ErrorCode::InvalidRequest, msg)
@@ -115,6 +133,11 @@ pub fn spec_from_request(req: &OpenRequest) -> Result<Spec, Rejection> {
             }
             if let Some(r) = reason {
                 check_text("reason", r, MAX_TEXT_CHARS)?;
+            }
+            if json_depth(arguments) > MAX_VALUE_DEPTH {
+                return Err(invalid(format!(
+                    "arguments nest deeper than {MAX_VALUE_DEPTH} levels"
+                )));
             }
             if canonical_json(arguments).len() > MAX_VALUE_BYTES {
                 return Err(invalid("arguments are too large"));
@@ -351,6 +374,11 @@ fn check_reason(reason: Option<&str>) -> Result<(), Rejection> {
 }
 
 fn check_value(v: &Value) -> Result<(), Rejection> {
+    if json_depth(v) > MAX_VALUE_DEPTH {
+        return Err(invalid(format!(
+            "value nests deeper than {MAX_VALUE_DEPTH} levels"
+        )));
+    }
     if canonical_json(v).len() > MAX_VALUE_BYTES {
         return Err(invalid("value is too large"));
     }

@@ -468,7 +468,8 @@ async fn jsonrpc(State(state): State<AppState>, caller: Caller, req: Request) ->
             );
         }
     };
-    if let Some(depth) = duplicate_key_depth(&bytes) {
+    if let Err(guard) = crate::json_guard::check(&bytes) {
+        let depth = guard.depth();
         // A repeated key would otherwise be read last-wins (a second `approved`
         // deciding, a second `messageId` keying): refuse, like the REST bodies do.
         let id = raw
@@ -1460,73 +1461,5 @@ mod tests {
         assert_eq!(c["supportedInterfaces"][0]["protocolVersion"], "1.0");
         assert_eq!(c["capabilities"]["streaming"], true);
         assert_eq!(c["capabilities"]["extensions"][0]["uri"], EXTENSION_URI);
-    }
-}
-
-/// The nesting depth (0 = the top-level object) of the first object that repeats a
-/// key, if any. `serde_json::Value` keeps the last of repeated keys silently.
-fn duplicate_key_depth(bytes: &[u8]) -> Option<usize> {
-    use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-
-    struct Walk(usize);
-
-    impl<'de> DeserializeSeed<'de> for Walk {
-        type Value = ();
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_any(self)
-        }
-    }
-
-    impl<'de> Visitor<'de> for Walk {
-        type Value = ();
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("JSON")
-        }
-        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_str<E>(self, _: &str) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_unit<E>(self) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-            while seq.next_element_seed(Walk(self.0 + 1))?.is_some() {}
-            Ok(())
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            let mut keys = std::collections::HashSet::new();
-            while let Some(k) = map.next_key::<String>()? {
-                if !keys.insert(k) {
-                    return Err(serde::de::Error::custom(format!(
-                        "duplicate-key-depth:{}",
-                        self.0
-                    )));
-                }
-                map.next_value_seed(Walk(self.0 + 1))?;
-            }
-            Ok(())
-        }
-    }
-
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    match Walk(0).deserialize(&mut de) {
-        Ok(()) => None,
-        Err(e) => e
-            .to_string()
-            .split("duplicate-key-depth:")
-            .nth(1)
-            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
-            .and_then(|d| d.parse().ok()),
     }
 }

@@ -159,6 +159,10 @@ async fn json_body<T: DeserializeOwned>(
                 format!("the body is larger than {limit} bytes"),
             )
         })?;
+    match crate::json_guard::check(&bytes) {
+        Ok(()) | Err(crate::json_guard::Guard::Invalid) => {}
+        Err(g) => return Err(ApiError::new(ErrorCode::InvalidRequest, g.to_string())),
+    }
     let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::new(
             ErrorCode::InvalidRequest,

@@ -23,6 +23,7 @@ pub mod admin;
 pub mod api;
 pub mod auth;
 pub mod identity;
+pub mod json_guard;
 pub mod observe;
 pub mod socket;
 pub mod sse;

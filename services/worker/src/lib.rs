@@ -538,7 +538,14 @@ async fn publish_effects(
         let mut headers = HeaderMap::new();
         let id = format!(
             "lane-{}",
-            &digest(&[m.org.as_str(), m.session.as_str(), m.message_id.as_str()])[..40]
+            // The lane is part of the id: a message that reuses a question's id on
+            // another lane must not swallow that question's answer.
+            &digest(&[
+                m.org.as_str(),
+                m.session.as_str(),
+                m.lane.as_str(),
+                m.message_id.as_str()
+            ])[..40]
         );
         headers.insert("Nats-Msg-Id", id.as_str());
         headers.insert(TRACEPARENT_HEADER, traceparent);
