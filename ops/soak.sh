@@ -30,9 +30,14 @@ mkdir -p target/soak
 stamp="$(date -u +%Y%m%dT%H%M%SZ)"
 log="target/soak/soak-$stamp.log"
 workers="target/soak/workers-$stamp.log"
+# Run copies, so a rebuild during the run cannot swap the binaries under it.
+cp target/debug/holdpoint "target/soak/holdpoint-$stamp"
+cp target/debug/holdpoint-soak "target/soak/holdpoint-soak-$stamp"
+HOLDPOINT_BIN="$PWD/target/soak/holdpoint-$stamp"
+export HOLDPOINT_BIN
 echo "soak: output in $log, worker logs in $workers"
 set +e
-./target/debug/holdpoint-soak "$@" 2>"$workers" | tee "$log"
+"./target/soak/holdpoint-soak-$stamp" "$@" 2>"$workers" | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 exit "$status"

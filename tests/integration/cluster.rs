@@ -188,81 +188,129 @@ impl Drop for Nodes {
     }
 }
 
+/// Starts the three shipped configs on loopback (hosts, ports and the store
+/// directory rewritten) in `dir`; returns the nodes, their (client, route,
+/// monitoring) ports and each node's `/varz`. Picks fresh ports and starts again
+/// when a port picked as free was taken meanwhile (other tests run alongside).
+async fn start_production_cluster(
+    dir: &std::path::Path,
+) -> (Nodes, Vec<(u16, u16, u16)>, Vec<serde_json::Value>) {
+    use holdpoint_tests::nats::{free_port, nats_server_binary, workspace_root};
+    let conf_dir = workspace_root().join("ops/nats/cluster");
+    std::fs::create_dir_all(dir.join("cluster")).expect("mkdir");
+    std::fs::copy(
+        workspace_root().join("ops/nats/holdpoint.conf"),
+        dir.join("holdpoint.conf"),
+    )
+    .expect("copy holdpoint.conf");
+    let http = reqwest::Client::new();
+    let mut failures = Vec::new();
+    for attempt in 0..5 {
+        let ports: Vec<(u16, u16, u16)> = (0..3)
+            .map(|_| (free_port(), free_port(), free_port()))
+            .collect();
+        let mut nodes = Nodes(Vec::new());
+        let mut logs = Vec::new();
+        for (i, (client, route, http)) in ports.iter().enumerate() {
+            let n = i + 1;
+            let mut text =
+                std::fs::read_to_string(conf_dir.join(format!("nats-{n}.conf"))).expect("config");
+            let store = dir.join(format!("store-{attempt}-{n}"));
+            for (from, to) in [
+                ("0.0.0.0:4222".to_owned(), format!("127.0.0.1:{client}")),
+                ("0.0.0.0:6222".to_owned(), format!("127.0.0.1:{route}")),
+                ("127.0.0.1:8222".to_owned(), format!("127.0.0.1:{http}")),
+                (
+                    "/var/lib/holdpoint/nats".to_owned(),
+                    store.display().to_string(),
+                ),
+            ] {
+                assert!(text.contains(&from), "nats-{n}.conf has no {from}");
+                text = text.replace(&from, &to);
+            }
+            for (j, (_, r, _)) in ports.iter().enumerate() {
+                text = text.replace(&format!("nats-{}:6222", j + 1), &format!("127.0.0.1:{r}"));
+            }
+            // The include is relative to the file: the same layout as ops/nats.
+            let path = dir.join(format!("cluster/nats-{n}.conf"));
+            std::fs::write(&path, text).expect("write config");
+            let log_path = dir.join(format!("nats-{attempt}-{n}.log"));
+            let log = std::fs::File::create(&log_path).expect("log");
+            nodes.0.push(
+                std::process::Command::new(nats_server_binary())
+                    .arg("-c")
+                    .arg(&path)
+                    .stdout(log.try_clone().expect("log"))
+                    .stderr(log)
+                    .spawn()
+                    .expect("spawn nats-server"),
+            );
+            logs.push(log_path);
+        }
+        // Every node answers its monitoring port, or one exited.
+        let started = std::time::Instant::now();
+        let mut varz: Vec<Option<serde_json::Value>> = vec![None; 3];
+        let exited = loop {
+            if let Some(i) = nodes
+                .0
+                .iter_mut()
+                .position(|c| !matches!(c.try_wait(), Ok(None)))
+            {
+                break Some(i);
+            }
+            for (i, (_, _, port)) in ports.iter().enumerate() {
+                if varz[i].is_none() {
+                    varz[i] = async {
+                        http.get(format!("http://127.0.0.1:{port}/varz"))
+                            .send()
+                            .await
+                            .ok()?
+                            .json()
+                            .await
+                            .ok()
+                    }
+                    .await;
+                }
+            }
+            if varz.iter().all(Option::is_some) {
+                break None;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the nodes did not answer /varz in 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        match exited {
+            None => return (nodes, ports, varz.into_iter().flatten().collect()),
+            Some(i) => {
+                let log = std::fs::read_to_string(&logs[i]).unwrap_or_default();
+                if !log.contains("address already in use") {
+                    panic!("nats-{} exited at start-up:\n{log}", i + 1);
+                }
+                failures.push(log);
+            }
+        }
+    }
+    panic!("no free ports in 5 attempts:\n{}", failures.join("\n---\n"));
+}
+
 /// `ops/nats/cluster/nats-{1,2,3}.conf`, as shipped (only hosts, ports and the
 /// store directory rewritten for loopback), form a JetStream cluster that fsyncs
 /// every write, and Holdpoint's setup makes every stream and bucket R3 on it.
 #[tokio::test]
 async fn the_production_cluster_configs_form_a_synced_r3_cluster() {
-    use holdpoint_tests::nats::{free_port, nats_server_binary, workspace_root};
     let dir = tempfile::tempdir().expect("tempdir");
-    let conf_dir = workspace_root().join("ops/nats/cluster");
-    let ports: Vec<(u16, u16, u16)> = (0..3)
-        .map(|_| (free_port(), free_port(), free_port()))
-        .collect();
-    std::fs::create_dir_all(dir.path().join("cluster")).expect("mkdir");
-    std::fs::copy(
-        workspace_root().join("ops/nats/holdpoint.conf"),
-        dir.path().join("holdpoint.conf"),
-    )
-    .expect("copy holdpoint.conf");
-    let mut nodes = Nodes(Vec::new());
-    for (i, (client, route, http)) in ports.iter().enumerate() {
-        let n = i + 1;
-        let mut text =
-            std::fs::read_to_string(conf_dir.join(format!("nats-{n}.conf"))).expect("config");
-        let store = dir.path().join(format!("store-{n}"));
-        for (from, to) in [
-            ("0.0.0.0:4222".to_owned(), format!("127.0.0.1:{client}")),
-            ("0.0.0.0:6222".to_owned(), format!("127.0.0.1:{route}")),
-            ("127.0.0.1:8222".to_owned(), format!("127.0.0.1:{http}")),
-            (
-                "/var/lib/holdpoint/nats".to_owned(),
-                store.display().to_string(),
-            ),
-        ] {
-            assert!(text.contains(&from), "nats-{n}.conf has no {from}");
-            text = text.replace(&from, &to);
-        }
-        for (j, (_, r, _)) in ports.iter().enumerate() {
-            text = text.replace(&format!("nats-{}:6222", j + 1), &format!("127.0.0.1:{r}"));
-        }
-        // The include is relative to the file: the same layout as ops/nats.
-        let path = dir.path().join(format!("cluster/nats-{n}.conf"));
-        std::fs::write(&path, text).expect("write config");
-        let log = std::fs::File::create(dir.path().join(format!("nats-{n}.log"))).expect("log");
-        nodes.0.push(
-            std::process::Command::new(nats_server_binary())
-                .arg("-c")
-                .arg(&path)
-                .stdout(log.try_clone().expect("log"))
-                .stderr(log)
-                .spawn()
-                .expect("spawn nats-server"),
-        );
-    }
+    let (_nodes, ports, varz) = start_production_cluster(dir.path()).await;
     // Every node fsyncs every write.
-    let http = reqwest::Client::new();
-    for (i, (_, _, port)) in ports.iter().enumerate() {
-        let varz: serde_json::Value = wait_for(Duration::from_secs(20), "varz", || {
-            let http = http.clone();
-            async move {
-                http.get(format!("http://127.0.0.1:{port}/varz"))
-                    .send()
-                    .await
-                    .ok()?
-                    .json()
-                    .await
-                    .ok()
-            }
-        })
-        .await;
+    for (i, v) in varz.iter().enumerate() {
         assert_eq!(
-            varz["jetstream"]["config"]["sync_always"],
+            v["jetstream"]["config"]["sync_always"],
             true,
             "node {}",
             i + 1
         );
-        assert_eq!(varz["cluster"]["name"], "holdpoint");
+        assert_eq!(v["cluster"]["name"], "holdpoint");
     }
     // Holdpoint's setup (as the setup role) makes everything R3 on it.
     let urls: Vec<String> = ports

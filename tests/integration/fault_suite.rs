@@ -383,8 +383,10 @@ async fn the_same_key_from_many_clients_at_once_with_different_bodies_answers_al
                 }
             })
             .collect();
-        let replies = futures::future::join_all(bodies.iter().enumerate().map(|(i, body)| {
-            let person = app.person("acme", &format!("client-{}", i % 4));
+        // One person on many clients (a key is the person's: another person's same
+        // key is another answer, see adversary.rs).
+        let replies = futures::future::join_all(bodies.iter().map(|body| {
+            let person = app.person("acme", "ana");
             let path = path.clone();
             async move { person.post_keyed(&path, "same-key", body).await }
         }))
@@ -460,8 +462,8 @@ async fn the_same_key_in_two_orgs_and_two_tasks_at_once_are_separate_answers() {
     ];
     let app = &app;
     let replies = futures::future::join_all(cases.iter().flat_map(|(org, id)| {
-        (0..10).map(move |i| {
-            let person = app.person(org, &format!("p{i}"));
+        (0..10).map(move |_| {
+            let person = app.person(org, "p");
             let path = format!("/v1/interactions/{id}/approve");
             async move {
                 let r = person
@@ -495,20 +497,16 @@ async fn the_same_key_in_two_orgs_and_two_tasks_at_once_are_separate_answers() {
     }
 }
 
-/// KNOWN BUG (reported, issue 6): a worker that dies after its KV write, followed by
-/// a nats-server crash before the consumer's delivery state reached disk, loses the
-/// transition's events for good. After the restart JetStream delivers the command
-/// again as a first delivery (`delivered == 1`: consumer state is written
-/// asynchronously and a SIGKILL loses its tail); the next worker finds the
-/// transition in the record's outbox (a replay) and, because `delivered == 1`,
-/// publishes only the outcome (`services/worker/src/lib.rs`, `process`:
-/// `if !decision.replay || delivered > 1 { publish effects } else { outcome only }`).
-/// The approval is resolved in KV and the retry answers 204, but
-/// `interaction-resolved` and `tool-call-released` never reach `HP_EVENTS`: the
-/// held call is never released. Reproduces every time here (6 of 6); the soak hits
-/// it in about half of its SIGKILL rounds. Publishing a replay's effects whatever
-/// the delivery count (their ids make it a no-op inside the duplicate window) fixes
-/// it (checked: 0 of 6 here, 3 soaks clean). Remove the `ignore` once fixed.
+/// A worker that dies after its KV write, followed by a nats-server crash before
+/// the consumer's delivery state reached disk: after the restart JetStream delivers
+/// the command again as a *first* delivery (`delivered == 1`; consumer state is
+/// written asynchronously, even with `sync_interval: always`, and a SIGKILL loses
+/// its tail). The next worker finds the transition in the record's outbox (a
+/// replay) and must still publish its effects, or `interaction-resolved` and
+/// `tool-call-released` never reach `HP_EVENTS` and the held call is never
+/// released while the retry answers 204. Found by the soak (issue 6); before the
+/// fix (`services/worker`, replay effects published only when `delivered > 1`)
+/// this failed every time.
 #[tokio::test]
 async fn a_worker_dying_after_its_write_then_a_nats_crash_keeps_the_events() {
     let mut app =

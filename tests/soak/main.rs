@@ -269,7 +269,10 @@ async fn soak(args: Args) -> anyhow::Result<bool> {
     println!("  missing effects:      {}", totals.missing_effects);
     println!("  stuck:                {}", totals.stuck);
     println!("  event-id conflicts:   {}", totals.id_conflicts);
-    println!("  events checked:       {}", totals.events);
+    println!(
+        "  events checked:       {} (of these interactions)",
+        totals.events
+    );
     println!("  longest request:      {:?}", totals.max_request);
     println!("  violations:           {}", totals.violations.len());
     let reached = totals.answers >= args.answers

@@ -588,7 +588,7 @@ pub struct Figures {
     pub stuck: u64,
     /// Event ids seen with two different contents.
     pub id_conflicts: u64,
-    /// Events read.
+    /// Events of the checked interactions.
     pub events: u64,
     /// Longest single request.
     pub max_request: Duration,
@@ -788,9 +788,15 @@ pub async fn check<N: Broker>(
     let orgs: HashSet<&str> = targets.iter().map(|t| t.org.as_str()).collect();
     let mut by_id: HashMap<(String, String), Vec<Event>> = HashMap::new();
     let mut seen: HashMap<String, Event> = HashMap::new();
+    let ids: HashSet<(&str, &str)> = targets
+        .iter()
+        .map(|t| (t.org.as_str(), t.id.as_str()))
+        .collect();
     for org in orgs {
         for e in app.events(org).await {
-            f.events += 1;
+            if ids.contains(&(org, e.subject.as_str())) {
+                f.events += 1;
+            }
             if let Some(prev) = seen.get(&e.id) {
                 if prev != &e {
                     f.id_conflicts += 1;

@@ -470,11 +470,19 @@ async fn process(
         // transition recent enough that JetStream still deduplicates its event ids.
         // An old transition replayed on a first delivery is a client's late retry:
         // its events went out long ago.
-        let recent = decision.effects.events.first().is_some_and(|e| {
-            let age = OffsetDateTime::now_utc() - e.time;
-            age < time::Duration::try_from(bus.topo.duplicate_window.mul_f64(0.8))
-                .unwrap_or(time::Duration::ZERO)
-        });
+        let window = time::Duration::try_from(bus.topo.duplicate_window.mul_f64(0.8))
+            .unwrap_or(time::Duration::ZERO);
+        let stamped = decision
+            .effects
+            .events
+            .iter()
+            .chain(&decision.effects.audit)
+            .map(|e| e.time)
+            .chain(decision.effects.lane_messages.iter().map(|m| m.at))
+            .max();
+        // Effects without a timestamp (follow-up commands only) are idempotent
+        // commands: publishing them again is always safe.
+        let recent = stamped.is_none_or(|t| OffsetDateTime::now_utc() - t < window);
         if !decision.replay || delivered > 1 || recent {
             publish_effects(bus, &decision.effects, Some(outcome), traceparent).await?;
         } else {
