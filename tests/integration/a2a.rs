@@ -181,6 +181,17 @@ async fn agent_card_declares_interface_extension_streaming_and_bearer() {
         .await
         .expect("http");
     assert_eq!(resp.status().as_u16(), 200, "public, no identity needed");
+    // Built from the request's host: caches keep one copy per host and scheme.
+    let vary = resp
+        .headers()
+        .get("vary")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    assert!(
+        vary.contains("Host") && vary.contains("X-Forwarded-Proto"),
+        "vary: {vary:?}"
+    );
     let card: Value = resp.json().await.expect("json");
     assert_eq!(card["name"], "Holdpoint");
     assert!(card["description"].as_str().is_some_and(|d| !d.is_empty()));

@@ -202,6 +202,14 @@ async fn agent_card(State(state): State<AppState>, headers: HeaderMap, uri: Uri)
                 header::CACHE_CONTROL,
                 HeaderValue::from_static("public, max-age=300"),
             );
+            // Without a configured public URL the card is built from the request's
+            // host and scheme: caches must keep one copy per host and scheme.
+            if state.cfg.public_url.is_none() {
+                resp.headers_mut().insert(
+                    header::VARY,
+                    HeaderValue::from_static("Host, X-Forwarded-Host, X-Forwarded-Proto"),
+                );
+            }
             resp
         }
         None => ApiError::new(
