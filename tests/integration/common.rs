@@ -1,7 +1,7 @@
 //! Fixtures shared by the integration tests.
 
 use holdpoint_client::{HoldCall, Placement, Runtime};
-use holdpoint_domain::{Event, EventData, QuestionSpec, SessionMode};
+use holdpoint_domain::{Event, EventData, SessionMode};
 use serde_json::{Value, json};
 
 /// The seed 003 example body.
@@ -10,22 +10,7 @@ pub fn seed_answer() -> Value {
 }
 
 /// Two questions, the second with three options and free text.
-pub fn two_questions() -> Vec<QuestionSpec> {
-    vec![
-        QuestionSpec {
-            text: "Which branch?".into(),
-            options: vec!["main".into(), "release".into()],
-            multiple: false,
-            allow_text: false,
-        },
-        QuestionSpec {
-            text: "What about duplicates?".into(),
-            options: vec!["Delete".into(), "Merge".into(), "Keep both".into()],
-            multiple: false,
-            allow_text: true,
-        },
-    ]
-}
+pub use holdpoint_tests::chaos::two_questions;
 
 /// A placement with unique ids.
 pub fn placement(session: &str) -> Placement {
