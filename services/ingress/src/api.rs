@@ -133,7 +133,8 @@ pub fn admin_routes(state: AppState) -> Router {
 }
 
 /// Reads a JSON body: `application/json` only, at most the configured size, into a
-/// typed struct that refuses unknown fields and duplicate keys.
+/// typed struct that refuses unknown fields; repeated keys and deep nesting are
+/// refused first by [`crate::json_guard`].
 async fn json_body<T: DeserializeOwned>(
     state: &AppState,
     req: Request,
@@ -169,8 +170,9 @@ async fn json_body<T: DeserializeOwned>(
             format!("the body is not valid JSON: {e}"),
         )
     })?;
-    // Typed parse from the bytes (not the Value), so duplicate keys are refused.
-    let typed = serde_json::from_slice(&bytes)
+    // The guard above already refused repeated keys and deep nesting, so the typed
+    // body can come from the parsed value instead of a second parse of the bytes.
+    let typed = T::deserialize(&value)
         .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, format!("invalid body: {e}")))?;
     Ok((typed, value))
 }

@@ -341,7 +341,7 @@ async fn handle(bus: &Bus, cfg: &WorkerConfig, msg: jetstream::Message) {
             }
         };
         match result {
-            Ok(outcome) => {
+            Ok((outcome, encoded)) => {
                 cfg.metrics.command(
                     env.verb(),
                     match &outcome.result {
@@ -363,12 +363,7 @@ async fn handle(bus: &Bus, cfg: &WorkerConfig, msg: jetstream::Message) {
                     inbox
                 });
                 if let Some(reply) = reply {
-                    match serde_json::to_vec(&outcome) {
-                        Ok(body) => {
-                            let _ = bus.client.publish(reply.to_string(), body.into()).await;
-                        }
-                        Err(e) => warn!(error = %e, "cannot encode outcome"),
-                    }
+                    let _ = bus.client.publish(reply.to_string(), encoded).await;
                 }
                 if cfg.failpoint == Some(Failpoint::BeforeAck) {
                     abort("before-ack");
@@ -399,7 +394,8 @@ fn abort(point: &str) -> ! {
     std::process::abort();
 }
 
-/// Load, decide, write, publish, store the outcome. Returns the outcome to reply.
+/// Load, decide, write, publish, store the outcome. Returns the outcome to reply and
+/// its encoded bytes (stored and replied as they are).
 async fn process(
     bus: &Bus,
     cfg: &WorkerConfig,
@@ -408,7 +404,7 @@ async fn process(
     outcome_key: &str,
     delivered: i64,
     traceparent: &str,
-) -> Result<Outcome, BusError> {
+) -> Result<(Outcome, bytes::Bytes), BusError> {
     let started = std::time::Instant::now();
     for attempt in 0..64 {
         let interaction = match env.interaction_id() {
@@ -456,13 +452,13 @@ async fn process(
             abort("after-write");
         }
         let written = started.elapsed();
-        // A replay publishes again only for a redelivery (the first delivery may have
-        // died before publishing); ids make the repeat a no-op inside the window.
-        // The outcome is stored in the same pipeline: every PubAck is awaited before
-        // the reply, so a 2xx never precedes the events it implies.
+        // The outcome is stored in the same pipeline as the events: every PubAck is
+        // awaited before the reply, so a 2xx never precedes the events it implies.
+        // The same encoded bytes are the reply.
+        let encoded = encode(&decision.outcome)?;
         let outcome = (
             format!("$KV.{}.{outcome_key}", bus.topo.outcomes_bucket()),
-            encode(&decision.outcome)?,
+            encoded.clone(),
         );
         // Publish the recorded effects again when this may be the command that made
         // the transition and died before publishing: a redelivery, or (since a
@@ -494,7 +490,7 @@ async fn process(
             total_us = started.elapsed().as_micros() as u64,
             "processed"
         );
-        return Ok(decision.outcome);
+        return Ok((decision.outcome, encoded));
     }
     Err(BusError::Nats {
         op: "decide",
