@@ -518,49 +518,12 @@ impl Bus {
     /// # Errors
     /// [`BusError::Nats`] on NATS failure.
     pub async fn list_interactions(&self, org: &OrgId) -> Result<Vec<Interaction>, BusError> {
-        let stream_name = format!("KV_{}", self.topo.interactions_bucket());
-        let stream = self
-            .js
-            .get_stream(&stream_name)
-            .await
-            .map_err(|e| BusError::nats("get interactions stream", e))?;
-        let filter = format!("$KV.{}.{}.>", self.topo.interactions_bucket(), org.token());
-        let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
-            .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: filter,
-                deliver_policy: consumer::DeliverPolicy::LastPerSubject,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| BusError::nats("list interactions", e))?;
-        let pending = consumer.cached_info().num_pending;
-        let mut out = Vec::with_capacity(pending as usize);
-        if pending == 0 {
-            return Ok(out);
-        }
-        let mut messages = consumer
-            .messages()
-            .await
-            .map_err(|e| BusError::nats("list interactions", e))?;
-        while let Some(msg) = tokio::time::timeout(Duration::from_secs(5), messages.next())
-            .await
-            .map_err(|_| BusError::nats("list interactions", "timed out"))?
-        {
-            let msg = msg.map_err(|e| BusError::nats("list interactions", e))?;
-            let remaining = msg.info().map(|i| i.pending).unwrap_or(0);
-            let deleted = msg
-                .headers
-                .as_ref()
-                .and_then(|h| h.get("KV-Operation"))
-                .is_some();
-            if !deleted && let Ok(i) = serde_json::from_slice::<Interaction>(&msg.payload) {
-                out.push(i);
-            }
-            if remaining == 0 {
-                break;
-            }
-        }
-        Ok(out)
+        // The bucket keeps one revision per key, so reading it all from the start is
+        // the latest value of each key: one unbounded page.
+        Ok(self
+            .list_page(org, |_| true, 0, usize::MAX, usize::MAX)
+            .await?
+            .items)
     }
 
     /// One page of `org`'s interactions that satisfy `keep`, in the order of their
