@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::consumer::{self, PullConsumer};
+use async_nats::jetstream::consumer::PullConsumer;
 use holdpoint_bus::Topology;
 use holdpoint_domain::{Answer, SessionMode, State};
 use holdpoint_tests::app::{AppOptions, TestApp};
@@ -48,26 +48,50 @@ fn options(ack_wait: Duration, outcome_timeout: Duration) -> AppOptions {
     }
 }
 
-async fn consumer_info(app: &TestApp) -> Option<consumer::Info> {
-    let stream = app
+/// The workers' consumers, summed over the command partitions.
+#[derive(Debug, Clone, Copy)]
+struct Consumers {
+    /// Deliveries so far (first ones and redeliveries).
+    deliveries: u64,
+    /// Commands stored in the commands stream so far.
+    stored: u64,
+    /// Commands delivered and not acknowledged.
+    ack_pending: usize,
+    /// Partitions with a pull request waiting.
+    pulling: u32,
+}
+
+async fn consumer_info(app: &TestApp) -> Option<Consumers> {
+    let mut stream = app
         .bus
         .js
         .get_stream(app.bus.topo.commands_stream())
         .await
         .ok()?;
-    let mut c: PullConsumer = stream
-        .get_consumer(&app.bus.topo.worker_consumer())
-        .await
-        .ok()?;
-    c.info().await.ok().cloned()
+    let stored = stream.info().await.ok()?.state.last_sequence;
+    let mut sum = Consumers {
+        deliveries: 0,
+        stored,
+        ack_pending: 0,
+        pulling: 0,
+    };
+    for p in 0..app.bus.topo.partitions {
+        let mut c: PullConsumer = stream
+            .get_consumer(&app.bus.topo.partition_consumer(p))
+            .await
+            .ok()?;
+        let i = c.info().await.ok()?;
+        sum.deliveries += i.delivered.consumer_sequence;
+        sum.ack_pending += i.num_ack_pending;
+        sum.pulling += u32::from(i.num_waiting >= 1);
+    }
+    Some(sum)
 }
 
-/// Deliveries beyond the first, so far: every delivery takes a consumer sequence;
-/// the stream sequence is the last command delivered (all are delivered in order).
-fn redeliveries(i: &consumer::Info) -> u64 {
-    i.delivered
-        .consumer_sequence
-        .saturating_sub(i.delivered.stream_sequence)
+/// Deliveries beyond the first between two readings (every command stored in
+/// between was delivered at least once by the second).
+fn redeliveries(before: &Consumers, after: &Consumers) -> u64 {
+    (after.deliveries - before.deliveries).saturating_sub(after.stored - before.stored)
 }
 
 /// Settles the run (released calls reported, workers idle) and checks it.
@@ -133,13 +157,12 @@ async fn worker_sigkills_while_answers_flow_lose_nothing_and_resolve_once() {
     .await;
     let results = clients.await.expect("clients").expect("clients ran");
     let flow = started.elapsed();
-    let redelivered =
-        redeliveries(&consumer_info(&app).await.expect("consumer")) - redeliveries(&before);
     assert!(
         pool.all_running(&mut app),
         "a worker died by itself (not by a kill)"
     );
     let figures = settle_and_check(&app, &targets, &results, bound).await;
+    let redelivered = redeliveries(&before, &consumer_info(&app).await.expect("consumer"));
     println!("worker kills: {kills} in {flow:?}, redeliveries {redelivered}; {figures}");
     figures.assert_clean();
     assert!(kills >= 5, "only {kills} kills while answers flowed");
@@ -281,7 +304,10 @@ async fn a_handler_stalled_past_ack_wait_resolves_once_while_another_worker_rede
             "the worker to wait for commands",
             || {
                 let app = &app;
-                async move { (consumer_info(app).await?.num_waiting >= 1).then_some(()) }
+                async move {
+                    let partitions = app.bus.topo.partitions;
+                    (consumer_info(app).await?.pulling == partitions).then_some(())
+                }
             },
         )
         .await;
@@ -297,10 +323,10 @@ async fn a_handler_stalled_past_ack_wait_resolves_once_while_another_worker_rede
             "the stalled worker to hold the command",
             || {
                 let app = &app;
-                let seq = before.delivered.stream_sequence;
+                let seen = before.deliveries;
                 async move {
                     let i = consumer_info(app).await?;
-                    (i.num_ack_pending == 1 && i.delivered.stream_sequence > seq).then_some(())
+                    (i.ack_pending == 1 && i.deliveries > seen).then_some(())
                 }
             },
         )
@@ -318,8 +344,7 @@ async fn a_handler_stalled_past_ack_wait_resolves_once_while_another_worker_rede
             .expect("request task");
         assert_eq!(reply.status, 204, "{what}: {reply:?}");
         let answered = held.elapsed();
-        let redelivered =
-            redeliveries(&consumer_info(&app).await.expect("consumer")) - redeliveries(&before);
+        let redelivered = redeliveries(&before, &consumer_info(&app).await.expect("consumer"));
         if !overlap {
             // The other worker resolved it; the first handler resumes with its stale copy.
             assert!(redelivered > 0, "{what}: no redelivery");

@@ -548,14 +548,16 @@ async fn a_tenant_reads_its_own_events_and_nothing_else() {
         .await
         .expect("subscribe");
     let mut inbox = tenant.subscribe("_INBOX.>").await.expect("subscribe");
-    // The worker publishes a globex event, an inbox message, then an acme event:
-    // once the acme one has arrived, the earlier two would have arrived as well.
+    // The worker publishes a globex event, an inbox message, then an acme event
+    // (events on the ingest subjects: HP_EVENTS stores them as hp.evt.… and
+    // republishes what it stored): once the acme one has arrived, the earlier two
+    // would have arrived as well.
     for subject in [
-        "hp.evt.globex.t1.probe",
+        "hp.in.evt.globex.t1.probe",
         "_INBOX.probe",
-        "hp.evt.acme.t1.probe",
+        "hp.in.evt.acme.t1.probe",
     ] {
-        if subject.starts_with("hp.evt.") {
+        if subject.starts_with("hp.in.evt.") {
             worker_js
                 .publish(subject, "{}".into())
                 .await
@@ -701,13 +703,13 @@ async fn a_tenant_reads_its_own_events_and_nothing_else() {
 
     // Commands: none, for either organisation. HP_COMMANDS does not grow.
     let commands = last_sequence(&admin, &admin.topo.commands_stream()).await;
-    for subject in ["hp.cmd.globex.answer", "hp.cmd.acme.answer"] {
+    for subject in ["hp.cmd.globex.t1.answer", "hp.cmd.acme.t1.answer"] {
         assert_publish_refused(&tenant_js, subject).await;
         errors.expect("publish", subject).await;
     }
     // A push consumer's deliver subject is in the request body, where permissions
     // do not reach: the tenant can make one that delivers its events to
-    // hp.cmd.acme.answer. JetStream delivers only while something subscribes to
+    // hp.cmd.acme.t1.answer. JetStream delivers only while something subscribes to
     // that subject, and a stream's capture does not count: nothing reaches
     // HP_COMMANDS while it lives (it goes away after 1 s without interest).
     let reply = tenant
@@ -715,7 +717,7 @@ async fn a_tenant_reads_its_own_events_and_nothing_else() {
             "$JS.API.CONSUMER.CREATE.HP_EVENTS.acme-push.hp.evt.acme.>",
             json!({"stream_name": "HP_EVENTS", "config": {
                 "name": "acme-push", "filter_subject": "hp.evt.acme.>",
-                "deliver_subject": "hp.cmd.acme.answer", "ack_policy": "none",
+                "deliver_subject": "hp.cmd.acme.t1.answer", "ack_policy": "none",
                 "inactive_threshold": 1_000_000_000u64}})
             .to_string()
             .into(),
@@ -736,11 +738,15 @@ async fn a_tenant_reads_its_own_events_and_nothing_else() {
     // Role boundaries inside Holdpoint: the runtime cannot answer (no agent
     // approves its own held call), the ingress cannot open interactions.
     let (runtime_raw, mut runtime_errors) = raw_client(&server, "runtime", None).await;
-    assert_publish_refused(&jetstream::new(runtime_raw), "hp.cmd.acme.answer").await;
-    runtime_errors.expect("publish", "hp.cmd.acme.answer").await;
+    assert_publish_refused(&jetstream::new(runtime_raw), "hp.cmd.acme.t1.answer").await;
+    runtime_errors
+        .expect("publish", "hp.cmd.acme.t1.answer")
+        .await;
     let (ingress_raw, mut ingress_errors) = raw_client(&server, "ingress", None).await;
-    assert_publish_refused(&jetstream::new(ingress_raw), "hp.cmd.acme.open").await;
-    ingress_errors.expect("publish", "hp.cmd.acme.open").await;
+    assert_publish_refused(&jetstream::new(ingress_raw), "hp.cmd.acme.t1.open").await;
+    ingress_errors
+        .expect("publish", "hp.cmd.acme.t1.open")
+        .await;
     assert_eq!(
         last_sequence(&admin, &admin.topo.commands_stream()).await,
         commands,
@@ -829,13 +835,10 @@ async fn a_reply_header_cannot_make_the_worker_write_into_a_stream() {
     wait_for(DEADLINE, "the worker to ack the command", || {
         let js = admin.js.clone();
         async move {
-            let s = js.get_stream("HP_COMMANDS").await.ok()?;
-            let mut c: consumer::PullConsumer = s.get_consumer("HP_WORKERS").await.ok()?;
-            let info = c.info().await.ok()?;
-            (info.num_pending == 0
-                && info.num_ack_pending == 0
-                && info.ack_floor.stream_sequence >= 3)
-                .then_some(())
+            // A work queue: acked commands leave the stream.
+            let mut s = js.get_stream("HP_COMMANDS").await.ok()?;
+            let state = s.info().await.ok()?.state.clone();
+            (state.messages == 0 && state.last_sequence >= 3).then_some(())
         }
     })
     .await;

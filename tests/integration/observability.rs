@@ -258,8 +258,11 @@ async fn consumer_backlog_is_polled_into_the_gauges() {
         ..AppOptions::default()
     })
     .await;
-    // No worker runs: the workers' consumer exists, and three commands wait in it.
-    let mut c: consumer::PullConsumer = app.bus.worker_consumer().await.expect("consumer");
+    // No worker runs: the partition consumers exist, and three commands wait in them.
+    let mut consumers = Vec::new();
+    for p in 0..app.bus.topo.partitions {
+        consumers.push(app.bus.partition_consumer(p).await.expect("consumer"));
+    }
     let org = OrgId::parse("acme").expect("org");
     for i in 0..3 {
         let env = CommandEnvelope {
@@ -296,16 +299,22 @@ async fn consumer_backlog_is_polled_into_the_gauges() {
     })
     .await;
     // Take one command and hold it without acking: it is ack-pending now.
-    let held = c
-        .fetch()
-        .max_messages(1)
+    let mut c = None;
+    for consumer in &mut consumers {
+        if consumer.info().await.expect("info").num_pending > 0 {
+            c = Some(consumer.clone());
+            break;
+        }
+    }
+    let mut c: consumer::PullConsumer = c.expect("a partition holds a command");
+    let mut pulled = c
+        .stream()
+        .group(app.bus.topo.priority_group())
+        .max_messages_per_batch(1)
         .messages()
         .await
-        .expect("fetch")
-        .next()
-        .await
-        .expect("one message")
-        .expect("message");
+        .expect("pull");
+    let held = pulled.next().await.expect("one message").expect("message");
     wait_for(Duration::from_secs(10), "pending 2, ack-pending 1", || {
         let m = metrics.clone();
         async move { (gauges(&m) == (Some(2.0), Some(1.0))).then_some(()) }

@@ -306,14 +306,18 @@ impl Validators {
 
 /// Which schema a NATS subject's payload follows.
 fn schema_of(subject: &str) -> Option<&'static str> {
-    let first = subject.split('.').take(2).collect::<Vec<_>>();
-    match first.as_slice() {
-        ["hp", "cmd"] => Some("command.json"),
-        ["hp", "evt"] | ["hp", "audit"] => Some("event.json"),
-        ["hp", "lane"] => Some("lane-message.json"),
-        ["$KV", "HP_INTERACTIONS"] => Some("interaction.json"),
-        ["$KV", "HP_SESSIONS"] => Some("session.json"),
-        ["$KV", "HP_OUTCOMES"] => Some("outcome.json"),
+    let tokens = subject.split('.').collect::<Vec<_>>();
+    match tokens.as_slice() {
+        ["hp", "cmd", ..] => Some("command.json"),
+        // Workers publish effects to the ingest subjects; the streams republish
+        // what they stored on the public ones.
+        ["hp", "evt" | "audit", ..] | ["hp", "in", "evt" | "audit", ..] => Some("event.json"),
+        ["hp", "lane", ..] | ["hp", "in", "lane", ..] => Some("lane-message.json"),
+        ["$KV", "HP_INTERACTIONS", ..] => Some("interaction.json"),
+        ["$KV", "HP_TASKS", ..] => Some("task.json"),
+        ["$KV", "HP_SESSIONS", _, _] => Some("session.json"),
+        ["$KV", "HP_SESSIONS", _, _, _] => Some("lane.json"),
+        ["$KV", "HP_OUTCOMES", ..] => Some("outcome.json"),
         _ => None,
     }
 }
@@ -330,6 +334,7 @@ async fn real_traffic_matches_the_schemas() {
     for subject in [
         "hp.>",
         "$KV.HP_INTERACTIONS.>",
+        "$KV.HP_TASKS.>",
         "$KV.HP_SESSIONS.>",
         "$KV.HP_OUTCOMES.>",
     ] {
@@ -419,7 +424,7 @@ async fn real_traffic_matches_the_schemas() {
 
     // A command nobody can read: terminated, with a dead-letter event.
     client
-        .publish("hp.cmd.acme.open", "not json".into())
+        .publish("hp.cmd.acme.t-x.open", "not json".into())
         .await
         .expect("publish");
     client.flush().await.expect("flush");
@@ -438,7 +443,7 @@ async fn real_traffic_matches_the_schemas() {
         }
         let Ok(value) = serde_json::from_slice::<Value>(&msg.payload) else {
             assert_eq!(
-                subject, "hp.cmd.acme.open",
+                subject, "hp.cmd.acme.t-x.open",
                 "undecodable payload on {subject}"
             );
             continue;
@@ -454,7 +459,9 @@ async fn real_traffic_matches_the_schemas() {
         "event.json",
         "lane-message.json",
         "interaction.json",
+        "task.json",
         "session.json",
+        "lane.json",
         "outcome.json",
     ] {
         assert!(seen.contains_key(file), "no traffic for {file}: {seen:?}");

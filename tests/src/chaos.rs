@@ -878,9 +878,11 @@ pub async fn check<N: Broker>(
                 .iter()
                 .map(|o| {
                     format!(
-                        "{}: [{}]",
+                        "{}{}: [{}]",
                         &o.command_id[..o.command_id.len().min(12)],
-                        o.events
+                        if o.confirmed { " (confirmed)" } else { "" },
+                        o.effects
+                            .events
                             .iter()
                             .map(|e| e.name())
                             .collect::<Vec<_>>()

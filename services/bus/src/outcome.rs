@@ -1,22 +1,31 @@
-//! Publishing a command and waiting, bounded, for its outcome.
+//! Publishing a command and waiting, bounded, for its outcome: the reply-inbox and
+//! retry-id protocol, in one place.
 //!
 //! Each request registers a reply subject under this process's inbox and publishes
-//! the command with it in the `Hp-Reply-To` header. When JetStream reports the
-//! publish as a duplicate (a retry, or a concurrent request with the same key, inside
-//! the duplicate window), the original's reply goes elsewhere, so the request reads
-//! the outcome the worker stores in `HP_OUTCOMES` instead. If no outcome arrives in
-//! time the caller gets a retryable 503; the retry with the same key gets the
+//! the command with it in the `Hp-Reply-To` header, with `Nats-Msg-Id` = the command
+//! id. When JetStream reports the publish as a duplicate (a retry, or a concurrent
+//! request with the same key, inside the duplicate window), the original's reply goes
+//! elsewhere, so the request reads the recorded outcome instead
+//! ([`Bus::recorded_outcome`]): from the record the command wrote (its transition in
+//! the outbox, or an interaction's resolution), else from `HP_OUTCOMES`, where the
+//! worker stores the outcomes of decisions that wrote nothing. If no outcome arrives
+//! in time the caller gets a retryable 503; the retry with the same key gets the
 //! recorded outcome.
+//!
+//! A stored refusal that may not hold any more (`NRY-0032`: the product question is
+//! pending again) is not the end: the command is published again under a fresh
+//! `Nats-Msg-Id`, `<command id>-r<n>`, so a worker decides it anew.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::{Bus, REPLY_HEADER};
+use crate::{Bus, BusError, REPLY_HEADER, TRACEPARENT_HEADER};
 use async_nats::HeaderMap;
+use async_nats::jetstream::publish::PublishAck;
 use futures::StreamExt as _;
-use holdpoint_domain::{CommandEnvelope, ErrorCode, Outcome};
+use holdpoint_domain::{Command, CommandEnvelope, ErrorCode, Outcome};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::warn;
@@ -68,16 +77,12 @@ impl Waiter {
     ///
     /// # Errors
     /// When the subscription fails.
-    pub async fn start(client: &async_nats::Client) -> Result<Self, crate::BusError> {
+    pub async fn start(client: &async_nats::Client) -> Result<Self, BusError> {
         let prefix = client.new_inbox();
-        let mut sub =
-            client
-                .subscribe(format!("{prefix}.>"))
-                .await
-                .map_err(|e| crate::BusError::Nats {
-                    op: "subscribe replies",
-                    message: e.to_string(),
-                })?;
+        let mut sub = client
+            .subscribe(format!("{prefix}.>"))
+            .await
+            .map_err(|e| BusError::transient("subscribe replies", e))?;
         let pending: Arc<Table> = Arc::new(Mutex::new(HashMap::new()));
         let table = Arc::downgrade(&pending);
         tokio::spawn(async move {
@@ -183,7 +188,7 @@ impl Waiter {
         let mut headers = HeaderMap::new();
         headers.insert(REPLY_HEADER, format!("{}.{id}", self.prefix).as_str());
         if let Some(tp) = traceparent {
-            headers.insert(crate::TRACEPARENT_HEADER, tp);
+            headers.insert(TRACEPARENT_HEADER, tp);
         }
         let ack = tokio::time::timeout_at(deadline, bus.publish_command(env, msg_id, headers))
             .await
@@ -196,9 +201,11 @@ impl Waiter {
         }
         // A duplicate (or a lost reply): read the stored outcome until the deadline
         // (each read bounded by it too: a stalled server must not hold the request).
-        let mut pause = Duration::from_millis(5);
+        let mut attempt = 1;
         loop {
-            match tokio::time::timeout_at(deadline, bus.stored_outcome(msg_id)).await {
+            let pause = crate::backoff::Backoff::POLL.delay(attempt);
+            attempt += 1;
+            match tokio::time::timeout_at(deadline, bus.recorded_outcome(env, msg_id)).await {
                 Ok(Ok(Some(outcome))) => return Ok((outcome, ack.duplicate)),
                 Err(_) => return Err(WaitError::Timeout),
                 Ok(_) => {}
@@ -207,10 +214,84 @@ impl Waiter {
                 return Err(WaitError::Timeout);
             }
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(200));
         }
     }
 }
 
 /// How many fresh publishes a request makes past stored `NRY-0032` refusals.
 const MAX_REATTEMPTS: u32 = 8;
+
+impl Bus {
+    /// Publishes a command with `Nats-Msg-Id` = `msg_id` (its command id unless a
+    /// retry after a refusal needs a fresh one), and optional headers, on
+    /// `hp.cmd.<org>.<key>.<verb>`. Returns the PubAck (its `duplicate` says
+    /// JetStream dropped it as a duplicate).
+    ///
+    /// # Errors
+    /// When the publish or its PubAck fails (typed).
+    pub async fn publish_command(
+        &self,
+        env: &CommandEnvelope,
+        msg_id: &str,
+        mut headers: HeaderMap,
+    ) -> Result<PublishAck, BusError> {
+        let body = serde_json::to_vec(env).map_err(|e| BusError::permanent("encode command", e))?;
+        headers.insert("Nats-Msg-Id", msg_id);
+        self.js
+            .publish_with_headers(self.topo.command_subject(env), headers, body.into())
+            .await
+            .map_err(|e| BusError::publish("publish command", &e))?
+            .await
+            .map_err(|e| BusError::publish("publish command", &e))
+    }
+
+    /// The outcome recorded for the command `env` published as `msg_id`, if a worker
+    /// decided it: its transition in the outbox of the record it wrote (or the
+    /// resolution of the interaction it answered), else the outcome the worker stored
+    /// for a decision that wrote nothing.
+    ///
+    /// # Errors
+    /// As [`Bus::load`].
+    pub async fn recorded_outcome(
+        &self,
+        env: &CommandEnvelope,
+        msg_id: &str,
+    ) -> Result<Option<Outcome>, BusError> {
+        if let Some(o) = self.stored_outcome(msg_id).await? {
+            return Ok(Some(o));
+        }
+        if msg_id != env.command_id() {
+            // A retry under a fresh id (`-r<n>`) is answered by its stored outcome or
+            // its reply only.
+            return Ok(None);
+        }
+        let cmd = msg_id;
+        let outcome = |t: &holdpoint_domain::Transition| t.outcome.clone();
+        if let Some(id) = env.interaction_id() {
+            let loaded = self.load_interaction(&env.org, id).await?;
+            if let Some(i) = loaded.value {
+                if let Some(r) = i.resolution.as_ref().filter(|r| r.command_id == cmd) {
+                    return Ok(Some(r.outcome.clone()));
+                }
+                if let Some(t) = i.outbox.find(cmd) {
+                    return Ok(Some(outcome(t)));
+                }
+            }
+        }
+        match &env.command {
+            Command::Message { session, lane, .. }
+            | Command::TurnStart { session, lane, .. }
+            | Command::TurnFinish { session, lane, .. } => {
+                let loaded = self.load_lane(&env.org, session, lane).await?;
+                Ok(loaded.value.and_then(|l| l.outbox.find(cmd).map(outcome)))
+            }
+            Command::SessionOpen { session, .. }
+            | Command::SessionClose { session }
+            | Command::SessionEnd { session } => {
+                let loaded = self.load_session(&env.org, session).await?;
+                Ok(loaded.value.and_then(|s| s.outbox.find(cmd).map(outcome)))
+            }
+            _ => Ok(None),
+        }
+    }
+}

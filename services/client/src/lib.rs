@@ -33,8 +33,8 @@ pub mod manifest;
 use std::pin::Pin;
 use std::time::Duration;
 
-use async_nats::jetstream::consumer;
 use futures::{Stream, StreamExt as _};
+use holdpoint_bus::events::Start;
 use holdpoint_bus::outcome::Waiter;
 use holdpoint_bus::{Bus, BusError, Topology};
 use holdpoint_domain::{
@@ -358,10 +358,13 @@ impl Runtime {
         id: &str,
         reason: CloseReason,
     ) -> Result<Accepted, ClientError> {
+        let interaction_id = InteractionId::parse(id)?;
+        let task_id = self.task_of(&interaction_id).await?;
         self.send(Command::Close {
-            interaction_id: InteractionId::parse(id)?,
+            interaction_id,
             reason,
             by_message: None,
+            task_id,
         })
         .await
     }
@@ -376,9 +379,12 @@ impl Runtime {
         effect_id: &str,
         result: CallResult,
     ) -> Result<Accepted, ClientError> {
+        let interaction_id = InteractionId::parse(effect_id)?;
+        let task_id = self.task_of(&interaction_id).await?;
         self.send(Command::ToolResult {
-            interaction_id: InteractionId::parse(effect_id)?,
+            interaction_id,
             result,
+            task_id,
         })
         .await
     }
@@ -419,65 +425,41 @@ impl Runtime {
         .await
     }
 
+    /// The task of interaction `id` (commands about an interaction are routed to its
+    /// task's partition); `None` when there is no such interaction (the worker then
+    /// answers not found).
+    async fn task_of(&self, id: &InteractionId) -> Result<Option<TaskId>, ClientError> {
+        let loaded = self.bus.load_interaction(&self.org, id).await?;
+        Ok(loaded.value.map(|i| i.task_id))
+    }
+
     /// Follows this organisation's events (an ordered consumer on `HP_EVENTS`
     /// filtered to `hp.evt.<org>.<task|*>.<name|*>`), new ones only unless
-    /// `from_start`.
+    /// `from_start`. The follower resumes by itself after NATS comes back, without
+    /// repeats or gaps.
     ///
     /// # Errors
     /// [`ClientError::Bus`] when the consumer cannot be made.
     pub async fn follow(&self, filter: EventFilter) -> Result<EventStream, ClientError> {
-        let topo = &self.bus.topo;
-        let task = filter
-            .task
-            .as_ref()
-            .map_or_else(|| "*".to_owned(), |t| t.token().into_owned());
-        let name = filter.name.clone().unwrap_or_else(|| "*".to_owned());
-        let subject = format!(
-            "{}.evt.{}.{}.{}",
-            topo.subject_prefix,
-            self.org.token(),
-            task,
-            name
-        );
-        let stream = self
-            .bus
-            .js
-            .get_stream(topo.events_stream())
-            .await
-            .map_err(|e| BusError::Nats {
-                op: "get events stream",
-                message: e.to_string(),
-            })?;
-        let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
-            .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: subject,
-                deliver_policy: if filter.from_start {
-                    consumer::DeliverPolicy::All
-                } else {
-                    consumer::DeliverPolicy::New
-                },
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| BusError::Nats {
-                op: "follow events",
-                message: e.to_string(),
-            })?;
-        let messages = consumer.messages().await.map_err(|e| BusError::Nats {
-            op: "follow events",
-            message: e.to_string(),
-        })?;
-        Ok(Box::pin(messages.map(|m| {
-            let m = m.map_err(|e| BusError::Nats {
-                op: "follow events",
-                message: e.to_string(),
-            })?;
-            let sequence = m.info().map(|i| i.stream_sequence).unwrap_or(0);
+        let subject =
+            self.bus
+                .topo
+                .event_filter(&self.org, filter.task.as_ref(), filter.name.as_deref());
+        let start = if filter.from_start {
+            Start::At(1)
+        } else {
+            Start::New
+        };
+        let stored = self.bus.follow(subject, start).await?;
+        Ok(Box::pin(stored.map(|m| {
             let event = serde_json::from_slice(&m.payload).map_err(|e| BusError::Corrupt {
-                key: m.subject.to_string(),
+                key: m.subject.clone(),
                 message: e.to_string(),
             })?;
-            Ok(Followed { sequence, event })
+            Ok(Followed {
+                sequence: m.sequence,
+                event,
+            })
         })))
     }
 }

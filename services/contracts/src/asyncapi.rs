@@ -9,7 +9,7 @@
 
 use holdpoint_bus::{REPLY_HEADER, TRACEPARENT_HEADER, Topology};
 use holdpoint_domain::{
-    Command, CommandEnvelope, Event, Interaction, LaneMessage, Outcome, Session,
+    Command, CommandEnvelope, Event, Interaction, Lane, LaneMessage, Outcome, Session, Task,
 };
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
@@ -90,6 +90,8 @@ pub fn document() -> Value {
     let lane_message = reference::<LaneMessage>(&mut generator);
     let interaction = reference::<Interaction>(&mut generator);
     let session = reference::<Session>(&mut generator);
+    let lane = reference::<Lane>(&mut generator);
+    let task = reference::<Task>(&mut generator);
     let schemas = Value::Object(generator.take_definitions(true));
 
     let types = event_types();
@@ -146,7 +148,7 @@ pub fn document() -> Value {
             "contentType": "application/json",
             "headers": {
                 "type": "object",
-                "properties": {"Nats-Msg-Id": msg_id_header("`lane-` + a digest of (organisation, session, message id)")},
+                "properties": {"Nats-Msg-Id": msg_id_header("`lane-` + a digest of (organisation, session, lane, message id): holdpoint_bus::effects::lane_message_id")},
                 "required": ["Nats-Msg-Id"],
             },
             "payload": lane_message,
@@ -161,9 +163,21 @@ pub fn document() -> Value {
         ),
         (
             "session-record",
-            "Session record",
-            "The session record: mode, status and lanes.",
+            "Session header",
+            "The session header: mode, status and lane capacity.",
             &session,
+        ),
+        (
+            "lane-record",
+            "Lane record",
+            "A lane of a session: its running turn, queue, open product questions and recent deliveries.",
+            &lane,
+        ),
+        (
+            "task-record",
+            "Task record",
+            "A task's pending interactions (oldest first, the one every view names) and the calls it held.",
+            &task,
         ),
         (
             "outcome-record",
@@ -180,11 +194,12 @@ pub fn document() -> Value {
 
     let channels = json!({
         "commands": {
-            "address": format!("{sp}.cmd.{{org}}.{{verb}}"),
+            "address": format!("{sp}.cmd.{{org}}.{{key}}.{{verb}}"),
             "title": "Commands",
-            "description": format!("Stream `{}` (file storage, work queue, duplicate window {} s), consumed by the workers' durable consumer `{}`.", topo.commands_stream(), topo.duplicate_window.as_secs(), topo.worker_consumer()),
+            "description": format!("Stream `{}` (file storage, work queue, duplicate window {} s). The stream stores each command as `{sp}.cmd.<p>.<org>.<key>.<verb>`, with `<p>` one of {} partitions picked from (org, key) by the server's `partition()` subject transform; each partition's consumer `{}_<p>` pins one worker at a time (priority group `{}`). On nats-server 2.9 the subject is stored as published and all workers share `{}`.", topo.commands_stream(), topo.duplicate_window.as_secs(), topo.partitions, topo.worker_consumer(), topo.priority_group(), topo.worker_consumer()),
             "parameters": {
                 "org": {"description": ORG_PARAM},
+                "key": {"description": "The partition key as a subject token (encoded like `org`): the A2A task for interaction commands, the interaction when the sender does not name its task, the session for session and lane commands (holdpoint_domain::CommandEnvelope::partition_key)."},
                 "verb": {"description": "The command's `type`.", "enum": command_verbs()},
             },
             "messages": {"command": {"$ref": "#/components/messages/command"}},
@@ -198,7 +213,7 @@ pub fn document() -> Value {
         "events": {
             "address": format!("{sp}.evt.{{org}}.{{task}}.{{name}}"),
             "title": "Events",
-            "description": format!("Stream `{}` (file storage, kept {} days): CloudEvents 1.0 in structured JSON mode, with deterministic ids.", topo.events_stream(), topo.event_max_age.as_secs() / 86_400),
+            "description": format!("Stream `{}` (file storage, kept {} days): CloudEvents 1.0 in structured JSON mode, with deterministic ids. Workers publish to the ingest subject `{sp}.in.evt.<org>.<task>.<name>`; the stream stores each event under this subject and republishes exactly what it stored, so a live subscriber sees every stored event once (nats-server 2.10+).", topo.events_stream(), topo.event_max_age.as_secs() / 86_400),
             "parameters": {
                 "org": {"description": ORG_PARAM},
                 "task": {"description": "The A2A task, as a subject token (encoded like `org`); `_` for events without a task."},
@@ -209,14 +224,14 @@ pub fn document() -> Value {
         "audit": {
             "address": format!("{sp}.audit.{{org}}"),
             "title": "Audit",
-            "description": format!("Stream `{}`: approval decisions, never a question.", topo.audit_stream()),
+            "description": format!("Stream `{}`: approval decisions, never a question. Published on `{sp}.in.audit.<org>`, stored and republished here.", topo.audit_stream()),
             "parameters": {"org": {"description": ORG_PARAM}},
             "messages": audit_refs,
         },
         "lanes": {
             "address": format!("{sp}.lane.{{org}}.{{session}}.{{lane}}"),
             "title": "Lanes",
-            "description": format!("Stream `{}`: the messages product sessions' lanes take.", topo.lanes_stream()),
+            "description": format!("Stream `{}`: the messages product sessions' lanes take. Published on `{sp}.in.lane.<org>.<session>.<lane>`, stored and republished here.", topo.lanes_stream()),
             "parameters": {
                 "org": {"description": ORG_PARAM},
                 "session": token_param("session"),
@@ -233,10 +248,24 @@ pub fn document() -> Value {
         },
         "session-records": {
             "address": format!("$KV.{}.{{org}}.{{session}}", topo.sessions_bucket()),
-            "title": "Session records",
-            "description": format!("KV bucket `{}` (history 1), key `<org>.<sessionId>`.", topo.sessions_bucket()),
+            "title": "Session headers",
+            "description": format!("KV bucket `{}` (history 1), key `<org>.<sessionId>`; workers keep a watch on these keys.", topo.sessions_bucket()),
             "parameters": {"org": {"description": ORG_PARAM}, "session": token_param("session id")},
             "messages": {"session-record": {"$ref": "#/components/messages/session-record"}},
+        },
+        "lane-records": {
+            "address": format!("$KV.{}.{{org}}.{{session}}.{{lane}}", topo.sessions_bucket()),
+            "title": "Lane records",
+            "description": format!("KV bucket `{}` (history 1), key `<org>.<sessionId>.<lane>`.", topo.sessions_bucket()),
+            "parameters": {"org": {"description": ORG_PARAM}, "session": token_param("session id"), "lane": token_param("lane")},
+            "messages": {"lane-record": {"$ref": "#/components/messages/lane-record"}},
+        },
+        "task-records": {
+            "address": format!("$KV.{}.{{org}}.{{task}}", topo.tasks_bucket()),
+            "title": "Task records",
+            "description": format!("KV bucket `{}` (history 1), key `<org>.<taskId>`.", topo.tasks_bucket()),
+            "parameters": {"org": {"description": ORG_PARAM}, "task": token_param("task id")},
+            "messages": {"task-record": {"$ref": "#/components/messages/task-record"}},
         },
         "outcome-records": {
             "address": format!("$KV.{}.{{command}}", topo.outcomes_bucket()),
@@ -259,7 +288,7 @@ pub fn document() -> Value {
             "action": "receive",
             "channel": {"$ref": "#/channels/commands"},
             "title": "Take a command",
-            "summary": "Workers decide each command once (CAS on the record's revision), publish its effects, reply and store the outcome, then ack.",
+            "summary": "The worker pinned to the command's partition decides it (in a batch, in stream order; CAS on each record's revision), publishes its effects, stores the outcome of a decision that wrote nothing, replies, then acks.",
             "messages": [{"$ref": "#/channels/commands/messages/command"}],
             "reply": {
                 "address": {"location": format!("$message.header#/{REPLY_HEADER}"), "description": "The requester's reply subject."},
@@ -295,8 +324,20 @@ pub fn document() -> Value {
         "writeSession": {
             "action": "send",
             "channel": {"$ref": "#/channels/session-records"},
-            "title": "Write a session record",
+            "title": "Write a session header",
             "messages": [{"$ref": "#/channels/session-records/messages/session-record"}],
+        },
+        "writeLane": {
+            "action": "send",
+            "channel": {"$ref": "#/channels/lane-records"},
+            "title": "Write a lane record",
+            "messages": [{"$ref": "#/channels/lane-records/messages/lane-record"}],
+        },
+        "writeTask": {
+            "action": "send",
+            "channel": {"$ref": "#/channels/task-records"},
+            "title": "Write a task record",
+            "messages": [{"$ref": "#/channels/task-records/messages/task-record"}],
         },
         "storeOutcome": {
             "action": "send",

@@ -2,12 +2,14 @@
 //!
 //! | file | Rust type | where it travels |
 //! |---|---|---|
-//! | `command.json` | `CommandEnvelope` | `hp.cmd.<org>.<verb>` |
+//! | `command.json` | `CommandEnvelope` | `hp.cmd.<org>.<key>.<verb>` |
 //! | `outcome.json` | `Outcome` | the worker's reply; `HP_OUTCOMES` |
 //! | `event.json` | `Event` | `hp.evt.<org>.<task>.<name>`, `hp.audit.<org>`, `GET /v1/events` |
 //! | `lane-message.json` | `LaneMessage` | `hp.lane.<org>.<session>.<lane>` |
 //! | `interaction.json` | `Interaction` | `HP_INTERACTIONS` record |
-//! | `session.json` | `Session` | `HP_SESSIONS` record |
+//! | `session.json` | `Session` | `HP_SESSIONS` record, key `<org>.<session>` |
+//! | `lane.json` | `Lane` | `HP_SESSIONS` record, key `<org>.<session>.<lane>` |
+//! | `task.json` | `Task` | `HP_TASKS` record |
 //! | `interaction-view.json` | `InteractionView` | `GET /v1/interactions/{id}` |
 //! | `error-body.json` | `ErrorBody` | every HTTP error |
 //! | `rest/*.json` | the ingress's bodies and queries | the HTTP API |
@@ -17,7 +19,8 @@
 //! checks real traffic).
 
 use holdpoint_domain::{
-    CommandEnvelope, ErrorBody, Event, Interaction, InteractionView, LaneMessage, Outcome, Session,
+    CommandEnvelope, ErrorBody, Event, Interaction, InteractionView, Lane, LaneMessage, Outcome,
+    Session, Task,
 };
 use holdpoint_ingress::api::{
     AnswerBody, ApproveBody, ListQuery, MessageAccepted, MessageBody, Page, RespondBody,
@@ -52,7 +55,7 @@ pub fn files() -> Vec<(&'static str, Value)> {
             "command.json",
             root::<CommandEnvelope>(
                 "holdpoint_domain::CommandEnvelope",
-                "Payload of hp.cmd.<org>.<verb> (Nats-Msg-Id = the command id).",
+                "Payload of hp.cmd.<org>.<key>.<verb> (Nats-Msg-Id = the command id).",
             ),
         ),
         (
@@ -87,7 +90,21 @@ pub fn files() -> Vec<(&'static str, Value)> {
             "session.json",
             root::<Session>(
                 "holdpoint_domain::Session",
-                "The HP_SESSIONS record, key <org>.<sessionId>.",
+                "The HP_SESSIONS session header, key <org>.<sessionId>.",
+            ),
+        ),
+        (
+            "lane.json",
+            root::<Lane>(
+                "holdpoint_domain::Lane",
+                "The HP_SESSIONS lane record, key <org>.<sessionId>.<lane>.",
+            ),
+        ),
+        (
+            "task.json",
+            root::<Task>(
+                "holdpoint_domain::Task",
+                "The HP_TASKS record, key <org>.<taskId>.",
             ),
         ),
         (

@@ -70,6 +70,10 @@ pub enum Command {
         /// The lane message that superseded it (product sessions).
         #[serde(default, rename = "byMessage", skip_serializing_if = "Option::is_none")]
         by_message: Option<MessageId>,
+        /// The interaction's A2A task, when the sender knows it: the command is then
+        /// routed to that task's partition (see [`CommandEnvelope::partition_key`]).
+        #[serde(default, rename = "taskId", skip_serializing_if = "Option::is_none")]
+        task_id: Option<TaskId>,
     },
     /// Person (through the ingress): answer an interaction.
     Answer(Box<AnswerCommand>),
@@ -80,6 +84,9 @@ pub enum Command {
         interaction_id: InteractionId,
         /// How the call ended.
         result: CallResult,
+        /// The approval's A2A task, when the sender knows it (routing, as for `close`).
+        #[serde(default, rename = "taskId", skip_serializing_if = "Option::is_none")]
+        task_id: Option<TaskId>,
     },
     /// Person: a message on a lane (the message road's createMessage).
     Message {
@@ -311,11 +318,20 @@ impl CommandEnvelope {
             Command::ToolResult { interaction_id, .. } => {
                 digest(&[org, "tool-result", interaction_id.as_str()])
             }
+            // Message ids are keys of their lane: the same id on two lanes is two
+            // messages.
             Command::Message {
                 session,
+                lane,
                 message_id,
                 ..
-            } => digest(&[org, "message", session.as_str(), message_id.as_str()]),
+            } => digest(&[
+                org,
+                "message",
+                session.as_str(),
+                lane.as_str(),
+                message_id.as_str(),
+            ]),
             Command::TurnStart {
                 session,
                 lane,
@@ -350,6 +366,46 @@ impl CommandEnvelope {
                 Some(interaction_id)
             }
             Command::Answer(a) => Some(&a.interaction_id),
+            _ => None,
+        }
+    }
+
+    /// The A2A task this command names directly, if any.
+    pub fn task_id(&self) -> Option<&TaskId> {
+        match &self.command {
+            Command::Open(o) => Some(&o.task_id),
+            Command::Answer(a) => a.task_id.as_ref(),
+            Command::Close { task_id, .. } | Command::ToolResult { task_id, .. } => {
+                task_id.as_ref()
+            }
+            _ => None,
+        }
+    }
+
+    /// The subject token that picks this command's partition, with the organisation
+    /// (`hp.cmd.<org>.<key>.<verb>`): the task for interaction commands (so one
+    /// task's commands are decided in order by one worker), the interaction when the
+    /// sender did not name the task, the session for session and lane commands.
+    pub fn partition_key(&self) -> std::borrow::Cow<'_, str> {
+        if let Some(task) = self.task_id() {
+            return task.token();
+        }
+        if let Some(id) = self.interaction_id() {
+            return id.token();
+        }
+        match self.session_id() {
+            Some(session) => session.token(),
+            None => std::borrow::Cow::Borrowed("_"),
+        }
+    }
+
+    /// The lane this command names directly, if any.
+    pub fn lane_id(&self) -> Option<&LaneId> {
+        match &self.command {
+            Command::Message { lane, .. }
+            | Command::TurnStart { lane, .. }
+            | Command::TurnFinish { lane, .. } => Some(lane),
+            Command::Open(o) => Some(&o.lane),
             _ => None,
         }
     }

@@ -11,9 +11,8 @@ use crate::ids::{
     CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
     SessionId, TaskId, digest,
 };
-use crate::model::{
-    Admission, Answer, CallResult, CloseReason, Kind, LaneContent, SessionMode, TaskState,
-};
+use crate::model::{Answer, CallResult, CloseReason, Kind, LaneContent, SessionMode, TaskState};
+use crate::session::Admission;
 
 /// The seed 000 extension URI, under which status messages carry the open interaction.
 pub const EXTENSION_URI: &str = "https://docs.nylorun.com/a2a/interactions/v1";

@@ -3,7 +3,10 @@
 //! outcome to reply come out.
 //!
 //! - [`ids`]: validated ids and their encoding into subject tokens and KV keys.
-//! - [`model`]: the interaction and session records kept in KV, kinds, answers.
+//! - [`model`]: the interaction record kept in KV, kinds, specifications, answers.
+//! - [`session`]: session headers and lane records (KV), admission, deliveries.
+//! - [`task`]: the task record (KV): what a task waits for, the calls it held.
+//! - [`transition`]: committed transitions and their effects (every record's outbox).
 //! - [`command`]: commands (`hp.cmd.<org>.<verb>`), their deterministic ids, outcomes.
 //! - [`event`]: CloudEvents emitted on `hp.evt.<org>.<task>.<name>` and `hp.audit.<org>`.
 //! - [`rules`]: what an opening may ask and how an answer is read (seeds 000 and 003).
@@ -21,13 +24,21 @@ pub mod model;
 pub mod rules;
 #[cfg(feature = "schema")]
 pub mod schema;
+pub mod session;
+pub mod task;
+pub mod transition;
 
 pub use command::{
     Accepted, AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, OpenInteraction,
     OpenRequest, Outcome,
 };
-pub use decide::{Decision, Effects, Snapshot, decide};
+pub use decide::{Ctx, Decision, Needs, Snapshot, decide, needs};
 pub use error::{CodeSpec, ErrorBody, ErrorCode, Rejection};
 pub use event::{EXTENSION_URI, Event, EventData};
 pub use ids::*;
 pub use model::*;
+pub use session::{
+    Admission, DeliveredAnswer, Delivery, Lane, OpenQuestion, Session, SessionStatus,
+};
+pub use task::{Task, Waiting};
+pub use transition::{Effects, OUTBOX_KEEP, Outbox, Transition};

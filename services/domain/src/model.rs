@@ -3,31 +3,16 @@
 //! session, its mode and its lanes, key `<org>.<sessionId>`), plus the kind
 //! specifications and answers they carry (DESIGN "Interactions").
 
-use std::collections::{BTreeMap, VecDeque};
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::command::{CommandEnvelope, Outcome};
-use crate::event::Event;
+use crate::command::Outcome;
 use crate::ids::{
     CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
     SessionId, TaskId,
 };
-
-/// How many recent transitions a record keeps for replay after a crash.
-pub const OUTBOX_KEEP: usize = 8;
-/// How many recent lane deliveries a session keeps per lane for deduplication.
-pub const DELIVERIES_KEEP: usize = 512;
-
-/// Appends `item`, dropping the oldest entries beyond `keep`.
-fn push_bounded<T>(q: &mut VecDeque<T>, item: T, keep: usize) {
-    q.push_back(item);
-    while q.len() > keep {
-        q.pop_front();
-    }
-}
+use crate::transition::{Outbox, Transition};
 
 /// The two ways a session runs (DESIGN "Interactions", seed 003).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -319,30 +304,6 @@ pub struct Closure {
     pub by_message: Option<MessageId>,
 }
 
-/// A transition's effects, kept so a redelivered command re-emits exactly the same
-/// events (deduplicated by id) instead of deciding again.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "camelCase")]
-pub struct OutboxEntry {
-    /// The command that made the transition.
-    pub command_id: String,
-    /// What it answered.
-    pub outcome: Outcome,
-    /// The events it emitted.
-    #[serde(default)]
-    pub events: Vec<Event>,
-    /// The audit records it emitted.
-    #[serde(default)]
-    pub audit: Vec<Event>,
-    /// The lane messages it delivered.
-    #[serde(default)]
-    pub lane_messages: Vec<LaneMessage>,
-    /// Commands it asked to run next (e.g. closing superseded questions).
-    #[serde(default)]
-    pub follow_ups: Vec<CommandEnvelope>,
-}
-
 /// The interaction record (KV `<org>.<interactionId>`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -386,9 +347,9 @@ pub struct Interaction {
     /// How the blocked call finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<CallResult>,
-    /// Recent transitions, newest last (at most [`OUTBOX_KEEP`]).
+    /// Recent transitions, newest last (see [`crate::transition`]).
     #[serde(default)]
-    pub outbox: VecDeque<OutboxEntry>,
+    pub outbox: Outbox,
 }
 
 impl Interaction {
@@ -438,8 +399,8 @@ impl Interaction {
         }
     }
 
-    pub(crate) fn push_outbox(&mut self, entry: OutboxEntry) {
-        push_bounded(&mut self.outbox, entry, OUTBOX_KEEP);
+    pub(crate) fn push_outbox(&mut self, t: Transition) {
+        self.outbox.push(t);
     }
 }
 
@@ -516,133 +477,6 @@ pub struct InteractionView {
     /// The blocked call's result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<CallResult>,
-}
-
-/// A session's lifecycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "lowercase")]
-pub enum SessionStatus {
-    /// Messages are admitted.
-    Open,
-    /// The session refuses new messages; its records stay.
-    Closed,
-    /// The host ended it: it answers as not found (`NRY-0002`).
-    Ended,
-}
-
-/// How the lane took a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "lowercase")]
-pub enum Admission {
-    /// Its turn started.
-    Admitted,
-    /// Kept; its turn starts when the running one ends.
-    Queued,
-}
-
-/// A message the lane took, remembered for deduplication by message id.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "camelCase")]
-pub struct Delivery {
-    /// The message id (the question id for an answer).
-    pub message_id: MessageId,
-    /// How it was taken.
-    pub admission: Admission,
-    /// The product questions it closed.
-    #[serde(default)]
-    pub closes: Vec<InteractionId>,
-    /// For an answer: the recorded answer, its key and person.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answer: Option<DeliveredAnswer>,
-}
-
-/// The answer a lane delivery carries.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "camelCase")]
-pub struct DeliveredAnswer {
-    /// The recorded answer.
-    pub answer: Answer,
-    /// Who answered.
-    pub by: PersonId,
-    /// The first key.
-    pub key: IdempotencyKey,
-}
-
-/// One lane of a session.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "camelCase")]
-pub struct Lane {
-    /// The message whose turn is running.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub running: Option<MessageId>,
-    /// Messages waiting for the lane to free, oldest first.
-    #[serde(default)]
-    pub queue: VecDeque<MessageId>,
-    /// Product questions open on this lane.
-    #[serde(default)]
-    pub open_questions: Vec<InteractionId>,
-    /// Recent deliveries (at most [`DELIVERIES_KEEP`]).
-    #[serde(default)]
-    pub delivered: VecDeque<Delivery>,
-}
-
-impl Lane {
-    /// The delivery of `message_id`, if the lane took it.
-    pub fn delivery(&self, message_id: &MessageId) -> Option<&Delivery> {
-        self.delivered.iter().find(|d| &d.message_id == message_id)
-    }
-
-    /// True when a message on this lane already closed `question`.
-    pub fn superseded(&self, question: &InteractionId) -> bool {
-        self.delivered.iter().any(|d| d.closes.contains(question))
-    }
-
-    pub(crate) fn remember(&mut self, d: Delivery) {
-        push_bounded(&mut self.delivered, d, DELIVERIES_KEEP);
-    }
-}
-
-/// The session record (KV `<org>.<sessionId>`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "camelCase")]
-pub struct Session {
-    /// The owning organisation.
-    pub org: OrgId,
-    /// The id.
-    pub id: SessionId,
-    /// Its mode.
-    pub mode: SessionMode,
-    /// Its status.
-    pub status: SessionStatus,
-    /// How many messages a lane keeps while busy before refusing (lane full).
-    pub lane_capacity: u32,
-    /// Lanes by name.
-    #[serde(default)]
-    pub lanes: BTreeMap<String, Lane>,
-    /// Recent transitions (at most [`OUTBOX_KEEP`]).
-    #[serde(default)]
-    pub outbox: VecDeque<OutboxEntry>,
-}
-
-impl Session {
-    /// The lane, if it has state.
-    pub fn lane(&self, lane: &LaneId) -> Option<&Lane> {
-        self.lanes.get(lane.as_str())
-    }
-
-    pub(crate) fn lane_mut(&mut self, lane: &LaneId) -> &mut Lane {
-        self.lanes.entry(lane.as_str().to_owned()).or_default()
-    }
-
-    pub(crate) fn push_outbox(&mut self, entry: OutboxEntry) {
-        push_bounded(&mut self.outbox, entry, OUTBOX_KEEP);
-    }
 }
 
 /// A message on a lane (stream subject `hp.lane.<org>.<sessionId>.<lane>`); its

@@ -498,8 +498,9 @@ async fn list_interactions(
     let page = state
         .bus
         .list_page(
+            holdpoint_bus::records::Bucket::Interactions,
             &caller.org,
-            |i| wanted.is_none_or(|w| i.state == w),
+            |i: &holdpoint_domain::Interaction| wanted.is_none_or(|w| i.state == w),
             after,
             limit,
             SCAN_CAP,

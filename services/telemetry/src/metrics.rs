@@ -13,7 +13,10 @@
 //! | `holdpoint_commands_total` | counter | `verb`, `outcome` | commands the worker finished: `ok`, the refusal's code (`NRY-0009`…), `retry` (NAKed), `dead_letter` |
 //! | `holdpoint_command_redeliveries_total` | counter | | deliveries of a command after its first |
 //! | `holdpoint_revision_conflicts_total` | counter | | KV compare-and-set writes lost to a concurrent writer (decided again) |
-//! | `holdpoint_consumer_pending` | gauge | | commands waiting in `HP_WORKERS` (polled) |
+//! | `holdpoint_batch_commands` | histogram | | commands a worker decided together in one batch (group commit) |
+//! | `holdpoint_relayed_transitions_total` | counter | | committed transitions whose unconfirmed effects a worker published again (relay) |
+//! | `holdpoint_partitions_owned` | gauge | | command partitions this worker is pinned to |
+//! | `holdpoint_consumer_pending` | gauge | | commands waiting in the partition consumers (polled) |
 //! | `holdpoint_consumer_ack_pending` | gauge | | commands delivered and not yet acknowledged (polled) |
 //! | `holdpoint_jwks_fetches_total` | counter | | JWKS fetches (or file reads) of the token verifier |
 
@@ -113,6 +116,12 @@ pub struct Metrics {
     pub redeliveries: Counter,
     /// `holdpoint_revision_conflicts_total`.
     pub revision_conflicts: Counter,
+    /// `holdpoint_batch_commands`.
+    pub batch_commands: Histogram,
+    /// `holdpoint_relayed_transitions_total`.
+    pub relayed: Counter,
+    /// `holdpoint_partitions_owned`.
+    pub partitions_owned: Gauge,
     /// `holdpoint_consumer_pending`.
     pub consumer_pending: Gauge,
     /// `holdpoint_consumer_ack_pending`.
@@ -161,6 +170,24 @@ impl Metrics {
             "KV compare-and-set writes lost to a concurrent writer, decided again",
             revision_conflicts.clone(),
         );
+        let batch_commands = Histogram::new(exponential_buckets(1.0, 2.0, 10));
+        registry.register(
+            "holdpoint_batch_commands",
+            "Commands a worker decided together in one batch",
+            batch_commands.clone(),
+        );
+        let relayed = Counter::default();
+        registry.register(
+            "holdpoint_relayed_transitions",
+            "Committed transitions whose unconfirmed effects were published again",
+            relayed.clone(),
+        );
+        let partitions_owned = Gauge::default();
+        registry.register(
+            "holdpoint_partitions_owned",
+            "Command partitions this worker is pinned to",
+            partitions_owned.clone(),
+        );
         let consumer_pending = Gauge::default();
         registry.register(
             "holdpoint_consumer_pending",
@@ -182,6 +209,9 @@ impl Metrics {
             commands,
             redeliveries,
             revision_conflicts,
+            batch_commands,
+            relayed,
+            partitions_owned,
             consumer_pending,
             consumer_ack_pending,
             jwks,
@@ -266,6 +296,9 @@ mod tests {
         m.redeliveries.inc();
         m.revision_conflicts.inc_by(2);
         m.consumer_info(7, 3);
+        m.batch_commands.observe(3.0);
+        m.relayed.inc();
+        m.partitions_owned.set(4);
         m.watch_jwks(Fixed(2));
         m.watch_jwks(Fixed(1));
         let text = m.encode();
@@ -278,6 +311,9 @@ mod tests {
             "holdpoint_command_redeliveries_total 1",
             "holdpoint_revision_conflicts_total 2",
             "holdpoint_consumer_pending 7",
+            "holdpoint_batch_commands_count 1",
+            "holdpoint_relayed_transitions_total 1",
+            "holdpoint_partitions_owned 4",
             "holdpoint_consumer_ack_pending 3",
             "holdpoint_jwks_fetches_total 3",
         ] {

@@ -13,9 +13,10 @@ use std::collections::BTreeMap;
 
 use holdpoint_domain::{
     AnswerCommand, AnswerInput, AnswerRoute, CallId, CallResult, CloseReason, Command,
-    CommandEnvelope, ContextId, Decision, Event, IdempotencyKey, Interaction, InteractionId,
-    LaneId, LaneMessage, MessageId, OpenInteraction, OpenRequest, OptionAnswer, OrgId, PersonId,
-    QuestionSpec, Session, SessionId, SessionMode, Snapshot, State, TaskId, decide,
+    CommandEnvelope, ContextId, Ctx, Decision, Event, IdempotencyKey, Interaction, InteractionId,
+    Lane, LaneId, LaneMessage, MessageId, OpenInteraction, OpenRequest, OptionAnswer, OrgId,
+    Outbox, PersonId, QuestionSpec, Session, SessionId, SessionMode, Snapshot, State, Task, TaskId,
+    decide, needs,
 };
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -193,6 +194,7 @@ pub fn close(interaction: &str, reason: CloseReason) -> CommandEnvelope {
         interaction_id: iid(interaction),
         reason,
         by_message: None,
+        task_id: None,
     })
 }
 
@@ -200,6 +202,7 @@ pub fn tool_result(interaction: &str, result: CallResult) -> CommandEnvelope {
     env(Command::ToolResult {
         interaction_id: iid(interaction),
         result,
+        task_id: None,
     })
 }
 
@@ -363,21 +366,34 @@ pub struct Rec<T> {
     pub value: T,
 }
 
+/// One bucket: records by key, with revisions.
+pub type Bucket<T> = BTreeMap<String, Rec<T>>;
+
+fn get<T: Clone>(b: &Bucket<T>, k: &str) -> (Option<T>, u64) {
+    b.get(k)
+        .map_or((None, 0), |r| (Some(r.value.clone()), r.rev))
+}
+
 /// What a worker loaded for one command: the records and their revisions.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Loaded {
     pub interaction: Option<Interaction>,
     pub interaction_rev: u64,
-    pub session_id: Option<SessionId>,
+    pub task: Option<Task>,
+    pub task_rev: u64,
     pub session: Option<Session>,
     pub session_rev: u64,
+    pub lane: Option<Lane>,
+    pub lane_rev: u64,
 }
 
 impl Loaded {
     pub fn snapshot(&self) -> Snapshot<'_> {
         Snapshot {
             interaction: self.interaction.as_ref(),
+            task: self.task.as_ref(),
             session: self.session.as_ref(),
+            lane: self.lane.as_ref(),
         }
     }
 }
@@ -398,15 +414,17 @@ pub struct Published {
 /// The in-memory KV buckets, a clock, and what was published.
 #[derive(Debug, Clone)]
 pub struct Store {
-    pub interactions: BTreeMap<(String, String), Rec<Interaction>>,
-    pub sessions: BTreeMap<(String, String), Rec<Session>>,
+    pub interactions: Bucket<Interaction>,
+    pub tasks: Bucket<Task>,
+    pub sessions: Bucket<Session>,
+    pub lanes: Bucket<Lane>,
     pub published: Published,
     /// The clock the next decision reads; every decision advances it by one second,
     /// so a re-decision at another time would show in the event contents.
     pub now: OffsetDateTime,
-    /// How many records were written (both buckets), to check "no write".
+    /// How many records were written (every bucket), to check "no write".
     pub writes: u64,
-    /// How many session records were written.
+    /// How many session headers and lane records were written.
     pub session_writes: u64,
 }
 
@@ -416,11 +434,21 @@ impl Default for Store {
     }
 }
 
+fn ikey(org: &str, id: &str) -> String {
+    format!("{org}.{id}")
+}
+
+fn lkey(org: &str, session: &str, lane: &str) -> String {
+    format!("{org}.{session}.{lane}")
+}
+
 impl Store {
     pub fn new() -> Self {
         Store {
             interactions: BTreeMap::new(),
+            tasks: BTreeMap::new(),
             sessions: BTreeMap::new(),
+            lanes: BTreeMap::new(),
             published: Published::default(),
             now: t0(),
             writes: 0,
@@ -434,71 +462,101 @@ impl Store {
         now
     }
 
-    /// Loads what the worker loads for `env`: the interaction it names, and the
-    /// session it names (or its interaction's session).
+    /// Loads what the worker loads for `env`: the interaction it names, then the
+    /// records [`needs`] asks for.
     pub fn load(&self, env: &CommandEnvelope) -> Loaded {
-        let org = env.org.as_str().to_owned();
-        let (interaction, interaction_rev) = match env.interaction_id() {
-            Some(id) => match self
-                .interactions
-                .get(&(org.clone(), id.as_str().to_owned()))
-            {
-                Some(r) => (Some(r.value.clone()), r.rev),
-                None => (None, 0),
-            },
-            None => (None, 0),
-        };
-        let session_id = env
-            .session_id()
-            .cloned()
-            .or_else(|| interaction.as_ref().map(|i| i.session.clone()));
-        let (session, session_rev) = match &session_id {
-            Some(id) => match self.sessions.get(&(org, id.as_str().to_owned())) {
-                Some(r) => (Some(r.value.clone()), r.rev),
-                None => (None, 0),
-            },
-            None => (None, 0),
-        };
-        Loaded {
-            interaction,
-            interaction_rev,
-            session_id,
-            session,
-            session_rev,
+        let org = env.org.as_str();
+        let mut l = Loaded::default();
+        if let Some(id) = env.interaction_id() {
+            (l.interaction, l.interaction_rev) = get(&self.interactions, &ikey(org, id.as_str()));
         }
+        let mode = env
+            .session_id()
+            .and_then(|s| self.sessions.get(&ikey(org, s.as_str())))
+            .map(|r| r.value.mode);
+        let n = needs(env, l.interaction.as_ref(), mode);
+        if let Some(t) = &n.task {
+            (l.task, l.task_rev) = get(&self.tasks, &ikey(org, t.as_str()));
+        }
+        if let Some(s) = &n.session {
+            (l.session, l.session_rev) = get(&self.sessions, &ikey(org, s.as_str()));
+        }
+        if let Some((s, lane)) = &n.lane {
+            (l.lane, l.lane_rev) = get(&self.lanes, &lkey(org, s.as_str(), lane.as_str()));
+        }
+        l
     }
 
     /// Decides `env` on what `loaded` holds, at the store's clock.
     pub fn decide_on(&mut self, loaded: &Loaded, env: &CommandEnvelope) -> Decision {
         let now = self.tick();
-        decide(loaded.snapshot(), env, &env.command_id(), now)
+        decide(loaded.snapshot(), env, &Ctx::new(env, now, None))
     }
 
-    /// Writes the decision's session by compare-and-set on the loaded revision.
+    fn cas<T: Clone>(
+        bucket: &mut Bucket<T>,
+        key: String,
+        expected: u64,
+        value: &T,
+    ) -> Result<(), Conflict> {
+        let current = bucket.get(&key).map_or(0, |r| r.rev);
+        if current != expected {
+            return Err(Conflict);
+        }
+        bucket.insert(
+            key,
+            Rec {
+                rev: current + 1,
+                value: value.clone(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Writes the decision's session header by compare-and-set on the loaded revision.
     pub fn write_session(
         &mut self,
         env: &CommandEnvelope,
         loaded: &Loaded,
         decision: &Decision,
     ) -> Result<(), Conflict> {
-        let (Some(s), Some(id)) = (&decision.session, &loaded.session_id) else {
-            return Ok(());
-        };
-        assert_eq!(&s.id, id, "a decision writes the session it loaded");
-        let k = (env.org.as_str().to_owned(), id.as_str().to_owned());
-        let current = self.sessions.get(&k).map_or(0, |r| r.rev);
-        if current != loaded.session_rev {
-            return Err(Conflict);
+        if let Some(s) = &decision.session {
+            let k = ikey(env.org.as_str(), s.id.as_str());
+            Self::cas(&mut self.sessions, k, loaded.session_rev, s)?;
+            self.writes += 1;
+            self.session_writes += 1;
         }
-        self.sessions.insert(
-            k,
-            Rec {
-                rev: current + 1,
-                value: s.clone(),
-            },
-        );
-        self.writes += 1;
-        self.session_writes += 1;
+        Ok(())
+    }
+
+    /// Writes the decision's lane record by compare-and-set on the loaded revision.
+    pub fn write_lane(
+        &mut self,
+        env: &CommandEnvelope,
+        loaded: &Loaded,
+        decision: &Decision,
+    ) -> Result<(), Conflict> {
+        if let Some(l) = &decision.lane {
+            let k = lkey(env.org.as_str(), l.session.as_str(), l.lane.as_str());
+            Self::cas(&mut self.lanes, k, loaded.lane_rev, l)?;
+            self.writes += 1;
+            self.session_writes += 1;
+        }
+        Ok(())
+    }
+
+    /// Writes the decision's task record by compare-and-set on the loaded revision.
+    pub fn write_task(
+        &mut self,
+        env: &CommandEnvelope,
+        loaded: &Loaded,
+        decision: &Decision,
+    ) -> Result<(), Conflict> {
+        if let Some(t) = &decision.task {
+            let k = ikey(env.org.as_str(), t.id.as_str());
+            Self::cas(&mut self.tasks, k, loaded.task_rev, t)?;
+            self.writes += 1;
+        }
         Ok(())
     }
 
@@ -510,30 +568,23 @@ impl Store {
         loaded: &Loaded,
         decision: &Decision,
     ) -> Result<(), Conflict> {
-        let Some(i) = &decision.interaction else {
-            return Ok(());
-        };
-        let k = (env.org.as_str().to_owned(), i.id.as_str().to_owned());
-        let old = self.interactions.get(&k);
-        let current = old.map_or(0, |r| r.rev);
-        if current != loaded.interaction_rev {
-            return Err(Conflict);
+        if let Some(i) = &decision.interaction {
+            let k = ikey(env.org.as_str(), i.id.as_str());
+            let old = self.interactions.get(&k);
+            if old.map_or(0, |r| r.rev) != loaded.interaction_rev {
+                return Err(Conflict);
+            }
+            if let Some(old) = old {
+                check_interaction_step(&old.value, i);
+            }
+            Self::cas(&mut self.interactions, k, loaded.interaction_rev, i)?;
+            self.writes += 1;
         }
-        if let Some(old) = old {
-            check_interaction_step(&old.value, i);
-        }
-        self.interactions.insert(
-            k,
-            Rec {
-                rev: current + 1,
-                value: i.clone(),
-            },
-        );
-        self.writes += 1;
         Ok(())
     }
 
-    /// Writes session then interaction, as the worker does.
+    /// Writes the decision's records in the worker's order: session, lane, task,
+    /// interaction (the primary record last).
     pub fn apply(
         &mut self,
         env: &CommandEnvelope,
@@ -541,6 +592,8 @@ impl Store {
         decision: &Decision,
     ) -> Result<(), Conflict> {
         self.write_session(env, loaded, decision)?;
+        self.write_lane(env, loaded, decision)?;
+        self.write_task(env, loaded, decision)?;
         self.write_interaction(env, loaded, decision)
     }
 
@@ -582,26 +635,47 @@ impl Store {
     pub fn interaction(&self, id: &str) -> &Interaction {
         &self
             .interactions
-            .get(&(ORG.to_owned(), id.to_owned()))
+            .get(&ikey(ORG, id))
             .unwrap_or_else(|| panic!("interaction {id} is stored"))
             .value
     }
 
     pub fn has_interaction(&self, id: &str) -> bool {
-        self.interactions
-            .contains_key(&(ORG.to_owned(), id.to_owned()))
+        self.interactions.contains_key(&ikey(ORG, id))
     }
 
     pub fn session(&self, id: &str) -> &Session {
         &self
             .sessions
-            .get(&(ORG.to_owned(), id.to_owned()))
+            .get(&ikey(ORG, id))
             .unwrap_or_else(|| panic!("session {id} is stored"))
             .value
     }
 
     pub fn has_session(&self, id: &str) -> bool {
-        self.sessions.contains_key(&(ORG.to_owned(), id.to_owned()))
+        self.sessions.contains_key(&ikey(ORG, id))
+    }
+
+    /// The lane record `session`/`lane` (an empty lane when none is stored).
+    pub fn lane(&self, session: &str, lane_name: &str) -> Lane {
+        self.lanes
+            .get(&lkey(ORG, session, lane_name))
+            .map(|r| r.value.clone())
+            .unwrap_or_else(|| Lane::new(&org(), &sid(session), &lane(lane_name)))
+    }
+
+    /// True when a lane record `session`/`lane` is stored.
+    pub fn has_lane(&self, session: &str, lane_name: &str) -> bool {
+        self.lanes.contains_key(&lkey(ORG, session, lane_name))
+    }
+
+    /// The task record `id`.
+    pub fn task(&self, id: &str) -> &Task {
+        &self
+            .tasks
+            .get(&ikey(ORG, id))
+            .unwrap_or_else(|| panic!("task {id} is stored"))
+            .value
     }
 
     /// Empties every record's outbox, as if enough later transitions had pushed the
@@ -609,27 +683,35 @@ impl Store {
     /// then decided again instead of replayed.
     pub fn forget_outboxes(&mut self) {
         for r in self.interactions.values_mut() {
-            r.value.outbox.clear();
+            r.value.outbox = Outbox::default();
             r.rev += 1;
         }
         for r in self.sessions.values_mut() {
-            r.value.outbox.clear();
+            r.value.outbox = Outbox::default();
+            r.rev += 1;
+        }
+        for r in self.lanes.values_mut() {
+            r.value.outbox = Outbox::default();
             r.rev += 1;
         }
     }
 
     /// Every record with its revision, to compare before and after.
     pub fn revisions(&self) -> Vec<(String, u64)> {
-        self.sessions
-            .iter()
-            .map(|((o, k), r)| (format!("s:{o}.{k}"), r.rev))
-            .chain(
-                self.interactions
-                    .iter()
-                    .map(|((o, k), r)| (format!("i:{o}.{k}"), r.rev)),
-            )
+        fn tagged<T>(t: &str, b: &Bucket<T>) -> impl Iterator<Item = (String, u64)> {
+            b.iter().map(move |(k, r)| (format!("{t}:{k}"), r.rev))
+        }
+        tagged("s", &self.sessions)
+            .chain(tagged("l", &self.lanes))
+            .chain(tagged("t", &self.tasks))
+            .chain(tagged("i", &self.interactions))
             .collect()
     }
+}
+
+/// The ids of the questions open on `l`, oldest first.
+pub fn open_ids(l: &Lane) -> Vec<InteractionId> {
+    l.open_questions.iter().map(|q| q.id.clone()).collect()
 }
 
 /// One interaction write, old to new: a set resolution never changes (answer, key,

@@ -1,0 +1,62 @@
+//! The one back-off policy: a first delay that doubles per attempt up to a cap.
+//! Every retry loop of Holdpoint uses one of the named policies here, so their
+//! pacing is set in one place.
+
+use std::time::Duration;
+
+/// A delay that starts at `first` and doubles per attempt, up to `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The delay before the second attempt.
+    pub first: Duration,
+    /// The longest delay.
+    pub max: Duration,
+}
+
+impl Backoff {
+    /// A command the worker could not finish for a transient reason (NATS away, a
+    /// leader election): NAKed for 100 ms, then 200 ms, … at most 2 s. Never long
+    /// enough to make a caller wait out `ack_wait`.
+    pub const TRANSIENT: Backoff = Backoff {
+        first: Duration::from_millis(100),
+        max: Duration::from_secs(2),
+    };
+
+    /// Reading a recorded outcome while the worker decides: 5 ms, 10 ms, … 200 ms.
+    pub const POLL: Backoff = Backoff {
+        first: Duration::from_millis(5),
+        max: Duration::from_millis(200),
+    };
+
+    /// Re-pulling commands or re-subscribing after NATS went away: 50 ms … 1 s.
+    pub const RECONNECT: Backoff = Backoff {
+        first: Duration::from_millis(50),
+        max: Duration::from_secs(1),
+    };
+
+    /// The delay before attempt `attempt + 1` (`attempt` 1 is the first try; 0 and
+    /// negative values count as 1).
+    pub fn delay(&self, attempt: i64) -> Duration {
+        let doublings = u32::try_from(attempt.saturating_sub(1).clamp(0, 30)).unwrap_or(30);
+        self.first
+            .saturating_mul(1u32 << doublings.min(20))
+            .min(self.max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_to_the_cap() {
+        let b = Backoff::TRANSIENT;
+        assert_eq!(b.delay(0), Duration::from_millis(100));
+        assert_eq!(b.delay(1), Duration::from_millis(100));
+        assert_eq!(b.delay(2), Duration::from_millis(200));
+        assert_eq!(b.delay(4), Duration::from_millis(800));
+        assert_eq!(b.delay(5), Duration::from_millis(1600));
+        assert_eq!(b.delay(6), Duration::from_secs(2));
+        assert_eq!(b.delay(i64::MAX), Duration::from_secs(2));
+    }
+}

@@ -1,0 +1,198 @@
+//! Publishing a transition's effects, pipelined: every publish goes out first, then
+//! every PubAck is awaited ([`Inflight::confirmed`]).
+//!
+//! Each effect carries a deterministic `Nats-Msg-Id`, so publishing it again (a
+//! redelivered command, the relay of an unconfirmed transition) is dropped by
+//! JetStream inside its duplicate window:
+//!
+//! | effect | subject (published; see [`crate::topology`]) | `Nats-Msg-Id` |
+//! |---|---|---|
+//! | event | `hp.in.evt.<org>.<task>.<name>` | the CloudEvents `id` |
+//! | audit record | `hp.in.audit.<org>` | the CloudEvents `id` |
+//! | lane message | `hp.in.lane.<org>.<session>.<lane>` | `lane-<40 hex>` of org, session, lane and message id |
+//! | follow-up command | `hp.cmd.<org>.<key>.<verb>` | its command id |
+//!
+//! Every message also carries the worker's W3C `traceparent`.
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::context::PublishAckFuture;
+use bytes::Bytes;
+use holdpoint_domain::{Effects, Event, LaneMessage, digest};
+
+use crate::{Bus, BusError, TRACEPARENT_HEADER};
+
+/// Publishes whose PubAcks are still on their way.
+#[derive(Debug, Default)]
+pub struct Inflight(Vec<(&'static str, PublishAckFuture)>);
+
+impl Inflight {
+    /// How many publishes are in flight.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when nothing is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds the publishes of `other`.
+    pub fn extend(&mut self, other: Inflight) {
+        self.0.extend(other.0);
+    }
+
+    /// Waits for every PubAck; the first failure is the result.
+    ///
+    /// # Errors
+    /// The first failed PubAck, typed (see [`BusError::publish`]).
+    pub async fn confirmed(self) -> Result<(), BusError> {
+        let results = futures::future::join_all(
+            self.0
+                .into_iter()
+                .map(|(op, f)| async move { (op, f.await) }),
+        )
+        .await;
+        for (op, r) in results {
+            r.map_err(|e| BusError::publish(op, &e))?;
+        }
+        Ok(())
+    }
+}
+
+/// The `Nats-Msg-Id` of a lane message. The lane is part of it: a message that reuses
+/// a question's id on another lane must not swallow that question's answer.
+pub fn lane_message_id(m: &LaneMessage) -> String {
+    let d = digest(&[
+        m.org.as_str(),
+        m.session.as_str(),
+        m.lane.as_str(),
+        m.message_id.as_str(),
+    ]);
+    format!("lane-{}", &d[..40])
+}
+
+fn encode<T: serde::Serialize>(v: &T) -> Result<Bytes, BusError> {
+    serde_json::to_vec(v)
+        .map(Into::into)
+        .map_err(|e| BusError::permanent("encode", e))
+}
+
+impl Bus {
+    async fn publish_keyed(
+        &self,
+        op: &'static str,
+        subject: String,
+        msg_id: &str,
+        content_type: Option<&str>,
+        traceparent: &str,
+        body: Bytes,
+    ) -> Result<(&'static str, PublishAckFuture), BusError> {
+        let mut headers = HeaderMap::new();
+        headers.insert("Nats-Msg-Id", msg_id);
+        headers.insert(TRACEPARENT_HEADER, traceparent);
+        if let Some(ct) = content_type {
+            headers.insert("Content-Type", ct);
+        }
+        let f = self
+            .js
+            .publish_with_headers(subject, headers, body)
+            .await
+            .map_err(|e| BusError::publish(op, &e))?;
+        Ok((op, f))
+    }
+
+    /// Publishes one event (not awaiting its PubAck).
+    ///
+    /// # Errors
+    /// Transient when the publish cannot be sent.
+    pub async fn publish_event(&self, e: &Event, traceparent: &str) -> Result<Inflight, BusError> {
+        let subject = self.topo.event_publish_subject(e, self.caps);
+        let p = self
+            .publish_keyed(
+                "publish event",
+                subject,
+                &e.id,
+                Some("application/cloudevents+json"),
+                traceparent,
+                encode(e)?,
+            )
+            .await?;
+        Ok(Inflight(vec![p]))
+    }
+
+    /// Publishes every effect of a transition (events, audit records, lane messages,
+    /// follow-up commands, in that order) without awaiting the PubAcks.
+    ///
+    /// # Errors
+    /// Transient when a publish cannot be sent; what was sent before stays in the
+    /// returned error's stead (the caller retries the whole transition: every message
+    /// is deduplicated by its id).
+    pub async fn publish_effects(
+        &self,
+        effects: &Effects,
+        traceparent: &str,
+    ) -> Result<Inflight, BusError> {
+        let mut out = Inflight::default();
+        for e in &effects.events {
+            out.extend(self.publish_event(e, traceparent).await?);
+        }
+        for e in &effects.audit {
+            let subject = self.topo.audit_publish_subject(&e.orgid, self.caps);
+            out.0.push(
+                self.publish_keyed(
+                    "publish audit record",
+                    subject,
+                    &e.id,
+                    Some("application/cloudevents+json"),
+                    traceparent,
+                    encode(e)?,
+                )
+                .await?,
+            );
+        }
+        for m in &effects.lane_messages {
+            let subject = self.topo.lane_publish_subject(m, self.caps);
+            out.0.push(
+                self.publish_keyed(
+                    "publish lane message",
+                    subject,
+                    &lane_message_id(m),
+                    None,
+                    traceparent,
+                    encode(m)?,
+                )
+                .await?,
+            );
+        }
+        for f in &effects.follow_ups {
+            let subject = self.topo.command_subject(f);
+            out.0.push(
+                self.publish_keyed(
+                    "publish follow-up command",
+                    subject,
+                    &f.command_id(),
+                    None,
+                    traceparent,
+                    encode(f)?,
+                )
+                .await?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Stores `outcome` (encoded) under a command publish's `Nats-Msg-Id`, for a
+    /// duplicate request to read, without awaiting the PubAck.
+    ///
+    /// # Errors
+    /// Transient when the publish cannot be sent.
+    pub async fn store_outcome(&self, msg_id: &str, encoded: Bytes) -> Result<Inflight, BusError> {
+        let subject = format!("$KV.{}.{msg_id}", self.topo.outcomes_bucket());
+        let f = self
+            .js
+            .publish(subject, encoded)
+            .await
+            .map_err(|e| BusError::publish("store outcome", &e))?;
+        Ok(Inflight(vec![("store outcome", f)]))
+    }
+}

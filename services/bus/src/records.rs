@@ -1,0 +1,351 @@
+//! The records in the KV buckets: typed reads, compare-and-set writes that can be
+//! pipelined (publish now, await the PubAck later), and paged listing.
+//!
+//! A write names the revision it expects (0: the key must not exist); JetStream
+//! refuses it when the key moved on, which comes back as an [`ErrorKind::Conflict`]
+//! error: reload and decide again. Keys are built by [`Topology`]'s `*_key`
+//! functions from validated ids.
+
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, consumer, kv};
+use bytes::Bytes;
+use futures::StreamExt as _;
+use holdpoint_domain::{
+    Interaction, InteractionId, Lane, LaneId, OrgId, Outcome, Session, SessionId, Task, TaskId,
+};
+use serde::de::DeserializeOwned;
+
+use crate::{Bus, BusError, ErrorKind, Topology};
+
+/// A record loaded from KV with its revision (0 when absent).
+#[derive(Debug, Clone)]
+pub struct Loaded<T> {
+    /// The record, if present.
+    pub value: Option<T>,
+    /// Its KV revision; a compare-and-set writes against it.
+    pub revision: u64,
+}
+
+impl<T> Default for Loaded<T> {
+    fn default() -> Self {
+        Loaded {
+            value: None,
+            revision: 0,
+        }
+    }
+}
+
+/// A page of records and where the next one starts.
+#[derive(Debug, Clone)]
+pub struct Page<T> {
+    /// The records, in the order of their last write.
+    pub items: Vec<T>,
+    /// The bucket stream's sequence to continue after; `None` on the last page.
+    pub next_after: Option<u64>,
+}
+
+/// Result of a compare-and-set write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cas {
+    /// Written at this revision.
+    Written(u64),
+    /// Somebody wrote first: reload and decide again.
+    Conflict,
+}
+
+/// Which bucket a record lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Bucket {
+    /// `HP_INTERACTIONS`.
+    Interactions,
+    /// `HP_TASKS`.
+    Tasks,
+    /// `HP_SESSIONS` (session headers and lanes).
+    Sessions,
+    /// `HP_OUTCOMES`.
+    Outcomes,
+}
+
+/// A compare-and-set write in flight: await [`PendingWrite::landed`].
+#[derive(Debug)]
+pub struct PendingWrite(jetstream::context::PublishAckFuture);
+
+impl PendingWrite {
+    /// The new revision once the PubAck came back.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Conflict`] when the key moved on; else transient or permanent.
+    pub async fn landed(self) -> Result<u64, BusError> {
+        let ack = self
+            .0
+            .await
+            .map_err(|e| BusError::publish("kv write", &e))?;
+        Ok(ack.sequence)
+    }
+}
+
+impl Bus {
+    fn bucket_name(&self, b: Bucket) -> String {
+        match b {
+            Bucket::Interactions => self.topo.interactions_bucket(),
+            Bucket::Tasks => self.topo.tasks_bucket(),
+            Bucket::Sessions => self.topo.sessions_bucket(),
+            Bucket::Outcomes => self.topo.outcomes_bucket(),
+        }
+    }
+
+    fn store(&self, b: Bucket) -> &kv::Store {
+        match b {
+            Bucket::Interactions => &self.interactions,
+            Bucket::Tasks => &self.tasks,
+            Bucket::Sessions => &self.sessions,
+            Bucket::Outcomes => &self.outcomes,
+        }
+    }
+
+    /// Reads `key` of bucket `b`.
+    ///
+    /// # Errors
+    /// Transient on NATS failure, [`BusError::Corrupt`] on a record that does not
+    /// decode.
+    pub async fn load<T: DeserializeOwned>(
+        &self,
+        b: Bucket,
+        key: String,
+    ) -> Result<Loaded<T>, BusError> {
+        match self.store(b).entry(key.clone()).await {
+            Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
+                let value =
+                    serde_json::from_slice(&entry.value).map_err(|e| BusError::Corrupt {
+                        key,
+                        message: e.to_string(),
+                    })?;
+                Ok(Loaded {
+                    value: Some(value),
+                    revision: entry.revision,
+                })
+            }
+            Ok(Some(entry)) => Ok(Loaded {
+                value: None,
+                revision: entry.revision,
+            }),
+            Ok(None) => Ok(Loaded::default()),
+            Err(e) => Err(BusError::entry("kv get", &e)),
+        }
+    }
+
+    /// Loads the interaction `org/id`.
+    ///
+    /// # Errors
+    /// As [`Bus::load`].
+    pub async fn load_interaction(
+        &self,
+        org: &OrgId,
+        id: &InteractionId,
+    ) -> Result<Loaded<Interaction>, BusError> {
+        self.load(Bucket::Interactions, Topology::interaction_key(org, id))
+            .await
+    }
+
+    /// Loads the task record `org/id`.
+    ///
+    /// # Errors
+    /// As [`Bus::load`].
+    pub async fn load_task(&self, org: &OrgId, id: &TaskId) -> Result<Loaded<Task>, BusError> {
+        self.load(Bucket::Tasks, Topology::task_key(org, id)).await
+    }
+
+    /// Loads the session header `org/id`.
+    ///
+    /// # Errors
+    /// As [`Bus::load`].
+    pub async fn load_session(
+        &self,
+        org: &OrgId,
+        id: &SessionId,
+    ) -> Result<Loaded<Session>, BusError> {
+        self.load(Bucket::Sessions, Topology::session_key(org, id))
+            .await
+    }
+
+    /// Loads the lane record `org/session/lane`.
+    ///
+    /// # Errors
+    /// As [`Bus::load`].
+    pub async fn load_lane(
+        &self,
+        org: &OrgId,
+        session: &SessionId,
+        lane: &LaneId,
+    ) -> Result<Loaded<Lane>, BusError> {
+        self.load(Bucket::Sessions, Topology::lane_key(org, session, lane))
+            .await
+    }
+
+    /// Starts writing `value` at `key` of bucket `b` if the key is still at
+    /// `revision` (0: it must not exist). Many writes can be in flight at once;
+    /// [`PendingWrite::landed`] gives each one's result.
+    ///
+    /// # Errors
+    /// Transient when the publish cannot be sent.
+    pub async fn cas_start(
+        &self,
+        b: Bucket,
+        key: &str,
+        revision: u64,
+        value: Bytes,
+    ) -> Result<PendingWrite, BusError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "Nats-Expected-Last-Subject-Sequence",
+            revision.to_string().as_str(),
+        );
+        let subject = format!("$KV.{}.{key}", self.bucket_name(b));
+        self.js
+            .publish_with_headers(subject, headers, value)
+            .await
+            .map(PendingWrite)
+            .map_err(|e| BusError::publish("kv write", &e))
+    }
+
+    /// Writes `value` at `key` if the key is still at `revision` (0: must not exist).
+    ///
+    /// # Errors
+    /// Transient or permanent failures; a lost race is [`Cas::Conflict`], not an error.
+    pub async fn cas(
+        &self,
+        b: Bucket,
+        key: &str,
+        revision: u64,
+        value: Bytes,
+    ) -> Result<Cas, BusError> {
+        match self
+            .cas_start(b, key, revision, value)
+            .await?
+            .landed()
+            .await
+        {
+            Ok(rev) => Ok(Cas::Written(rev)),
+            Err(e) if e.kind() == ErrorKind::Conflict => Ok(Cas::Conflict),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The stored outcome of a command publish (keyed by its `Nats-Msg-Id`), if a
+    /// worker stored one (it does for decisions that wrote no record).
+    ///
+    /// # Errors
+    /// As [`Bus::load`].
+    pub async fn stored_outcome(&self, msg_id: &str) -> Result<Option<Outcome>, BusError> {
+        let loaded: Loaded<Outcome> = self.load(Bucket::Outcomes, msg_id.to_owned()).await?;
+        Ok(loaded.value)
+    }
+
+    /// Every interaction of `org` (latest value of each key), read from the bucket's
+    /// stream filtered to the organisation, so another organisation's records are
+    /// never read.
+    ///
+    /// # Errors
+    /// Transient on NATS failure.
+    pub async fn list_interactions(&self, org: &OrgId) -> Result<Vec<Interaction>, BusError> {
+        Ok(self
+            .list_page(
+                Bucket::Interactions,
+                org,
+                |_: &Interaction| true,
+                0,
+                usize::MAX,
+                usize::MAX,
+            )
+            .await?
+            .items)
+    }
+
+    /// One page of `org`'s records in bucket `b` that satisfy `keep`, in the order of
+    /// their last write, starting after the bucket stream's sequence `after` (0: from
+    /// the start).
+    ///
+    /// The bucket keeps one revision per key, so reading its stream from a sequence
+    /// on, filtered to the organisation's keys, yields each current record once. Only
+    /// the page is held in memory; at most `scan_cap` records are read per call, so a
+    /// page may come back short with a cursor to continue from. Records of another
+    /// shape in the same bucket (lanes beside session headers) are skipped.
+    ///
+    /// # Errors
+    /// Transient on NATS failure.
+    pub async fn list_page<T: DeserializeOwned>(
+        &self,
+        b: Bucket,
+        org: &OrgId,
+        keep: impl Fn(&T) -> bool,
+        after: u64,
+        limit: usize,
+        scan_cap: usize,
+    ) -> Result<Page<T>, BusError> {
+        let bucket = self.bucket_name(b);
+        let stream = self
+            .js
+            .get_stream(format!("KV_{bucket}"))
+            .await
+            .map_err(|e| BusError::transient("list records", e))?;
+        let deliver_policy = if after == 0 {
+            consumer::DeliverPolicy::All
+        } else {
+            consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: after.saturating_add(1),
+            }
+        };
+        let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                filter_subject: format!("$KV.{bucket}.{}.>", org.token()),
+                deliver_policy,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| BusError::transient("list records", e))?;
+        let mut page = Page {
+            items: Vec::new(),
+            next_after: None,
+        };
+        if consumer.cached_info().num_pending == 0 {
+            return Ok(page);
+        }
+        let mut messages = consumer
+            .messages()
+            .await
+            .map_err(|e| BusError::transient("list records", e))?;
+        let mut scanned = 0usize;
+        while let Some(msg) = tokio::time::timeout(Duration::from_secs(5), messages.next())
+            .await
+            .map_err(|_| BusError::transient("list records", "timed out"))?
+        {
+            let msg = msg.map_err(|e| BusError::transient("list records", e))?;
+            let (seq, remaining) = msg
+                .info()
+                .map(|i| (i.stream_sequence, i.pending))
+                .unwrap_or((0, 0));
+            scanned += 1;
+            let deleted = msg
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("KV-Operation"))
+                .is_some();
+            if !deleted
+                && let Ok(item) = serde_json::from_slice::<T>(&msg.payload)
+                && keep(&item)
+            {
+                page.items.push(item);
+            }
+            if remaining == 0 {
+                break;
+            }
+            if page.items.len() >= limit || scanned >= scan_cap {
+                page.next_after = Some(seq);
+                break;
+            }
+        }
+        Ok(page)
+    }
+}

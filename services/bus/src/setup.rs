@@ -1,0 +1,224 @@
+//! Creating or binding every stream and bucket ([`Bus::setup`], [`Bus::attach`]).
+//!
+//! What is created depends on the server ([`Capabilities`]): on nats-server 2.10+
+//! the effects streams take ingest subjects (`hp.in.…`), store under the public ones
+//! and republish what they stored; on 2.11+ the commands stream is partitioned with
+//! a `partition()` subject transform. On 2.9 both are off (see [`crate::topology`]).
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv, stream};
+
+use crate::{Bus, BusError, Capabilities, Topology};
+
+impl Bus {
+    /// Creates (or updates) every stream and bucket and returns a handle. Idempotent:
+    /// every process may call it at start.
+    ///
+    /// # Errors
+    /// [`BusError`] when JetStream refuses.
+    pub async fn setup(client: async_nats::Client, topo: Topology) -> Result<Self, BusError> {
+        Self::setup_with(client, topo, true).await
+    }
+
+    /// Like [`Bus::setup`], but never changes a stream that exists: for clients (a
+    /// runtime's default topology must not reset the duplicate window or replicas an
+    /// operator configured). Streams and buckets that do not exist yet are created.
+    ///
+    /// # Errors
+    /// [`BusError`] when JetStream refuses.
+    pub async fn attach(client: async_nats::Client, topo: Topology) -> Result<Self, BusError> {
+        Self::setup_with(client, topo, false).await
+    }
+
+    async fn setup_with(
+        client: async_nats::Client,
+        topo: Topology,
+        update: bool,
+    ) -> Result<Self, BusError> {
+        if !(1..=1024).contains(&topo.partitions) {
+            return Err(BusError::permanent(
+                "setup",
+                format!("partitions must be 1 to 1024 (got {})", topo.partitions),
+            ));
+        }
+        let caps = Capabilities::of_version(&client.server_info().version);
+        let js = jetstream::new(client.clone());
+        for cfg in stream_configs(&topo, caps) {
+            ensure_stream(&js, cfg, update).await?;
+        }
+        let bucket = |bucket: String, max_age: Duration| kv::Config {
+            bucket,
+            history: 1,
+            storage: stream::StorageType::File,
+            num_replicas: topo.replicas,
+            max_age,
+            ..Default::default()
+        };
+        let forever = Duration::ZERO;
+        let interactions = ensure_bucket(&js, bucket(topo.interactions_bucket(), forever)).await?;
+        let tasks = ensure_bucket(&js, bucket(topo.tasks_bucket(), forever)).await?;
+        let sessions = ensure_bucket(&js, bucket(topo.sessions_bucket(), forever)).await?;
+        let outcomes = ensure_bucket(&js, bucket(topo.outcomes_bucket(), topo.outcome_ttl)).await?;
+        if caps.partitioned() {
+            ensure_bucket(&js, bucket(topo.checkpoints_bucket(), forever)).await?;
+            ensure_bucket(&js, bucket(topo.presence_bucket(), topo.presence_ttl)).await?;
+        }
+        Ok(Bus {
+            client,
+            js,
+            topo,
+            caps,
+            interactions,
+            tasks,
+            sessions,
+            outcomes,
+        })
+    }
+}
+
+/// The commands, events, lanes and audit streams' configurations for `caps`.
+fn stream_configs(topo: &Topology, caps: Capabilities) -> Vec<stream::Config> {
+    let sp = &topo.subject_prefix;
+    let file = |name: String, subjects: Vec<String>| stream::Config {
+        name,
+        subjects,
+        storage: stream::StorageType::File,
+        num_replicas: topo.replicas,
+        duplicate_window: topo.duplicate_window,
+        ..Default::default()
+    };
+    let commands = if caps.partitioned() {
+        let (src, dest) = topo.command_transform();
+        stream::Config {
+            retention: stream::RetentionPolicy::WorkQueue,
+            subject_transform: Some(stream::SubjectTransform {
+                source: src.clone(),
+                destination: dest,
+            }),
+            ..file(topo.commands_stream(), vec![src])
+        }
+    } else {
+        stream::Config {
+            retention: stream::RetentionPolicy::WorkQueue,
+            ..file(topo.commands_stream(), vec![format!("{sp}.cmd.>")])
+        }
+    };
+    // An effects stream: ingest `hp.in.<what>.>`, stored and republished as
+    // `hp.<what>.>` (2.10+); `hp.<what>.>` directly before.
+    let effects = |name: String, what: &str| {
+        let public = format!("{sp}.{what}.>");
+        if !caps.subject_transforms {
+            return file(name, vec![public]);
+        }
+        let ingest = format!("{sp}.in.{what}.>");
+        stream::Config {
+            subject_transform: Some(stream::SubjectTransform {
+                source: ingest.clone(),
+                destination: public.clone(),
+            }),
+            republish: Some(stream::Republish {
+                source: public.clone(),
+                destination: public,
+                headers_only: false,
+            }),
+            ..file(name, vec![ingest])
+        }
+    };
+    vec![
+        commands,
+        stream::Config {
+            max_age: topo.event_max_age,
+            ..effects(topo.events_stream(), "evt")
+        },
+        effects(topo.lanes_stream(), "lane"),
+        effects(topo.audit_stream(), "audit"),
+    ]
+}
+
+/// Creates the stream, or brings an existing one in step with `cfg`. An existing
+/// stream whose managed settings already match is left alone, so a process whose
+/// NATS user may not update streams (ops/nats/holdpoint.conf: only `setup` may)
+/// binds to it without asking. If they differ and the update gets no answer (what
+/// a denied publish looks like to the client), the process binds to the stream as
+/// it is and warns; an update JetStream refuses is still an error.
+async fn ensure_stream(
+    js: &jetstream::Context,
+    cfg: stream::Config,
+    update: bool,
+) -> Result<(), BusError> {
+    match js.get_stream(&cfg.name).await {
+        Ok(existing) => {
+            if !update || same_managed_settings(&existing.cached_info().config, &cfg) {
+                return Ok(());
+            }
+            match js.update_stream(&cfg).await {
+                Ok(_) => {}
+                Err(e) if e.kind() == jetstream::context::CreateStreamErrorKind::TimedOut => {
+                    tracing::warn!(
+                        stream = %cfg.name,
+                        "stream settings differ from the configured ones and the update got no \
+                         answer (is this NATS user allowed to update streams?); using the stream \
+                         as it is: run the setup role to apply them"
+                    );
+                }
+                Err(e) => return Err(BusError::transient("update stream", e)),
+            }
+        }
+        Err(_) => {
+            js.get_or_create_stream(cfg)
+                .await
+                .map_err(|e| BusError::transient("create stream", e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether `have` already has every setting Holdpoint sets in `want`.
+fn same_managed_settings(have: &stream::Config, want: &stream::Config) -> bool {
+    have.subjects == want.subjects
+        && have.retention == want.retention
+        && have.storage == want.storage
+        && have.num_replicas == want.num_replicas
+        && have.max_age == want.max_age
+        && have.duplicate_window == want.duplicate_window
+        && have.subject_transform == want.subject_transform
+        && have.republish == want.republish
+}
+
+/// Creates the bucket's backing stream as the KV specification (ADR-8) lays it out,
+/// then binds the bucket. The stream is created directly rather than through
+/// `create_key_value`, whose account-limits lookup does not parse a 2.9 server's
+/// account info; the resulting bucket is the same.
+async fn ensure_bucket(js: &jetstream::Context, cfg: kv::Config) -> Result<kv::Store, BusError> {
+    if let Ok(store) = js.get_key_value(&cfg.bucket).await {
+        return Ok(store);
+    }
+    let stream = stream::Config {
+        name: format!("KV_{}", cfg.bucket),
+        subjects: vec![format!("$KV.{}.>", cfg.bucket)],
+        max_messages_per_subject: cfg.history,
+        max_age: cfg.max_age,
+        storage: cfg.storage,
+        num_replicas: cfg.num_replicas,
+        allow_rollup: true,
+        deny_delete: true,
+        deny_purge: false,
+        allow_direct: true,
+        discard: stream::DiscardPolicy::New,
+        duplicate_window: if cfg.max_age.is_zero() {
+            Duration::from_secs(120)
+        } else {
+            cfg.max_age.min(Duration::from_secs(120))
+        },
+        ..Default::default()
+    };
+    // Another process may create it at the same time; then bind to theirs.
+    let created = js.get_or_create_stream(stream).await;
+    js.get_key_value(&cfg.bucket)
+        .await
+        .map_err(|bind| match created {
+            Err(create) => BusError::transient("create bucket", create),
+            Ok(_) => BusError::transient("bind bucket", bind),
+        })
+}

@@ -1,0 +1,347 @@
+//! Names, subjects and settings of everything Holdpoint keeps in NATS, and what the
+//! connected server can do ([`Capabilities`]).
+//!
+//! | what | name | subjects / keys |
+//! |---|---|---|
+//! | commands stream | `HP_COMMANDS` | published `hp.cmd.<org>.<key>.<verb>`, stored `hp.cmd.<p>.<org>.<key>.<verb>` (partitioned) |
+//! | partition consumers | `HP_WORKERS_<p>` | filter `hp.cmd.<p>.>`, priority group `workers`, pinned client |
+//! | events stream | `HP_EVENTS` | ingest `hp.in.evt.<org>.<task>.<name>`, stored and republished `hp.evt.<org>.<task>.<name>` |
+//! | lanes stream | `HP_LANES` | ingest `hp.in.lane.…`, stored and republished `hp.lane.<org>.<session>.<lane>` |
+//! | audit stream | `HP_AUDIT` | ingest `hp.in.audit.<org>`, stored and republished `hp.audit.<org>` |
+//! | interactions | `HP_INTERACTIONS` | `<org>.<interactionId>` |
+//! | tasks | `HP_TASKS` | `<org>.<taskId>` |
+//! | sessions and lanes | `HP_SESSIONS` | `<org>.<sessionId>`, `<org>.<sessionId>.<lane>` |
+//! | outcomes | `HP_OUTCOMES` | `<Nats-Msg-Id>` |
+//! | checkpoints | `HP_CHECKPOINTS` | `p<partition>` |
+//! | worker presence | `HP_PRESENCE` | `<worker id>` (expires) |
+//!
+//! `<key>` is the task for interaction commands and the session for session and lane
+//! commands ([`CommandEnvelope::partition_key`]); the stream maps `(org, key)` to a
+//! partition with the server's `partition()` subject transform, so producers never
+//! need to know the number of partitions.
+//!
+//! **Ingest and republish.** Workers publish effects to `hp.in.…`, which no reader
+//! subscribes to. Each stream stores them under the public subject (a stream subject
+//! transform) and republishes exactly what it stored (stream RePublish): a message
+//! that JetStream drops as a duplicate is never seen by a live reader.
+//!
+//! **nats-server 2.9** has neither subject transforms on streams nor priority
+//! groups: Holdpoint then runs unpartitioned (one durable `HP_WORKERS` shared by all
+//! workers, stored subject `hp.cmd.<org>.<key>.<verb>`) and publishes effects to the
+//! public subjects directly (a live reader may then see an event twice after a
+//! worker crash; stored copies stay single).
+
+use std::time::Duration;
+
+use holdpoint_domain::{
+    CommandEnvelope, Event, InteractionId, LaneId, LaneMessage, OrgId, SessionId, TaskId,
+};
+
+/// What the connected nats-server supports, from its version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Stream subject transforms and `partition()` mappings (2.10+).
+    pub subject_transforms: bool,
+    /// Pull consumer priority groups with pinned clients (2.11+).
+    pub priority_groups: bool,
+    /// JetStream message schedules (2.12+).
+    pub schedules: bool,
+}
+
+impl Capabilities {
+    /// Everything (a current server).
+    pub const CURRENT: Capabilities = Capabilities {
+        subject_transforms: true,
+        priority_groups: true,
+        schedules: true,
+    };
+
+    /// The capabilities of a server reporting `version` (`2.15.1`, `v2.11.0-RC.1`).
+    pub fn of_version(version: &str) -> Capabilities {
+        let v = crate::parse_version(version).unwrap_or((0, 0, 0));
+        Capabilities {
+            subject_transforms: v >= (2, 10, 0),
+            priority_groups: v >= (2, 11, 0),
+            schedules: v >= (2, 12, 0),
+        }
+    }
+
+    /// True when commands are partitioned and effects go through ingest subjects.
+    pub fn partitioned(&self) -> bool {
+        self.subject_transforms && self.priority_groups
+    }
+}
+
+/// Names and settings of everything Holdpoint keeps in NATS.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    /// Prefix of stream and bucket names (`HP` gives `HP_COMMANDS`).
+    pub name_prefix: String,
+    /// Prefix of subjects (`hp` gives `hp.cmd.…`).
+    pub subject_prefix: String,
+    /// Replicas of every stream and bucket (1, or 3 in a cluster).
+    pub replicas: usize,
+    /// JetStream duplicate window of the commands and effects streams.
+    pub duplicate_window: Duration,
+    /// The partition consumers' `ack_wait`: how long a command delivered to a worker
+    /// that died waits before it is delivered again. Workers send progress acks
+    /// while they work, so this can be short.
+    pub ack_wait: Duration,
+    /// The partition consumers' `max_deliver` (-1: unlimited). Transient errors never
+    /// count against a command; only commands that cannot be decoded are terminated.
+    pub max_deliver: i64,
+    /// How many command partitions (1 to 1024). Fixed once the commands stream exists:
+    /// changing it needs the stream drained (see the README).
+    pub partitions: u32,
+    /// How long a pinned worker keeps a partition without pulling before the server
+    /// pins another (priority group timeout).
+    pub priority_timeout: Duration,
+    /// How long a worker's presence entry lives unless refreshed.
+    pub presence_ttl: Duration,
+    /// How long stored outcomes (for duplicate requests) are kept.
+    pub outcome_ttl: Duration,
+    /// How long events are kept in the events stream.
+    pub event_max_age: Duration,
+}
+
+impl Default for Topology {
+    fn default() -> Self {
+        Topology {
+            name_prefix: "HP".into(),
+            subject_prefix: "hp".into(),
+            replicas: 1,
+            duplicate_window: Duration::from_secs(120),
+            ack_wait: Duration::from_secs(3),
+            max_deliver: -1,
+            partitions: 8,
+            priority_timeout: Duration::from_secs(1),
+            presence_ttl: Duration::from_secs(3),
+            outcome_ttl: Duration::from_secs(24 * 3600),
+            event_max_age: Duration::from_secs(7 * 24 * 3600),
+        }
+    }
+}
+
+impl Topology {
+    fn name(&self, what: &str) -> String {
+        format!("{}_{what}", self.name_prefix)
+    }
+    /// The commands stream (`HP_COMMANDS`).
+    pub fn commands_stream(&self) -> String {
+        self.name("COMMANDS")
+    }
+    /// The events stream (`HP_EVENTS`).
+    pub fn events_stream(&self) -> String {
+        self.name("EVENTS")
+    }
+    /// The lanes stream (`HP_LANES`).
+    pub fn lanes_stream(&self) -> String {
+        self.name("LANES")
+    }
+    /// The audit stream (`HP_AUDIT`).
+    pub fn audit_stream(&self) -> String {
+        self.name("AUDIT")
+    }
+    /// The interactions bucket (`HP_INTERACTIONS`).
+    pub fn interactions_bucket(&self) -> String {
+        self.name("INTERACTIONS")
+    }
+    /// The tasks bucket (`HP_TASKS`).
+    pub fn tasks_bucket(&self) -> String {
+        self.name("TASKS")
+    }
+    /// The sessions and lanes bucket (`HP_SESSIONS`).
+    pub fn sessions_bucket(&self) -> String {
+        self.name("SESSIONS")
+    }
+    /// The outcomes bucket (`HP_OUTCOMES`).
+    pub fn outcomes_bucket(&self) -> String {
+        self.name("OUTCOMES")
+    }
+    /// The partition checkpoints bucket (`HP_CHECKPOINTS`).
+    pub fn checkpoints_bucket(&self) -> String {
+        self.name("CHECKPOINTS")
+    }
+    /// The worker presence bucket (`HP_PRESENCE`).
+    pub fn presence_bucket(&self) -> String {
+        self.name("PRESENCE")
+    }
+    /// The unpartitioned workers' durable consumer (`HP_WORKERS`, nats-server 2.9).
+    pub fn worker_consumer(&self) -> String {
+        self.name("WORKERS")
+    }
+    /// Partition `p`'s consumer (`HP_WORKERS_<p>`).
+    pub fn partition_consumer(&self, p: u32) -> String {
+        format!("{}_{p}", self.worker_consumer())
+    }
+    /// The priority group every partition consumer pins one worker in.
+    pub fn priority_group(&self) -> &'static str {
+        "workers"
+    }
+
+    /// `hp.cmd.<org>.<key>.<verb>`, as producers publish it.
+    pub fn command_subject(&self, env: &CommandEnvelope) -> String {
+        format!(
+            "{}.cmd.{}.{}.{}",
+            self.subject_prefix,
+            env.org.token(),
+            env.partition_key(),
+            env.verb()
+        )
+    }
+    /// The commands stream's subjects and, partitioned, its transform to
+    /// `hp.cmd.<p>.<org>.<key>.<verb>`.
+    pub fn command_transform(&self) -> (String, String) {
+        let sp = &self.subject_prefix;
+        (
+            format!("{sp}.cmd.*.*.*"),
+            format!(
+                "{sp}.cmd.{{{{partition({},1,2)}}}}.{{{{wildcard(1)}}}}.{{{{wildcard(2)}}}}.{{{{wildcard(3)}}}}",
+                self.partitions
+            ),
+        )
+    }
+    /// Partition `p`'s filter: `hp.cmd.<p>.>`.
+    pub fn partition_filter(&self, p: u32) -> String {
+        format!("{}.cmd.{p}.>", self.subject_prefix)
+    }
+    /// The partition a stored command subject (`hp.cmd.<p>.…`) belongs to.
+    pub fn partition_of(&self, stored_subject: &str) -> Option<u32> {
+        stored_subject
+            .strip_prefix(&self.subject_prefix)?
+            .strip_prefix(".cmd.")?
+            .split('.')
+            .next()?
+            .parse()
+            .ok()
+    }
+    /// The published form of a stored command subject (the partition token removed
+    /// when `partitioned`).
+    pub fn published_command_subject(&self, stored_subject: &str, partitioned: bool) -> String {
+        if !partitioned {
+            return stored_subject.to_owned();
+        }
+        let head = format!("{}.cmd.", self.subject_prefix);
+        match stored_subject
+            .strip_prefix(&head)
+            .and_then(|rest| rest.split_once('.'))
+        {
+            Some((_, rest)) => format!("{head}{rest}"),
+            None => stored_subject.to_owned(),
+        }
+    }
+
+    /// The subject prefix effects are published under: `hp.in` (ingest) when the
+    /// streams republish, else `hp` (2.9).
+    fn effect_prefix(&self, caps: Capabilities) -> String {
+        if caps.subject_transforms {
+            format!("{}.in", self.subject_prefix)
+        } else {
+            self.subject_prefix.clone()
+        }
+    }
+    /// `hp.evt.<org>.<task>.<name>` (`_` = no task), where readers read it.
+    pub fn event_subject(&self, e: &Event) -> String {
+        self.event_subject_in(&self.subject_prefix, e)
+    }
+    /// Where a worker publishes `e`.
+    pub fn event_publish_subject(&self, e: &Event, caps: Capabilities) -> String {
+        self.event_subject_in(&self.effect_prefix(caps), e)
+    }
+    fn event_subject_in(&self, prefix: &str, e: &Event) -> String {
+        let task = e
+            .taskid
+            .as_ref()
+            .map_or_else(|| "_".to_owned(), |t| t.token().into_owned());
+        format!("{prefix}.evt.{}.{task}.{}", e.orgid.token(), e.name())
+    }
+    /// `hp.audit.<org>`, where readers read it.
+    pub fn audit_subject(&self, org: &OrgId) -> String {
+        format!("{}.audit.{}", self.subject_prefix, org.token())
+    }
+    /// Where a worker publishes an audit record.
+    pub fn audit_publish_subject(&self, org: &OrgId, caps: Capabilities) -> String {
+        format!("{}.audit.{}", self.effect_prefix(caps), org.token())
+    }
+    /// `hp.lane.<org>.<session>.<lane>`, where runtimes read it.
+    pub fn lane_subject(&self, m: &LaneMessage) -> String {
+        self.lane_subject_in(&self.subject_prefix, m)
+    }
+    /// Where a worker publishes a lane message.
+    pub fn lane_publish_subject(&self, m: &LaneMessage, caps: Capabilities) -> String {
+        self.lane_subject_in(&self.effect_prefix(caps), m)
+    }
+    fn lane_subject_in(&self, prefix: &str, m: &LaneMessage) -> String {
+        format!(
+            "{prefix}.lane.{}.{}.{}",
+            m.org.token(),
+            m.session.token(),
+            m.lane.token()
+        )
+    }
+    /// The filter of an organisation's events, `hp.evt.<org>.<task|*>.<name|*>`: the
+    /// tenant boundary of every event reader (SSE, A2A streams, clients). The
+    /// organisation comes from a verified identity; every token is a validated id
+    /// passed through [`holdpoint_domain::subject_token`] or a known event name.
+    pub fn event_filter(&self, org: &OrgId, task: Option<&TaskId>, name: Option<&str>) -> String {
+        let task = task.map_or_else(|| "*".to_owned(), |t| t.token().into_owned());
+        format!(
+            "{}.evt.{}.{task}.{}",
+            self.subject_prefix,
+            org.token(),
+            name.unwrap_or("*")
+        )
+    }
+    /// Filter for all of an organisation's events: `hp.evt.<org>.>`.
+    pub fn org_events_filter(&self, org: &OrgId) -> String {
+        format!("{}.evt.{}.>", self.subject_prefix, org.token())
+    }
+
+    /// KV key `<org>.<interactionId>`.
+    pub fn interaction_key(org: &OrgId, id: &InteractionId) -> String {
+        format!("{}.{}", org.token(), id.token())
+    }
+    /// KV key `<org>.<taskId>`.
+    pub fn task_key(org: &OrgId, id: &TaskId) -> String {
+        format!("{}.{}", org.token(), id.token())
+    }
+    /// KV key `<org>.<sessionId>`.
+    pub fn session_key(org: &OrgId, id: &SessionId) -> String {
+        format!("{}.{}", org.token(), id.token())
+    }
+    /// KV key `<org>.<sessionId>.<lane>`.
+    pub fn lane_key(org: &OrgId, session: &SessionId, lane: &LaneId) -> String {
+        format!("{}.{}.{}", org.token(), session.token(), lane.token())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitioned_subjects_round_trip() {
+        let t = Topology::default();
+        let (src, dest) = t.command_transform();
+        assert_eq!(src, "hp.cmd.*.*.*");
+        assert_eq!(
+            dest,
+            "hp.cmd.{{partition(8,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}"
+        );
+        assert_eq!(t.partition_of("hp.cmd.5.acme.t1.answer"), Some(5));
+        assert_eq!(t.partition_of("hp.cmd.acme.t1.answer"), None);
+        assert_eq!(
+            t.published_command_subject("hp.cmd.5.acme.t1.answer", true),
+            "hp.cmd.acme.t1.answer"
+        );
+        assert_eq!(t.partition_filter(3), "hp.cmd.3.>");
+    }
+
+    #[test]
+    fn capabilities_follow_the_version() {
+        assert!(!Capabilities::of_version("2.9.10").partitioned());
+        assert!(Capabilities::of_version("2.11.0").partitioned());
+        assert!(!Capabilities::of_version("2.11.0").schedules);
+        assert!(Capabilities::of_version("v2.15.1").schedules);
+    }
+}

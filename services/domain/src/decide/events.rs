@@ -1,0 +1,143 @@
+//! The events the transitions build. Every id derives from the organisation, the
+//! subject (interaction or session), the transition's name and the event's type
+//! (see [`Event::new`]), so deciding the same transition again builds the same ids.
+
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::event::{Event, EventData};
+use crate::ids::{LaneId, MessageId, OrgId, PersonId, SessionId};
+use crate::model::{CallResult, Interaction, LaneContent, Spec};
+use crate::session::Admission;
+use crate::task::Task;
+
+/// The event announcing a new interaction (`approval-requested`,
+/// `question-asked` or `connection-requested`).
+pub(super) fn opened(i: &Interaction, now: OffsetDateTime) -> Event {
+    let data = match &i.spec {
+        Spec::Approval {
+            arguments_digest, ..
+        } => EventData::ApprovalRequested {
+            interaction_id: i.id.clone(),
+            call_id: i.call_id.clone(),
+            session: i.session.clone(),
+            lane: i.lane.clone(),
+            prompt: i.prompt.clone(),
+            detail: i.spec.detail(),
+            arguments_digest: arguments_digest.clone(),
+        },
+        Spec::Question { questions } => EventData::QuestionAsked {
+            question_id: i.id.clone(),
+            call_id: i.call_id.clone(),
+            session: i.session.clone(),
+            mode: i.mode,
+            lane: i.lane.clone(),
+            prompt: i.prompt.clone(),
+            questions: serde_json::to_value(questions).unwrap_or(Value::Null),
+        },
+        Spec::Connection { .. } => EventData::ConnectionRequested {
+            interaction_id: i.id.clone(),
+            call_id: i.call_id.clone(),
+            session: i.session.clone(),
+            lane: i.lane.clone(),
+            prompt: i.prompt.clone(),
+            detail: i.spec.detail(),
+        },
+    };
+    on_interaction(i, "open", now, data)
+}
+
+/// An event about interaction `i`, named after `transition`.
+pub(super) fn on_interaction(
+    i: &Interaction,
+    transition: &str,
+    now: OffsetDateTime,
+    data: EventData,
+) -> Event {
+    Event::new(
+        &i.org,
+        Some(&i.task_id),
+        i.id.as_str(),
+        transition,
+        now,
+        data,
+    )
+}
+
+/// The task's status after `transition` of interaction `i`: the oldest pending
+/// interaction of `task`, or working when none is pending.
+pub(super) fn task_status(
+    i: &Interaction,
+    task: &Task,
+    transition: &str,
+    now: OffsetDateTime,
+) -> Event {
+    on_interaction(i, transition, now, EventData::TaskStatus(task.status()))
+}
+
+/// `tool-call-finished` for the call `i` blocks.
+pub(super) fn finished(i: &Interaction, result: CallResult, now: OffsetDateTime) -> Event {
+    on_interaction(
+        i,
+        "finish",
+        now,
+        EventData::ToolCallFinished {
+            call_id: i.call_id.clone(),
+            interaction_id: i.id.clone(),
+            kind: i.kind(),
+            result,
+        },
+    )
+}
+
+/// What a lane message event says.
+pub(super) struct LaneNote<'a> {
+    pub org: &'a OrgId,
+    pub session: &'a SessionId,
+    pub lane: &'a LaneId,
+    pub message_id: &'a MessageId,
+    pub admission: Admission,
+    pub by: &'a PersonId,
+    pub content: &'a LaneContent,
+}
+
+/// `lane-message`: the lane took a person's message.
+pub(super) fn lane_message(n: &LaneNote<'_>, now: OffsetDateTime) -> Event {
+    Event::new(
+        n.org,
+        None,
+        n.session.as_str(),
+        &format!("{}\u{0}{}", n.lane, n.message_id),
+        now,
+        EventData::LaneMessage {
+            session: n.session.clone(),
+            lane: n.lane.clone(),
+            message_id: n.message_id.clone(),
+            admission: n.admission,
+            by: n.by.clone(),
+            content: n.content.clone(),
+        },
+    )
+}
+
+/// `turn-started`: the turn of `turn` started on the lane.
+pub(super) fn turn_started(
+    org: &OrgId,
+    session: &SessionId,
+    lane: &LaneId,
+    turn: &MessageId,
+    now: OffsetDateTime,
+) -> Event {
+    Event::new(
+        org,
+        None,
+        session.as_str(),
+        &format!("{lane}\u{0}{turn}\u{0}start"),
+        now,
+        EventData::TurnStarted {
+            session: session.clone(),
+            lane: lane.clone(),
+            turn_id: turn.clone(),
+        },
+    )
+}

@@ -1,0 +1,170 @@
+//! A committed transition and its effects: the outbox every record keeps.
+//!
+//! [`decide`](crate::decide::decide) seals each change as a [`Transition`] on the
+//! record it writes last (the *primary* record: the interaction if the command
+//! writes one, else the lane, else the session). Because the transition travels
+//! inside the compare-and-set write, a committed change can never lose its effects:
+//! whoever loads the record later sees what is still [`unconfirmed`] and publishes it
+//! again under the same deterministic ids (`Nats-Msg-Id` = CloudEvents `id`), which
+//! JetStream drops as duplicates inside its duplicate window.
+//!
+//! A transition is *confirmed* once every PubAck of its effects came back. The
+//! worker records that on the record's next write ([`Outbox::confirm`]), which also
+//! strips the effects: a confirmed transition keeps only its command id and outcome,
+//! enough to recognise a redelivered command and answer it as the first time. So an
+//! outbox holds at most [`OUTBOX_KEEP`] transitions, and only unconfirmed ones carry
+//! their events.
+//!
+//! [`unconfirmed`]: Transition::needs_relay
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::command::{CommandEnvelope, Outcome};
+use crate::event::Event;
+use crate::model::LaneMessage;
+
+/// How many recent transitions a record keeps (confirmed ones without their effects).
+pub const OUTBOX_KEEP: usize = 8;
+
+/// Everything one transition publishes, in this order: events on
+/// `hp.evt.<org>.<task>.<name>`, audit records on `hp.audit.<org>`, lane messages on
+/// `hp.lane.<org>.<session>.<lane>`, then follow-up commands.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Effects {
+    /// CloudEvents for the events stream, each with a deterministic `id`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<Event>,
+    /// Decision-audit records (approvals only; never a question).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audit: Vec<Event>,
+    /// Messages delivered to a session's lane (product sessions).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lane_messages: Vec<LaneMessage>,
+    /// Commands to run next (closing the product questions a lane message superseded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub follow_ups: Vec<CommandEnvelope>,
+}
+
+impl Effects {
+    /// True when there is nothing to publish.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+            && self.audit.is_empty()
+            && self.lane_messages.is_empty()
+            && self.follow_ups.is_empty()
+    }
+
+    /// How many messages publishing these effects takes.
+    pub fn len(&self) -> usize {
+        self.events.len() + self.audit.len() + self.lane_messages.len() + self.follow_ups.len()
+    }
+}
+
+/// One committed change of a record: which command made it, when, what it answered
+/// and what it publishes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Transition {
+    /// The command that made it (`cmd-<40 hex>`, its `Nats-Msg-Id`).
+    pub command_id: String,
+    /// When it was committed (the deciding worker's clock), RFC 3339.
+    #[serde(with = "time::serde::rfc3339")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
+    pub at: OffsetDateTime,
+    /// The command partition whose owner committed it (absent on an unpartitioned
+    /// deployment). The relay compares `at` with that partition's checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<u32>,
+    /// True once every effect's PubAck came back; the effects are then dropped.
+    #[serde(default)]
+    pub confirmed: bool,
+    /// What the command answered; replayed to a redelivery of the same command.
+    pub outcome: Outcome,
+    /// What it publishes; empty once confirmed.
+    #[serde(flatten)]
+    pub effects: Effects,
+}
+
+impl Transition {
+    /// Whether a loader must publish this transition's effects again: it is not
+    /// confirmed, and either it is recent enough that JetStream still deduplicates its
+    /// ids (`dedup_horizon`: now minus a safe part of the duplicate window), or it is
+    /// newer than its partition's checkpoint (`checkpoint`: every transition of that
+    /// partition committed before it was confirmed).
+    pub fn needs_relay(
+        &self,
+        dedup_horizon: OffsetDateTime,
+        checkpoint: Option<OffsetDateTime>,
+    ) -> bool {
+        !self.confirmed
+            && !self.effects.is_empty()
+            && (self.at >= dedup_horizon || checkpoint.is_some_and(|c| self.at >= c))
+    }
+}
+
+/// A record's recent transitions, oldest first, at most [`OUTBOX_KEEP`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(transparent)]
+pub struct Outbox(VecDeque<Transition>);
+
+impl Outbox {
+    /// Appends `t`, dropping the oldest confirmed transitions beyond [`OUTBOX_KEEP`].
+    /// Unconfirmed transitions are never dropped: their effects are still owed.
+    pub fn push(&mut self, t: Transition) {
+        self.0.push_back(t);
+        while self.0.len() > OUTBOX_KEEP {
+            match self.0.iter().position(|t| t.confirmed) {
+                Some(i) => {
+                    self.0.remove(i);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// The transition `command_id` made, if it is still kept.
+    pub fn find(&self, command_id: &str) -> Option<&Transition> {
+        self.0.iter().find(|t| t.command_id == command_id)
+    }
+
+    /// Marks the transitions `is_confirmed` accepts as confirmed and drops their
+    /// effects. Returns whether anything changed.
+    pub fn confirm(&mut self, mut is_confirmed: impl FnMut(&Transition) -> bool) -> bool {
+        let mut changed = false;
+        for t in self.0.iter_mut().filter(|t| !t.confirmed) {
+            if is_confirmed(t) {
+                t.confirmed = true;
+                t.effects = Effects::default();
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Every kept transition, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &Transition> {
+        self.0.iter()
+    }
+
+    /// The newest transition.
+    pub fn last(&self) -> Option<&Transition> {
+        self.0.back()
+    }
+
+    /// How many transitions are kept.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when no transition is kept.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}

@@ -1,0 +1,253 @@
+//! The outbox relay: a committed transition's effects go out whatever happens to
+//! the command that made it.
+//!
+//! A transition is committed with its record (see `holdpoint_domain::transition`).
+//! Its effects are then published; once every PubAck came back it is *confirmed*,
+//! which the next write of the record records. Effects that are not confirmed are
+//! published again, with the same `Nats-Msg-Id`s:
+//!
+//! 1. **On every load** of a record from KV, before the batch decides anything on
+//!    it ([`due`]).
+//! 2. **By a sweep when a worker takes a partition over** ([`sweep`]): the records
+//!    written since the partition's checkpoint, whoever wrote them.
+//! 3. **Periodically**, for the transitions whose publish failed in this worker
+//!    (the partition runner's list of owed effects), with the transient back-off.
+//!
+//! Which transitions are due: those not confirmed that are either recent enough for
+//! JetStream to drop a second copy (younger than 80 % of the duplicate window), or
+//! newer than their partition's checkpoint (every transition a partition's owners
+//! committed before it was confirmed). So a transition is published again after the
+//! duplicate window only when it was never confirmed: a worker died between its
+//! write and its PubAcks, and no worker owned the partition for longer than the
+//! window. In that one case a copy it did manage to store is stored again, with the
+//! same CloudEvents `id` (RELIABILITY.md).
+
+use std::time::Duration;
+
+use async_nats::jetstream::consumer;
+use futures::StreamExt as _;
+use holdpoint_bus::records::Bucket;
+use holdpoint_bus::{Bus, BusError, ErrorKind};
+use holdpoint_domain::{Effects, Interaction, Lane, Session, Transition};
+use time::OffsetDateTime;
+use tracing::{debug, info, warn};
+
+use crate::cache::Record;
+use crate::working::{encode, outbox_of};
+
+/// When transitions stop being safe to publish again regardless of checkpoints.
+pub fn dedup_horizon(bus: &Bus, now: OffsetDateTime) -> OffsetDateTime {
+    let window = time::Duration::try_from(bus.topo.duplicate_window.mul_f64(0.8))
+        .unwrap_or(time::Duration::ZERO);
+    now - window
+}
+
+/// The unconfirmed transitions of `record` that a loader must publish again;
+/// `checkpoint` is the loader's partition's checkpoint, used for transitions of that
+/// partition.
+pub fn due(
+    record: &Record,
+    horizon: OffsetDateTime,
+    partition: Option<u32>,
+    checkpoint: Option<OffsetDateTime>,
+) -> Vec<&Transition> {
+    let Some(outbox) = outbox_of(record) else {
+        return Vec::new();
+    };
+    outbox
+        .iter()
+        .filter(|t| {
+            let cp = if partition.is_some() && t.partition == partition {
+                checkpoint
+            } else {
+                None
+            };
+            t.needs_relay(horizon, cp)
+        })
+        .collect()
+}
+
+/// A transition to publish again, with what the sweep needs to confirm it.
+#[derive(Debug, Clone)]
+pub struct Owed {
+    /// The command that made it.
+    pub command_id: String,
+    /// When it was committed.
+    pub at: OffsetDateTime,
+    /// Its effects.
+    pub effects: Effects,
+}
+
+impl Owed {
+    /// The owed effects of `t`.
+    pub fn of(t: &Transition) -> Self {
+        Owed {
+            command_id: t.command_id.clone(),
+            at: t.at,
+            effects: t.effects.clone(),
+        }
+    }
+}
+
+/// How far back a sweep reads: the checkpoint (or the duplicate window when the
+/// partition has none), less a margin for clocks that disagree.
+const CLOCK_MARGIN: Duration = Duration::from_secs(5);
+
+/// Whose transitions a sweep relays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// One partition's (`None`: an unpartitioned deployment's), with its checkpoint.
+    Partition(Option<u32>),
+    /// Everybody's, inside the duplicate window only (a worker that starts).
+    Recent,
+}
+
+/// Publishes again the unconfirmed effects of every transition partition `p`'s
+/// owners committed since `checkpoint`, in records written since then, and records
+/// them confirmed. Returns how many transitions it relayed.
+///
+/// # Errors
+/// Transient when the buckets cannot be read or a publish fails (the caller tries
+/// again later; every publish is deduplicated).
+pub async fn sweep(
+    bus: &Bus,
+    scope: Scope,
+    checkpoint: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+) -> Result<usize, BusError> {
+    let horizon = dedup_horizon(bus, now);
+    let checkpoint = if scope == Scope::Recent {
+        None
+    } else {
+        checkpoint
+    };
+    let since = checkpoint.map_or(horizon, |c| c.min(horizon)) - CLOCK_MARGIN;
+    let mut relayed = 0;
+    let traceparent = holdpoint_telemetry::trace::TraceContext::new_root().header_value();
+    for bucket in [Bucket::Interactions, Bucket::Sessions] {
+        let found = scan(bus, bucket, since, horizon, scope, checkpoint).await?;
+        for (key, revision, mut record, owed) in found {
+            for o in &owed {
+                bus.publish_effects(&o.effects, &traceparent)
+                    .await?
+                    .confirmed()
+                    .await?;
+            }
+            relayed += owed.len();
+            // Record them confirmed, unless the record moved on meanwhile (its
+            // writer confirms what it knows).
+            let ids: Vec<&str> = owed.iter().map(|o| o.command_id.as_str()).collect();
+            let changed = confirm(&mut record, &ids);
+            if changed {
+                match bus.cas(bucket, &key, revision, encode(&record)?).await {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == ErrorKind::Conflict => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    if relayed > 0 {
+        info!(scope = ?scope, relayed, "relay sweep published unconfirmed effects again");
+    } else {
+        debug!(scope = ?scope, "relay sweep found nothing unconfirmed");
+    }
+    Ok(relayed)
+}
+
+fn confirm(record: &mut Record, ids: &[&str]) -> bool {
+    let mark = |t: &Transition| ids.contains(&t.command_id.as_str());
+    match record {
+        Record::Interaction(i) => i.outbox.confirm(mark),
+        Record::Session(s) => s.outbox.confirm(mark),
+        Record::Lane(l) => l.outbox.confirm(mark),
+        Record::Task(_) => false,
+    }
+}
+
+type Found = (String, u64, Record, Vec<Owed>);
+
+/// Reads the records of `bucket` written since `since` and keeps those holding
+/// transitions of partition `p` that are due.
+async fn scan(
+    bus: &Bus,
+    bucket: Bucket,
+    since: OffsetDateTime,
+    horizon: OffsetDateTime,
+    scope: Scope,
+    checkpoint: Option<OffsetDateTime>,
+) -> Result<Vec<Found>, BusError> {
+    let name = match bucket {
+        Bucket::Interactions => bus.topo.interactions_bucket(),
+        _ => bus.topo.sessions_bucket(),
+    };
+    let stream = bus
+        .js
+        .get_stream(format!("KV_{name}"))
+        .await
+        .map_err(|e| BusError::transient("relay sweep", e))?;
+    let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: format!("$KV.{name}.>"),
+            deliver_policy: consumer::DeliverPolicy::ByStartTime { start_time: since },
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| BusError::transient("relay sweep", e))?;
+    let mut found = Vec::new();
+    if consumer.cached_info().num_pending == 0 {
+        return Ok(found);
+    }
+    let prefix = format!("$KV.{name}.");
+    let mut messages = consumer
+        .messages()
+        .await
+        .map_err(|e| BusError::transient("relay sweep", e))?;
+    while let Some(msg) = tokio::time::timeout(Duration::from_secs(5), messages.next())
+        .await
+        .map_err(|_| BusError::transient("relay sweep", "timed out"))?
+    {
+        let msg = msg.map_err(|e| BusError::transient("relay sweep", e))?;
+        let Ok(info) = msg.info() else { continue };
+        let (revision, remaining) = (info.stream_sequence, info.pending);
+        let key = msg.subject.strip_prefix(&prefix).unwrap_or("").to_owned();
+        if let Some(record) = decode(bucket, &key, &msg.payload) {
+            let owed: Vec<Owed> = match scope {
+                Scope::Partition(p) => due(&record, horizon, p, checkpoint)
+                    .into_iter()
+                    .filter(|t| t.partition == p)
+                    .map(Owed::of)
+                    .collect(),
+                Scope::Recent => due(&record, horizon, None, None)
+                    .into_iter()
+                    .map(Owed::of)
+                    .collect(),
+            };
+            if !owed.is_empty() {
+                found.push((key, revision, record, owed));
+            }
+        }
+        if remaining == 0 {
+            break;
+        }
+    }
+    Ok(found)
+}
+
+fn decode(bucket: Bucket, key: &str, payload: &[u8]) -> Option<Record> {
+    match bucket {
+        Bucket::Interactions => serde_json::from_slice::<Interaction>(payload)
+            .ok()
+            .map(Record::Interaction),
+        _ if key.split('.').count() == 3 => serde_json::from_slice::<Lane>(payload)
+            .ok()
+            .map(Record::Lane),
+        _ => serde_json::from_slice::<Session>(payload)
+            .ok()
+            .map(Record::Session),
+    }
+    .or_else(|| {
+        warn!(key, "relay sweep skipped a record that does not decode");
+        None
+    })
+}

@@ -1,0 +1,383 @@
+//! The pull loops: one per command partition (or a few on the shared consumer of an
+//! unpartitioned deployment), each deciding the batches it pulls, one after the
+//! other, so one task's commands are decided in the order JetStream stored them.
+//!
+//! **Taking a partition over.** The first message a runner gets under a new
+//! `Nats-Pin-Id` means the server pinned it: it empties its record cache, reads the
+//! partition's checkpoint and sweeps the records written since (the relay), before
+//! deciding that message's batch.
+//!
+//! **Handing a partition over.** When the preferred worker of a partition (see
+//! `holdpoint_bus::partitions::preferred`) is alive and another worker holds it, the
+//! holder stops pulling, releases the pin and stays away for a while, so the
+//! preferred worker, pulling on standby, is pinned.
+//!
+//! **Checkpoints** are saved about once a second while a runner owns its partition:
+//! the time before which every transition it committed is confirmed.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use async_nats::jetstream;
+use futures::{FutureExt as _, StreamExt as _};
+use holdpoint_bus::Bus;
+use holdpoint_bus::backoff::Backoff;
+use holdpoint_bus::partitions::preferred;
+use time::OffsetDateTime;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::WorkerConfig;
+use crate::batch::Runner;
+use crate::cache::{RecordCache, SessionCache, pause};
+use crate::relay;
+
+/// The live workers with when each started, as the presence loop last read them.
+pub type Live = Arc<RwLock<Vec<(String, OffsetDateTime)>>>;
+
+/// How long a worker must have been alive before partitions are handed to it, so a
+/// worker that crashes and restarts in a loop does not make partitions move.
+const SETTLED: Duration = Duration::from_secs(10);
+
+/// How often a runner that owns its partition saves its checkpoint.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+/// Refreshes this worker's presence and the list of live workers until shutdown,
+/// then withdraws it.
+pub async fn presence(bus: Bus, me: String, live: Live, shutdown: CancellationToken) {
+    let every = bus.topo.presence_ttl / 3;
+    let since = OffsetDateTime::now_utc();
+    loop {
+        if let Err(e) = bus.announce(&me, since).await {
+            debug!(error = %e, "presence not refreshed");
+        }
+        match bus.live_workers().await {
+            Ok(mut workers) => {
+                if !workers.iter().any(|(w, _)| w == &me) {
+                    workers.push((me.clone(), since));
+                    workers.sort();
+                }
+                if let Ok(mut l) = live.write() {
+                    *l = workers;
+                }
+            }
+            Err(e) => debug!(error = %e, "live workers not read"),
+        }
+        if pause(&shutdown, every).await {
+            break;
+        }
+    }
+    let _ = bus.withdraw(&me).await;
+}
+
+/// What a runner knows of its ownership.
+#[derive(Debug, Default)]
+struct Ownership {
+    /// The pin id the server gave this runner, while it holds the partition.
+    pin: Option<String>,
+    /// When the checkpoint was last saved.
+    saved: Option<Instant>,
+    /// The sweep of the takeover still has to run (it failed, or is due).
+    sweep_due: bool,
+}
+
+/// Pulls and decides one partition (`Some(p)`) or the shared consumer (`None`)
+/// until shutdown.
+pub async fn run(
+    bus: Bus,
+    cfg: Arc<WorkerConfig>,
+    partition: Option<u32>,
+    sessions: SessionCache,
+    me: String,
+    live: Live,
+    shutdown: CancellationToken,
+) {
+    let cache_bytes = match partition {
+        Some(_) => cfg.cache_bytes / u64::from(bus.topo.partitions.max(1)),
+        // Unpartitioned workers all write every record: nothing to cache.
+        None => 0,
+    };
+    let mut runner = Runner {
+        bus: bus.clone(),
+        cfg: cfg.clone(),
+        partition,
+        cache: RecordCache::new(cache_bytes),
+        sessions,
+        owed: BTreeMap::new(),
+        checkpoint: None,
+        swept: partition.is_none(),
+    };
+    let mut own = Ownership::default();
+    let mut attempt = 0;
+    while !shutdown.is_cancelled() {
+        let messages = match pull(&bus, &cfg, partition).await {
+            Ok(m) => m,
+            Err(e) => {
+                attempt += 1;
+                warn!(partition = ?partition, error = %e, "cannot pull commands; retrying");
+                if pause(&shutdown, Backoff::RECONNECT.delay(attempt)).await {
+                    break;
+                }
+                continue;
+            }
+        };
+        attempt = 0;
+        match serve(&mut runner, &mut own, messages, &me, &live, &shutdown).await {
+            Served::Shutdown => break,
+            Served::Broken => {
+                if pause(&shutdown, Backoff::RECONNECT.delay(1)).await {
+                    break;
+                }
+            }
+            Served::HandedOver(p) => {
+                own = Ownership::default();
+                runner.cache.clear();
+                cfg.metrics.partitions_owned.dec();
+                info!(
+                    partition = p,
+                    "handed the partition to its preferred worker"
+                );
+                if let Err(e) = bus.unpin(p).await {
+                    debug!(partition = p, error = %e, "unpin failed; the pin lapses by itself");
+                }
+                // Stay away long enough for the preferred worker to be pinned.
+                if pause(&shutdown, bus.topo.priority_timeout * 3).await {
+                    break;
+                }
+            }
+        }
+    }
+    if own.pin.is_some() {
+        cfg.metrics.partitions_owned.dec();
+        if let Some(p) = partition {
+            save_checkpoint(&runner, p).await;
+            // Let a standby worker take over now rather than after the timeout.
+            let _ = bus.unpin(p).await;
+        }
+    }
+}
+
+enum Served {
+    Shutdown,
+    Broken,
+    HandedOver(u32),
+}
+
+async fn pull(
+    bus: &Bus,
+    cfg: &WorkerConfig,
+    partition: Option<u32>,
+) -> Result<jetstream::consumer::pull::Stream, String> {
+    let consumer = match partition {
+        Some(p) => bus.partition_consumer(p).await,
+        None => bus.shared_consumer().await,
+    }
+    .map_err(|e| e.to_string())?;
+    // Pull requests expire well before the pin does, so the pinned worker keeps it
+    // (every pull with its pin id restarts the server's timer).
+    let expires = bus
+        .topo
+        .priority_timeout
+        .mul_f64(0.4)
+        .max(Duration::from_millis(200));
+    let mut builder = consumer
+        .stream()
+        .max_messages_per_batch(cfg.batch.max(1))
+        .expires(expires)
+        .heartbeat(expires / 4);
+    if partition.is_some() {
+        builder = builder.group(bus.topo.priority_group());
+    }
+    builder.messages().await.map_err(|e| e.to_string())
+}
+
+async fn serve(
+    runner: &mut Runner,
+    own: &mut Ownership,
+    mut messages: jetstream::consumer::pull::Stream,
+    me: &str,
+    live: &Live,
+    shutdown: &CancellationToken,
+) -> Served {
+    let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut owed_attempt = 0;
+    loop {
+        let first = tokio::select! {
+            _ = shutdown.cancelled() => {
+                // Decide what was delivered already instead of leaving it to ack_wait.
+                let batch = ready(&mut messages, runner.cfg.batch);
+                let msgs: Vec<_> = batch.into_iter().collect();
+                if !msgs.is_empty() {
+                    runner.process(msgs).await;
+                }
+                return Served::Shutdown;
+            }
+            _ = tick.tick() => {
+                if !runner.retry_owed().await {
+                    owed_attempt += 1;
+                    let _ = pause(shutdown, Backoff::TRANSIENT.delay(owed_attempt)).await;
+                } else {
+                    owed_attempt = 0;
+                }
+                if let Some(p) = runner.partition {
+                    if own.pin.is_some() && lost_pin(runner, own, p).await {
+                        continue;
+                    }
+                    if own.pin.is_some() {
+                        if own.sweep_due {
+                            takeover_sweep(runner, own).await;
+                        }
+                        if own.saved.is_none_or(|t| t.elapsed() >= CHECKPOINT_EVERY) && !own.sweep_due {
+                            save_checkpoint(runner, p).await;
+                            own.saved = Some(Instant::now());
+                        }
+                        if should_hand_over(p, me, live) {
+                            return Served::HandedOver(p);
+                        }
+                    }
+                }
+                continue;
+            }
+            next = messages.next() => next,
+        };
+        let msg = match first {
+            Some(Ok(m)) => m,
+            Some(Err(e)) => {
+                // Heartbeats missed (server restarted, consumer lost): pull anew.
+                warn!(partition = ?runner.partition, error = %e, "command stream error; pulling anew");
+                return Served::Broken;
+            }
+            None => return Served::Broken,
+        };
+        let mut batch = vec![msg];
+        batch.extend(ready(&mut messages, runner.cfg.batch.saturating_sub(1)));
+        if runner.partition.is_some() {
+            notice_pin(runner, own, &batch).await;
+        }
+        runner.process(batch).await;
+    }
+}
+
+/// The messages the stream already holds, up to `max`, without waiting.
+fn ready(messages: &mut jetstream::consumer::pull::Stream, max: usize) -> Vec<jetstream::Message> {
+    let mut out = Vec::new();
+    while out.len() < max {
+        match messages.next().now_or_never() {
+            Some(Some(Ok(m))) => out.push(m),
+            _ => break,
+        }
+    }
+    out
+}
+
+/// Takes the partition over when the server pinned this runner anew.
+async fn notice_pin(runner: &mut Runner, own: &mut Ownership, batch: &[jetstream::Message]) {
+    let pin = batch.iter().find_map(|m| {
+        m.headers
+            .as_ref()
+            .and_then(|h| h.get("Nats-Pin-Id"))
+            .map(|v| v.to_string())
+    });
+    let Some(pin) = pin else { return };
+    if own.pin.as_deref() == Some(pin.as_str()) {
+        return;
+    }
+    if own.pin.is_none() {
+        runner.cfg.metrics.partitions_owned.inc();
+    }
+    info!(partition = ?runner.partition, "pinned to this worker: taking the partition over");
+    own.pin = Some(pin);
+    own.saved = None;
+    runner.cache.clear();
+    runner.swept = false;
+    let p = runner.partition;
+    runner.checkpoint = match p {
+        Some(p) => runner.bus.checkpoint(p).await.unwrap_or_else(|e| {
+            warn!(partition = p, error = %e, "checkpoint not read; relaying the duplicate window only");
+            None
+        }),
+        None => None,
+    };
+    own.sweep_due = true;
+    takeover_sweep(runner, own).await;
+}
+
+/// Checks with the server that this runner still holds partition `p`'s pin (it may
+/// have moved while a batch took long); forgets the partition if not.
+async fn lost_pin(runner: &mut Runner, own: &mut Ownership, p: u32) -> bool {
+    let Ok(stream) = runner
+        .bus
+        .js
+        .get_stream_no_info(runner.bus.topo.commands_stream())
+        .await
+    else {
+        return false;
+    };
+    let Ok(info) = stream
+        .consumer_info(runner.bus.topo.partition_consumer(p))
+        .await
+    else {
+        return false;
+    };
+    let pinned = info
+        .priority_groups
+        .iter()
+        .find_map(|g| g.pinned_client_id.clone());
+    if pinned.is_some() && pinned == own.pin {
+        return false;
+    }
+    info!(partition = p, "the partition's pin moved to another worker");
+    *own = Ownership::default();
+    runner.cache.clear();
+    runner.cfg.metrics.partitions_owned.dec();
+    true
+}
+
+async fn takeover_sweep(runner: &mut Runner, own: &mut Ownership) {
+    let now = OffsetDateTime::now_utc();
+    match relay::sweep(
+        &runner.bus,
+        relay::Scope::Partition(runner.partition),
+        runner.checkpoint,
+        now,
+    )
+    .await
+    {
+        Ok(n) => {
+            runner.cfg.metrics.relayed.inc_by(n as u64);
+            own.sweep_due = false;
+            runner.swept = true;
+        }
+        Err(e) => {
+            warn!(partition = ?runner.partition, error = %e, "relay sweep failed; trying again")
+        }
+    }
+}
+
+async fn save_checkpoint(runner: &Runner, p: u32) {
+    let at = runner.vouched(OffsetDateTime::now_utc());
+    if let Err(e) = runner.bus.save_checkpoint(p, at).await {
+        debug!(partition = p, error = %e, "checkpoint not saved");
+    }
+}
+
+/// True when partition `p` should go to another worker: its preferred one among the
+/// workers alive for at least [`SETTLED`] (this one always counts).
+fn should_hand_over(p: u32, me: &str, live: &Live) -> bool {
+    let Ok(workers) = live.read() else {
+        return false;
+    };
+    let Ok(settled) = time::Duration::try_from(SETTLED) else {
+        return false;
+    };
+    let now = OffsetDateTime::now_utc();
+    let eligible: Vec<String> = workers
+        .iter()
+        .filter(|(w, since)| w == me || now - *since >= settled)
+        .map(|(w, _)| w.clone())
+        .collect();
+    matches!(preferred(p, &eligible), Some(w) if w != me)
+}
