@@ -17,6 +17,7 @@ use holdpoint_bus::Topology;
 use holdpoint_tests::app::{AppOptions, TestApp};
 use holdpoint_tests::chaos::{self, ClientOptions, Rng, WorkerPool};
 use holdpoint_tests::nats::{NatsCluster, NatsClusterOptions, wait_for};
+use holdpoint_tests::readers::{self, Readers};
 
 /// The node leading `stream`, as an index into the cluster.
 async fn leader_of(app: &TestApp<NatsCluster>, stream: &str) -> Option<usize> {
@@ -75,6 +76,7 @@ async fn killing_the_commands_leader_then_another_node_loses_nothing() {
         .await
         .expect("open");
     let jobs = chaos::plan_jobs(&targets, 0.1, &mut rng);
+    let live = Readers::start(&app.nats.urls_csv()).await;
     // A request waits its outcome timeout; a JetStream request may wait its own
     // timeout (5 s) on top while a leader is being elected.
     let bound = outcome_timeout + Duration::from_secs(6);
@@ -169,8 +171,19 @@ async fn killing_the_commands_leader_then_another_node_loses_nothing() {
         .await
         .expect("tool results");
     app.wait_idle_within(Duration::from_secs(60)).await;
-    let figures = chaos::check(&app, &targets, &results, bound).await;
-    println!("{figures}");
+    let mut figures = chaos::check(&app, &targets, &results, bound).await;
+    let approved = chaos::approvals(&app, &targets).await;
+    let (core, durable) = live.finish(Duration::from_millis(500)).await;
+    let seen = readers::judge(
+        &core,
+        &durable,
+        &targets,
+        &results,
+        &approved,
+        Duration::from_secs(5),
+    );
+    println!("{figures}\n{seen}");
+    figures.violations.extend(seen.violations);
     figures.assert_clean();
     // pool is kept alive until here so its workers run through the checks.
     drop(pool);

@@ -29,6 +29,7 @@ use holdpoint_domain::{Answer, SessionMode, State};
 use holdpoint_tests::app::{AppOptions, TestApp};
 use holdpoint_tests::chaos::{self, ClientOptions, Rng, WorkerPool};
 use holdpoint_tests::nats::wait_for;
+use holdpoint_tests::readers::{self, Readers};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
@@ -40,6 +41,9 @@ fn options(ack_wait: Duration, outcome_timeout: Duration) -> AppOptions {
     AppOptions {
         topo: Topology {
             ack_wait,
+            // The kill storms below take a worker down every 80-300 ms: a partition
+            // whose worker died moves to a live one after half a second.
+            priority_timeout: Duration::from_millis(500),
             ..Topology::default()
         },
         workers: 0,
@@ -94,19 +98,38 @@ fn redeliveries(before: &Consumers, after: &Consumers) -> u64 {
     (after.deliveries - before.deliveries).saturating_sub(after.stored - before.stored)
 }
 
-/// Settles the run (released calls reported, workers idle) and checks it.
+/// The longest an answer's effect may reach a live reader after its 2xx.
+const EFFECT_DELAY_BOUND: Duration = Duration::from_secs(5);
+
+/// Settles the run (released calls reported, workers idle), stops the live readers
+/// and checks everything: the guarantees, then duplicates per event id and effect
+/// delays as each kind of reader saw them.
 async fn settle_and_check(
     app: &TestApp,
     targets: &[chaos::Target],
     results: &[chaos::JobResult],
     bound: Duration,
+    readers: Readers,
 ) -> chaos::Figures {
     app.wait_idle().await;
     chaos::finish_released(app, targets)
         .await
         .expect("report tool results");
     app.wait_idle().await;
-    chaos::check(app, targets, results, bound).await
+    let mut figures = chaos::check(app, targets, results, bound).await;
+    let approved = chaos::approvals(app, targets).await;
+    let (core, durable) = readers.finish(Duration::from_millis(500)).await;
+    let seen = readers::judge(
+        &core,
+        &durable,
+        targets,
+        results,
+        &approved,
+        EFFECT_DELAY_BOUND,
+    );
+    println!("{seen}");
+    figures.violations.extend(seen.violations);
+    figures
 }
 
 #[tokio::test]
@@ -129,6 +152,7 @@ async fn worker_sigkills_while_answers_flow_lose_nothing_and_resolve_once() {
     let jobs = chaos::plan_jobs(&targets, 0.25, &mut rng);
     let bound = outcome_timeout + Duration::from_secs(2);
     let targets = Arc::new(targets);
+    let live = Readers::start(&app.nats.url()).await;
     let (progress, clients) = chaos::run_clients(
         chaos::persons_for(&app, &targets),
         targets.clone(),
@@ -161,7 +185,7 @@ async fn worker_sigkills_while_answers_flow_lose_nothing_and_resolve_once() {
         pool.all_running(&mut app),
         "a worker died by itself (not by a kill)"
     );
-    let figures = settle_and_check(&app, &targets, &results, bound).await;
+    let figures = settle_and_check(&app, &targets, &results, bound, live).await;
     let redelivered = redeliveries(&before, &consumer_info(&app).await.expect("consumer"));
     println!("worker kills: {kills} in {flow:?}, redeliveries {redelivered}; {figures}");
     figures.assert_clean();
@@ -199,6 +223,7 @@ async fn nats_server_killed_and_stopped_mid_load_answers_503_then_recovers() {
     // outcome timeout plus a margin for the machine.
     let bound = outcome_timeout + Duration::from_millis(1500);
     let targets = Arc::new(targets);
+    let live = Readers::start(&app.nats.url()).await;
     let (progress, clients) = chaos::run_clients(
         chaos::persons_for(&app, &targets),
         targets.clone(),
@@ -276,7 +301,7 @@ async fn nats_server_killed_and_stopped_mid_load_answers_503_then_recovers() {
         );
         assert!(first_after - *ready < Duration::from_secs(20));
     }
-    let figures = settle_and_check(&app, &targets, &results, bound).await;
+    let figures = settle_and_check(&app, &targets, &results, bound, live).await;
     println!("{figures}");
     figures.assert_clean();
 }
@@ -293,7 +318,13 @@ async fn a_handler_stalled_past_ack_wait_resolves_once_while_another_worker_rede
     for overlap in [false, true] {
         let what = if overlap { "overlap" } else { "late" };
         let ack_wait = Duration::from_secs(1);
-        let mut app = TestApp::start_with(options(ack_wait, Duration::from_secs(20))).await;
+        // The worker that stalls must hold the command when it stops: its pull
+        // requests live 40 % of the priority timeout, and the command is published
+        // right after the SIGSTOP. Its pin lapses 3 s after its last pull; then the
+        // other worker is pinned and gets the redelivery.
+        let mut opts = options(ack_wait, Duration::from_secs(20));
+        opts.topo.priority_timeout = Duration::from_secs(3);
+        let mut app = TestApp::start_with(opts).await;
         // The only worker so far: the one that will stall.
         let stalled = app.spawn_worker_process(None);
         let rt = app.runtime("acme").await;

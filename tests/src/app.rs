@@ -238,6 +238,10 @@ impl<N: Broker> TestApp<N> {
             .arg(self.opts.topo.duplicate_window.as_secs().max(1).to_string())
             .arg("--replicas")
             .arg(self.opts.topo.replicas.to_string())
+            .arg("--partitions")
+            .arg(self.opts.topo.partitions.to_string())
+            .arg("--priority-timeout-ms")
+            .arg(self.opts.topo.priority_timeout.as_millis().to_string())
             .env(
                 "RUST_LOG",
                 std::env::var("HOLDPOINT_WORKER_LOG").unwrap_or_else(|_| "warn".into()),
@@ -372,11 +376,36 @@ async fn connect(url: &str, topo: &Topology) -> Bus {
 }
 
 /// Reads every message of `stream` matching `filter`, decoded as `T`, in order.
+///
+/// In a cluster it first waits (at most 30 s) until every replica of the stream is
+/// current: the ordered consumer it reads through is placed by the server on any
+/// replica, and a node that was just restarted serves what it had on disk until it
+/// caught up (RELIABILITY.md, "Node loss"), which would look like missing events.
 pub async fn read_all<T: serde::de::DeserializeOwned>(
     bus: &Bus,
     stream: &str,
     filter: &str,
 ) -> Vec<T> {
+    let name = stream.to_owned();
+    crate::nats::wait_for(
+        Duration::from_secs(30),
+        &format!("every replica of {name} to be current"),
+        || {
+            let (js, name) = (bus.js.clone(), name.clone());
+            async move {
+                let mut s = js.get_stream(&name).await.ok()?;
+                let info = s.info().await.ok()?;
+                let caught_up = info.cluster.as_ref().is_none_or(|c| {
+                    c.leader.is_some()
+                        && c.replicas
+                            .iter()
+                            .all(|p| p.current && !p.offline && p.lag.unwrap_or(0) == 0)
+                });
+                caught_up.then_some(())
+            }
+        },
+    )
+    .await;
     let stream = bus.js.get_stream(stream).await.expect("stream");
     let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
         .create_consumer(consumer::pull::OrderedConfig {

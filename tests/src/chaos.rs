@@ -913,6 +913,19 @@ pub async fn check<N: Broker>(
     f
 }
 
+/// Whether each approval target was approved (for the effect its answer has).
+pub async fn approvals<N: Broker>(app: &TestApp<N>, targets: &[Target]) -> HashMap<String, bool> {
+    let mut out = HashMap::new();
+    for t in targets.iter().filter(|t| t.kind == TargetKind::Approval) {
+        if let Some(record) = app.interaction(&t.org, &t.id).await
+            && let Some(a) = approved(&record)
+        {
+            out.insert(t.id.clone(), a);
+        }
+    }
+    out
+}
+
 /// One person per organisation of `targets`.
 pub fn persons_for<N: Broker>(app: &TestApp<N>, targets: &[Target]) -> HashMap<String, Person> {
     targets

@@ -25,7 +25,7 @@ use crate::{Bus, BusError, REPLY_HEADER, TRACEPARENT_HEADER};
 use async_nats::HeaderMap;
 use async_nats::jetstream::publish::PublishAck;
 use futures::StreamExt as _;
-use holdpoint_domain::{Command, CommandEnvelope, ErrorCode, Outcome};
+use holdpoint_domain::{Command, CommandEnvelope, ErrorCode, Outcome, Transition};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::warn;
@@ -48,6 +48,7 @@ pub struct Waiter {
     prefix: String,
     next: AtomicU64,
     pending: Arc<Table>,
+    relay: bool,
 }
 
 impl std::fmt::Debug for Waiter {
@@ -110,7 +111,17 @@ impl Waiter {
             prefix,
             next: AtomicU64::new(1),
             pending,
+            relay: false,
         })
+    }
+
+    /// Makes an outcome read from a record wait for that transition's effects: they
+    /// are published again first when not confirmed yet (see
+    /// [`Bus::recorded_outcome`]). The ingress does this, so a 2xx never precedes
+    /// the events it implies; its NATS user may then publish to the ingest subjects.
+    pub fn relaying(mut self) -> Self {
+        self.relay = true;
+        self
     }
 
     /// Publishes `env` and waits until `timeout` for its outcome.
@@ -205,7 +216,9 @@ impl Waiter {
         loop {
             let pause = crate::backoff::Backoff::POLL.delay(attempt);
             attempt += 1;
-            match tokio::time::timeout_at(deadline, bus.recorded_outcome(env, msg_id)).await {
+            match tokio::time::timeout_at(deadline, bus.recorded_outcome(env, msg_id, self.relay))
+                .await
+            {
                 Ok(Ok(Some(outcome))) => return Ok((outcome, ack.duplicate)),
                 Err(_) => return Err(WaitError::Timeout),
                 Ok(_) => {}
@@ -250,12 +263,19 @@ impl Bus {
     /// resolution of the interaction it answered), else the outcome the worker stored
     /// for a decision that wrote nothing.
     ///
+    /// With `relay`, a transition found there whose effects are not confirmed yet
+    /// (its worker died between its write and its PubAcks) has its events, audit
+    /// records and lane messages published first, so a reply built from it never
+    /// precedes them: only inside the duplicate window, where publishing them again
+    /// cannot store them twice (older ones are the relay's, see the worker).
+    ///
     /// # Errors
-    /// As [`Bus::load`].
+    /// As [`Bus::load`]; a failed relay publish, typed.
     pub async fn recorded_outcome(
         &self,
         env: &CommandEnvelope,
         msg_id: &str,
+        relay: bool,
     ) -> Result<Option<Outcome>, BusError> {
         if let Some(o) = self.stored_outcome(msg_id).await? {
             return Ok(Some(o));
@@ -266,32 +286,67 @@ impl Bus {
             return Ok(None);
         }
         let cmd = msg_id;
-        let outcome = |t: &holdpoint_domain::Transition| t.outcome.clone();
-        if let Some(id) = env.interaction_id() {
-            let loaded = self.load_interaction(&env.org, id).await?;
-            if let Some(i) = loaded.value {
-                if let Some(r) = i.resolution.as_ref().filter(|r| r.command_id == cmd) {
-                    return Ok(Some(r.outcome.clone()));
-                }
-                if let Some(t) = i.outbox.find(cmd) {
-                    return Ok(Some(outcome(t)));
-                }
-            }
-        }
-        match &env.command {
+        let found: Option<(Outcome, Option<Transition>)> = match &env.command {
             Command::Message { session, lane, .. }
             | Command::TurnStart { session, lane, .. }
             | Command::TurnFinish { session, lane, .. } => {
                 let loaded = self.load_lane(&env.org, session, lane).await?;
-                Ok(loaded.value.and_then(|l| l.outbox.find(cmd).map(outcome)))
+                loaded
+                    .value
+                    .and_then(|l| l.outbox.find(cmd).cloned())
+                    .map(|t| (t.outcome.clone(), Some(t)))
             }
             Command::SessionOpen { session, .. }
             | Command::SessionClose { session }
             | Command::SessionEnd { session } => {
                 let loaded = self.load_session(&env.org, session).await?;
-                Ok(loaded.value.and_then(|s| s.outbox.find(cmd).map(outcome)))
+                loaded
+                    .value
+                    .and_then(|s| s.outbox.find(cmd).cloned())
+                    .map(|t| (t.outcome.clone(), Some(t)))
             }
-            _ => Ok(None),
+            _ => match env.interaction_id() {
+                Some(id) => {
+                    let loaded = self.load_interaction(&env.org, id).await?;
+                    loaded.value.and_then(|i| {
+                        let t = i.outbox.find(cmd).cloned();
+                        match (&i.resolution, t) {
+                            (Some(r), t) if r.command_id == cmd => Some((r.outcome.clone(), t)),
+                            (_, Some(t)) => Some((t.outcome.clone(), Some(t))),
+                            _ => None,
+                        }
+                    })
+                }
+                None => None,
+            },
+        };
+        let Some((outcome, transition)) = found else {
+            return Ok(None);
+        };
+        if relay && let Some(t) = transition {
+            self.relay_recent(&t).await?;
         }
+        Ok(Some(outcome))
+    }
+
+    /// Publishes again the events, audit records and lane messages of `t` when it is
+    /// not confirmed and recent enough to be deduplicated.
+    async fn relay_recent(&self, t: &Transition) -> Result<(), BusError> {
+        let window = time::Duration::try_from(self.topo.duplicate_window.mul_f64(0.8))
+            .unwrap_or(time::Duration::ZERO);
+        let horizon = time::OffsetDateTime::now_utc() - window;
+        if !t.needs_relay(horizon, None) {
+            return Ok(());
+        }
+        let effects = holdpoint_domain::Effects {
+            follow_ups: Vec::new(),
+            ..t.effects.clone()
+        };
+        let tp = format!(
+            "00-{}-{}-01",
+            &holdpoint_domain::digest(&["relay", &t.command_id])[..32],
+            &holdpoint_domain::digest(&["span", &t.command_id])[..16]
+        );
+        self.publish_effects(&effects, &tp).await?.confirmed().await
     }
 }

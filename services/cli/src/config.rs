@@ -104,17 +104,26 @@ pub struct NatsConfig {
     pub replicas: usize,
     /// JetStream duplicate window of the commands and events streams, in seconds.
     pub duplicate_window_secs: u64,
-    /// The workers' consumer `ack_wait`, in milliseconds (at least 100).
+    /// The partition consumers' `ack_wait`, in milliseconds (at least 100): how long
+    /// a command held by a worker that died waits before it is delivered again.
     pub ack_wait_ms: u64,
+    /// Command partitions (1 to 1024), fixed once the commands stream exists.
+    pub partitions: u32,
+    /// How long a worker keeps a partition without pulling before the server pins
+    /// another, in milliseconds (at least 200).
+    pub priority_timeout_ms: u64,
 }
 
 impl Default for NatsConfig {
     fn default() -> Self {
+        let t = Topology::default();
         NatsConfig {
             url: None,
             replicas: 1,
             duplicate_window_secs: 120,
-            ack_wait_ms: 30_000,
+            ack_wait_ms: 3_000,
+            partitions: t.partitions,
+            priority_timeout_ms: 1_000,
         }
     }
 }
@@ -231,9 +240,18 @@ impl Default for SocketConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkerSection {
-    /// Commands handled at once per worker.
+    /// Pull loops sharing the durable consumer when commands are not partitioned
+    /// (nats-server 2.9); partitioned, each partition has one.
     pub concurrency: usize,
-    /// How often the consumer's pending and ack-pending counts are read for the
+    /// Most commands decided together in one batch (group commit).
+    pub batch: usize,
+    /// Memory for records kept between batches, in MiB.
+    pub cache_mb: u64,
+    /// This worker's id in the presence bucket (`[A-Za-z0-9_-]`, at most 64);
+    /// random when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// How often the consumers' pending and ack-pending counts are read for the
     /// metrics, in milliseconds.
     pub consumer_poll_ms: u64,
 }
@@ -241,7 +259,10 @@ pub struct WorkerSection {
 impl Default for WorkerSection {
     fn default() -> Self {
         WorkerSection {
-            concurrency: 64,
+            concurrency: 4,
+            batch: 128,
+            cache_mb: 32,
+            id: None,
             consumer_poll_ms: 5_000,
         }
     }
@@ -365,6 +386,18 @@ impl Config {
         if n.duplicate_window_secs == 0 {
             return Err(invalid("nats.duplicate_window_secs", "must be positive"));
         }
+        if !(1..=1024).contains(&n.partitions) {
+            return Err(invalid(
+                "nats.partitions",
+                format!("must be 1 to 1024 (got {})", n.partitions),
+            ));
+        }
+        if n.priority_timeout_ms < 200 {
+            return Err(invalid(
+                "nats.priority_timeout_ms",
+                format!("must be at least 200 (got {})", n.priority_timeout_ms),
+            ));
+        }
         if n.ack_wait_ms < 100 {
             return Err(invalid(
                 "nats.ack_wait_ms",
@@ -396,6 +429,17 @@ impl Config {
             .map_err(|e| invalid("socket.org", format!("is not a valid organisation id: {e}")))?;
         if self.worker.concurrency == 0 {
             return Err(invalid("worker.concurrency", "must be positive"));
+        }
+        if !(1..=4096).contains(&self.worker.batch) {
+            return Err(invalid(
+                "worker.batch",
+                format!("must be 1 to 4096 (got {})", self.worker.batch),
+            ));
+        }
+        if let Some(id) = &self.worker.id
+            && !holdpoint_bus::partitions::is_worker_id(id)
+        {
+            return Err(invalid("worker.id", "must be 1 to 64 of [A-Za-z0-9_-]"));
         }
         if self.worker.consumer_poll_ms < 100 {
             return Err(invalid(
@@ -492,6 +536,8 @@ impl Config {
             replicas: self.nats.replicas,
             duplicate_window: Duration::from_secs(self.nats.duplicate_window_secs),
             ack_wait: Duration::from_millis(self.nats.ack_wait_ms),
+            partitions: self.nats.partitions,
+            priority_timeout: Duration::from_millis(self.nats.priority_timeout_ms),
             ..Topology::default()
         }
     }
@@ -630,7 +676,7 @@ mod tests {
         .expect("valid");
         assert_eq!(c.nats.url.as_deref(), Some("nats://a:4222"));
         assert_eq!(c.nats.replicas, 5);
-        assert_eq!(c.nats.ack_wait_ms, 30_000);
+        assert_eq!(c.nats.ack_wait_ms, 3_000);
         assert_eq!(c.http.listen.to_string(), "0.0.0.0:9000");
         assert_eq!(c.auth.jwt_algorithms, vec!["EdDSA".to_owned()]);
     }
@@ -756,11 +802,21 @@ mod tests {
             .expect("toml")
             .parse()
             .expect("table");
-        for section in table.keys() {
+        for (section, keys) in &table {
             assert!(
                 text.contains(&format!("[{section}]")),
                 "[{section}] missing in the example"
             );
+            // And every key with a default, set or commented out.
+            for key in keys.as_table().map(|t| t.keys()).into_iter().flatten() {
+                assert!(
+                    text.lines().any(|l| {
+                        let l = l.trim_start_matches(['#', ' ']);
+                        l.starts_with(&format!("{key} ="))
+                    }),
+                    "{section}.{key} missing in the example"
+                );
+            }
         }
         // The example leaves the URL unset, as the default is: `up` starts its own server.
         assert_eq!(c.nats.url, None);

@@ -149,9 +149,18 @@ pub struct NatsArgs {
     /// (default 120).
     #[arg(long, env = "HOLDPOINT_DUPLICATE_WINDOW_SECS")]
     pub duplicate_window_secs: Option<u64>,
-    /// Workers' consumer ack_wait, in milliseconds (default 30000).
+    /// Partition consumers' ack_wait, in milliseconds (default 3000): how long a
+    /// command held by a worker that died waits before it is delivered again.
     #[arg(long, env = "HOLDPOINT_ACK_WAIT_MS")]
     pub ack_wait_ms: Option<u64>,
+    /// Command partitions, 1 to 1024 (default 8); fixed once the commands stream
+    /// exists.
+    #[arg(long, env = "HOLDPOINT_PARTITIONS")]
+    pub partitions: Option<u32>,
+    /// How long a worker keeps a partition without pulling before another is
+    /// pinned, in milliseconds (default 1000).
+    #[arg(long, env = "HOLDPOINT_PRIORITY_TIMEOUT_MS")]
+    pub priority_timeout_ms: Option<u64>,
 }
 
 impl NatsArgs {
@@ -160,6 +169,8 @@ impl NatsArgs {
             .set("nats.replicas", self.replicas)
             .set("nats.duplicate_window_secs", self.duplicate_window_secs)
             .set("nats.ack_wait_ms", self.ack_wait_ms)
+            .set("nats.partitions", self.partitions)
+            .set("nats.priority_timeout_ms", self.priority_timeout_ms)
     }
 }
 
@@ -273,9 +284,19 @@ impl AuthArgs {
 /// Worker settings.
 #[derive(Debug, Clone, Args, Default)]
 pub struct WorkerSettings {
-    /// Commands handled at once per worker (default 64).
+    /// Pull loops on a shared consumer when commands are not partitioned
+    /// (nats-server 2.9; default 4).
     #[arg(long, env = "HOLDPOINT_WORKER_CONCURRENCY")]
     pub concurrency: Option<usize>,
+    /// Most commands decided together in one batch (default 128).
+    #[arg(long, env = "HOLDPOINT_WORKER_BATCH")]
+    pub batch: Option<usize>,
+    /// Memory for records kept between batches, in MiB (default 32).
+    #[arg(long, env = "HOLDPOINT_WORKER_CACHE_MB")]
+    pub cache_mb: Option<u64>,
+    /// This worker's id in the presence bucket (default: random).
+    #[arg(long, env = "HOLDPOINT_WORKER_ID")]
+    pub worker_id: Option<String>,
     /// How often the consumer's backlog is read for /metrics, in milliseconds
     /// (default 5000).
     #[arg(long, env = "HOLDPOINT_CONSUMER_POLL_MS")]
@@ -288,6 +309,9 @@ pub struct WorkerSettings {
 impl WorkerSettings {
     fn layers(&self, l: Layers) -> Layers {
         l.set("worker.concurrency", self.concurrency)
+            .set("worker.batch", self.batch)
+            .set("worker.cache_mb", self.cache_mb)
+            .set("worker.id", self.worker_id.clone())
             .set("worker.consumer_poll_ms", self.consumer_poll_ms)
     }
 }
@@ -568,6 +592,9 @@ impl Config {
     ) -> WorkerConfig {
         WorkerConfig {
             concurrency: self.worker.concurrency,
+            batch: self.worker.batch,
+            cache_bytes: self.worker.cache_mb.saturating_mul(1024 * 1024),
+            worker_id: self.worker.id.clone(),
             failpoint,
             metrics,
             consumer_poll: Duration::from_millis(self.worker.consumer_poll_ms),

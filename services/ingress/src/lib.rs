@@ -87,7 +87,11 @@ impl AppState {
     /// # Errors
     /// When the reply subscription cannot be made.
     pub async fn new(bus: Bus, cfg: IngressConfig) -> anyhow::Result<Self> {
-        let outcomes = Arc::new(holdpoint_bus::outcome::Waiter::start(&bus.client).await?);
+        let outcomes = Arc::new(
+            holdpoint_bus::outcome::Waiter::start(&bus.client)
+                .await?
+                .relaying(),
+        );
         if let Some(verifier) = &cfg.identity.jwt {
             cfg.metrics.watch_jwks(verifier.clone());
         }

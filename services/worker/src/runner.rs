@@ -350,6 +350,14 @@ async fn takeover_sweep(runner: &mut Runner, own: &mut Ownership) {
             runner.cfg.metrics.relayed.inc_by(n as u64);
             own.sweep_due = false;
             runner.swept = true;
+            // Vouch at once, before this runner commits anything: if it dies before
+            // its next save, whoever takes over sweeps from here.
+            if let Some(p) = runner.partition {
+                if let Err(e) = runner.bus.save_checkpoint(p, now).await {
+                    warn!(partition = p, error = %e, "checkpoint not saved after the takeover sweep");
+                }
+                own.saved = Some(Instant::now());
+            }
         }
         Err(e) => {
             warn!(partition = ?runner.partition, error = %e, "relay sweep failed; trying again")

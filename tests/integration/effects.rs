@@ -1,0 +1,322 @@
+//! Effects are never lost or late, and a call is released once (the outbox relay,
+//! stream RePublish, one release per call, fast failover). Each test here failed on
+//! the design before the relay:
+//!
+//! - a committed transition whose command is lost (purged, never redelivered)
+//!   still gets its events out, by the sweep of the next worker to start, and when
+//!   the transition is older than the duplicate window, by the sweep of the worker
+//!   that takes its partition over (from the partition's checkpoint);
+//! - a refusal decided on a record whose last transition is unconfirmed publishes
+//!   that transition's events first (the relay on load);
+//! - a live core subscriber sees each event once when a worker dies after
+//!   publishing and its command is redelivered and replayed;
+//! - holding a call again under another effect id is refused;
+//! - a worker killed with `kill -9` under load hands its partitions over within
+//!   seconds: no answer waits for `ack_wait` times a backoff.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use holdpoint_bus::Topology;
+use holdpoint_client::HoldCall;
+use holdpoint_domain::{Event, State};
+use holdpoint_tests::app::{AppOptions, TestApp};
+use holdpoint_tests::nats::wait_for;
+use serde_json::json;
+
+use crate::common::*;
+
+/// An app with no worker running, and a short ack_wait.
+async fn app_without_workers(duplicate_window: Duration) -> TestApp {
+    TestApp::start_with(AppOptions {
+        topo: Topology {
+            ack_wait: Duration::from_secs(1),
+            duplicate_window,
+            ..Topology::default()
+        },
+        workers: 0,
+        outcome_timeout: Duration::from_secs(2),
+        ..AppOptions::default()
+    })
+    .await
+}
+
+/// Runs `failpoint` in a worker process on one answer to a fresh approval, and
+/// waits for the worker to die at it. Returns the effect id.
+async fn answer_into_failpoint(app: &mut TestApp, failpoint: &str, key: &str) -> String {
+    let rt = app.runtime("acme").await;
+    app.start_worker().await;
+    let (_, eff) = open_approval(&rt).await;
+    app.wait_idle().await;
+    app.stop_workers().await;
+    let w = app.spawn_worker_process(Some(failpoint));
+    let r = app
+        .person("acme", "ana")
+        .post_keyed(
+            &format!("/v1/interactions/{eff}/approve"),
+            key,
+            &json!({"approved": true}),
+        )
+        .await;
+    // The worker dies before replying (after-write) or after (before-ack).
+    assert!(r.status == 503 || r.status == 204, "{r:?}");
+    wait_for(
+        Duration::from_secs(20),
+        "the worker to die at its failpoint",
+        || {
+            let running = app.process_running(w);
+            async move { (!running).then_some(()) }
+        },
+    )
+    .await;
+    eff
+}
+
+/// Deletes every command waiting in HP_COMMANDS: the transition stays committed,
+/// but its command will never be delivered again.
+async fn lose_the_commands(app: &TestApp) {
+    let stream = app
+        .bus
+        .js
+        .get_stream(app.bus.topo.commands_stream())
+        .await
+        .expect("commands stream");
+    stream.purge().await.expect("purge");
+}
+
+fn released(events: &[Event], eff: &str) -> usize {
+    named(events, "tool-call-released", eff).len()
+}
+
+#[tokio::test]
+async fn a_committed_transition_whose_command_is_lost_still_gets_its_events_out() {
+    let mut app = app_without_workers(Duration::from_secs(120)).await;
+    let eff = answer_into_failpoint(&mut app, "after-write", "k-1").await;
+    let record = app.interaction("acme", &eff).await.expect("stored");
+    assert_eq!(record.state, State::Resolved, "the answer was committed");
+    assert_eq!(released(&app.events("acme").await, &eff), 0);
+    lose_the_commands(&app).await;
+    // A worker starts: its sweep publishes what recent transitions left unconfirmed.
+    app.start_worker().await;
+    let events = wait_for(Duration::from_secs(20), "the release to go out", || {
+        let app = &app;
+        let eff = eff.clone();
+        async move {
+            let events = app.events("acme").await;
+            (released(&events, &eff) == 1).then_some(events)
+        }
+    })
+    .await;
+    assert_eq!(named(&events, "interaction-resolved", &eff).len(), 1);
+    assert_ids_consistent(&events);
+    // The sweep recorded them confirmed: nothing is published again.
+    app.wait_idle().await;
+    let record = app.interaction("acme", &eff).await.expect("stored");
+    assert!(
+        record.outbox.iter().all(|t| t.confirmed),
+        "the relay records what it published: {:?}",
+        record.outbox
+    );
+}
+
+#[tokio::test]
+async fn a_transition_older_than_the_duplicate_window_is_relayed_from_the_checkpoint() {
+    // A 1 s duplicate window: by the time a worker comes back, the lost transition is
+    // too old for the dedup-window rule; the partition's checkpoint (saved by the
+    // worker that died, before the transition) still covers it.
+    let mut app = app_without_workers(Duration::from_secs(1)).await;
+    let eff = answer_into_failpoint(&mut app, "after-write", "k-1").await;
+    lose_the_commands(&app).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    app.start_worker().await;
+    // The partition is taken over when its first command arrives: another answer,
+    // to the same task, is refused (already answered), and the takeover sweep has
+    // published the lost release by then.
+    let ana = app.person("acme", "ana");
+    let r = wait_for(Duration::from_secs(20), "the second answer", || {
+        let (ana, eff) = (ana.clone(), eff.clone());
+        async move {
+            let r = ana
+                .post_keyed(
+                    &format!("/v1/interactions/{eff}/approve"),
+                    "k-2",
+                    &json!({"approved": false}),
+                )
+                .await;
+            (r.status != 503).then_some(r)
+        }
+    })
+    .await;
+    assert_eq!((r.status, r.code()), (409, "NRY-0009"), "{r:?}");
+    app.wait_idle().await;
+    let events = app.events("acme").await;
+    assert_eq!(released(&events, &eff), 1, "the lost release went out once");
+}
+
+#[tokio::test]
+async fn a_refusal_after_a_lost_command_comes_after_its_committed_effects() {
+    // The refusal's load of the record relays the unconfirmed transition before the
+    // refusal is replied (unless the start-up sweep did it first): either way, when
+    // the 409 is out, the release is stored.
+    let mut app = app_without_workers(Duration::from_secs(120)).await;
+    let eff = answer_into_failpoint(&mut app, "after-write", "k-1").await;
+    lose_the_commands(&app).await;
+    app.start_worker().await;
+    let r = app
+        .person("acme", "ana")
+        .post_keyed(
+            &format!("/v1/interactions/{eff}/approve"),
+            "k-2",
+            &json!({"approved": true}),
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (409, "NRY-0009"), "{r:?}");
+    // When the 409 is out, the release is stored: the relay publishes before the
+    // refusal's reply.
+    let events = app.events("acme").await;
+    assert_eq!(released(&events, &eff), 1, "{events:?}");
+}
+
+#[tokio::test]
+async fn a_live_subscriber_sees_each_event_once_across_a_worker_crash() {
+    let mut app = app_without_workers(Duration::from_secs(120)).await;
+    let client = async_nats::connect(app.nats.url()).await.expect("connect");
+    let mut live = client.subscribe("hp.evt.acme.>").await.expect("subscribe");
+    client.flush().await.expect("flush");
+    // The worker publishes every effect, then dies before its ack: the command is
+    // delivered again to the next worker, which replays the transition and publishes
+    // its effects again (deduplicated by JetStream, and never republished).
+    let eff = answer_into_failpoint(&mut app, "before-ack", "k-1").await;
+    app.start_worker().await;
+    app.wait_idle().await;
+    let events = app.events("acme").await;
+    assert_eq!(released(&events, &eff), 1);
+    // Everything the stream stored reached the subscriber exactly once.
+    let stored: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while counts.len() < stored.len() && Instant::now() < deadline {
+        if let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(200), live.next()).await
+            && let Ok(e) = serde_json::from_slice::<Event>(&m.payload)
+        {
+            *counts.entry(e.id).or_default() += 1;
+        }
+    }
+    // Stragglers: anything still in flight would arrive now.
+    while let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(500), live.next()).await {
+        if let Ok(e) = serde_json::from_slice::<Event>(&m.payload) {
+            *counts.entry(e.id).or_default() += 1;
+        }
+    }
+    for id in &stored {
+        assert_eq!(counts.get(*id), Some(&1), "event {id}: {counts:?}");
+    }
+}
+
+#[tokio::test]
+async fn holding_a_call_again_under_another_effect_id_is_refused() {
+    let app = TestApp::start().await;
+    let rt = app.runtime("acme").await;
+    let (at, eff_a) = open_approval(&rt).await;
+    let hold = |effect: &str| HoldCall {
+        effect_id: effect.into(),
+        call_id: format!("call-{eff_a}"),
+        server: "github".into(),
+        tool: "delete_repo".into(),
+        arguments: json!({"repo": "acme/app"}),
+        reason: None,
+    };
+    let err = rt
+        .hold_for_approval(&at, hold("eff_B"))
+        .await
+        .expect_err("the same call under another effect id");
+    match err {
+        holdpoint_client::ClientError::Rejected(r) => {
+            assert_eq!(r.code.spec().code, "NRY-0021", "{r:?}");
+            assert!(r.message.contains(&eff_a), "{}", r.message);
+        }
+        other => panic!("{other:?}"),
+    }
+    let ana = app.person("acme", "ana");
+    let r = ana
+        .post(
+            &format!("/v1/interactions/{eff_a}/approve"),
+            &json!({"approved": true}),
+        )
+        .await;
+    assert_eq!(r.status, 204);
+    // Released: still refused; eff_B never exists, so it can never be approved.
+    assert!(rt.hold_for_approval(&at, hold("eff_B")).await.is_err());
+    let r = ana
+        .post("/v1/interactions/eff_B/approve", &json!({"approved": true}))
+        .await;
+    assert_eq!((r.status, r.code()), (404, "NRY-0004"));
+    app.wait_idle().await;
+    assert_eq!(released(&app.events("acme").await, &eff_a), 1);
+}
+
+#[tokio::test]
+async fn a_killed_worker_hands_its_partitions_over_within_seconds() {
+    // Two workers; answers flow; one is killed with kill -9. Its partitions move
+    // to the other once their pin lapses (priority timeout) and its commands in
+    // flight come back after ack_wait: no request waits for more than 5 s.
+    let mut app = TestApp::start_with(AppOptions {
+        topo: Topology {
+            ack_wait: Duration::from_secs(2),
+            ..Topology::default()
+        },
+        workers: 0,
+        outcome_timeout: Duration::from_secs(10),
+        ..AppOptions::default()
+    })
+    .await;
+    let a = app.spawn_worker_process(None);
+    let _b = app.spawn_worker_process(None);
+    let rt = app.runtime("acme").await;
+    let mut effects = Vec::new();
+    for _ in 0..60 {
+        effects.push(open_approval(&rt).await.1);
+    }
+    let ana = app.person("acme", "ana");
+    let mut longest = Duration::ZERO;
+    let mut statuses = Vec::new();
+    let mut requests = futures::stream::FuturesUnordered::new();
+    for (n, eff) in effects.iter().enumerate() {
+        let ana = ana.clone();
+        let path = format!("/v1/interactions/{eff}/approve");
+        requests.push(async move {
+            // Spread over about 3 s.
+            tokio::time::sleep(Duration::from_millis(50 * n as u64)).await;
+            let started = Instant::now();
+            let r = ana.post_keyed(&path, "k", &json!({"approved": true})).await;
+            (r.status, started.elapsed())
+        });
+    }
+    let killer = async {
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        app.kill_process(a);
+    };
+    let ((), done) = tokio::join!(killer, async {
+        let mut out = Vec::new();
+        while let Some(r) = requests.next().await {
+            out.push(r);
+        }
+        out
+    });
+    for (status, took) in done {
+        statuses.push(status);
+        longest = longest.max(took);
+    }
+    println!("longest answer across the kill: {longest:?}");
+    assert!(statuses.iter().all(|s| *s == 204), "{statuses:?}");
+    assert!(
+        longest < Duration::from_secs(5),
+        "an answer waited {longest:?} across a worker kill"
+    );
+    app.wait_idle().await;
+    let events = app.events("acme").await;
+    for eff in &effects {
+        assert_eq!(released(&events, eff), 1, "{eff}");
+    }
+}

@@ -1,0 +1,268 @@
+//! Live readers of the events during a chaos run, the two kinds a platform runs:
+//!
+//! - a **core subscriber** on `hp.evt.>` (what `HP_EVENTS` republishes as it stores
+//!   each event): it must see every stored event at most once;
+//! - a **durable consumer** on `HP_EVENTS` (explicit acks, resumes across server
+//!   restarts): it must find every event stored once (one stream sequence per
+//!   CloudEvents id), redeliveries of the same stored message aside.
+//!
+//! [`Readers::finish`] stops them and returns what they saw, with when; [`judge`]
+//! turns that into figures: duplicates per event id for each reader, and the
+//! **effect delay** of each answer (from its 2xx to the first reader seeing its
+//! effect: `tool-call-finished`, or `tool-call-released` for an approved call).
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer};
+use futures::StreamExt as _;
+use holdpoint_domain::Event;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::chaos::{JobResult, Target, TargetKind};
+
+/// An event a reader received.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// Its CloudEvents id.
+    pub id: String,
+    /// Its stream sequence (durable consumer), 0 for a core subscriber.
+    pub sequence: u64,
+    /// The interaction it is about (`subject` attribute).
+    pub subject: String,
+    /// Its short name.
+    pub name: &'static str,
+    /// When it came.
+    pub at: Instant,
+}
+
+/// Both readers, running.
+#[derive(Debug)]
+pub struct Readers {
+    stop: CancellationToken,
+    core: JoinHandle<Vec<Seen>>,
+    durable: JoinHandle<Vec<Seen>>,
+}
+
+/// What the readers saw, and what it means.
+#[derive(Debug, Clone, Default)]
+pub struct ReaderFigures {
+    /// Events the core subscriber received.
+    pub core_events: u64,
+    /// Event ids the core subscriber received more than once.
+    pub core_duplicates: u64,
+    /// Events the durable consumer received (redeliveries included).
+    pub durable_events: u64,
+    /// Event ids stored under more than one stream sequence.
+    pub durable_duplicates: u64,
+    /// Answers whose effect neither reader saw.
+    pub unseen_effects: u64,
+    /// The longest effect delay (2xx to the first reader seeing the effect).
+    pub max_effect_delay: Duration,
+    /// Every violation.
+    pub violations: Vec<String>,
+}
+
+impl std::fmt::Display for ReaderFigures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "live readers: core subscriber {} events, {} duplicate ids; durable consumer {} \
+             deliveries, {} ids stored twice; effects unseen {}; longest effect delay {:?}",
+            self.core_events,
+            self.core_duplicates,
+            self.durable_events,
+            self.durable_duplicates,
+            self.unseen_effects,
+            self.max_effect_delay
+        )
+    }
+}
+
+fn seen(payload: &[u8], sequence: u64) -> Option<Seen> {
+    let e: Event = serde_json::from_slice(payload).ok()?;
+    Some(Seen {
+        name: e.name(),
+        id: e.id,
+        sequence,
+        subject: e.subject,
+        at: Instant::now(),
+    })
+}
+
+impl Readers {
+    /// Starts both readers on NATS at `url` (one URL or a comma-separated cluster;
+    /// a connection of their own), under the default topology's names.
+    pub async fn start(url: &str) -> Readers {
+        let client = holdpoint_bus::connect(url, "chaos-readers")
+            .await
+            .expect("readers connect");
+        let stop = CancellationToken::new();
+        let mut sub = client.subscribe("hp.evt.>").await.expect("subscribe");
+        client.flush().await.expect("flush");
+        let token = stop.clone();
+        let core = tokio::spawn(async move {
+            let mut out = Vec::new();
+            loop {
+                tokio::select! {
+                    _ = token.cancelled() => return out,
+                    m = sub.next() => match m {
+                        Some(m) => out.extend(seen(&m.payload, 0)),
+                        None => return out,
+                    },
+                }
+            }
+        });
+        let js = jetstream::new(client);
+        let name = format!("chaos-reader-{}", uuid::Uuid::new_v4().simple());
+        let durable_consumer = make_durable(&js, &name).await;
+        let token = stop.clone();
+        let durable = tokio::spawn(async move {
+            let mut out = Vec::new();
+            let mut consumer = durable_consumer;
+            while !token.is_cancelled() {
+                let messages = consumer.messages().await;
+                let Ok(mut messages) = messages else {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    consumer = make_durable(&js, &name).await;
+                    continue;
+                };
+                loop {
+                    let next = tokio::select! {
+                        _ = token.cancelled() => return out,
+                        n = messages.next() => n,
+                    };
+                    match next {
+                        Some(Ok(m)) => {
+                            let seq = m.info().map(|i| i.stream_sequence).unwrap_or(0);
+                            out.extend(seen(&m.payload, seq));
+                            let _ = m.ack().await;
+                        }
+                        _ => break,
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            out
+        });
+        Readers {
+            stop,
+            core,
+            durable,
+        }
+    }
+
+    /// Waits `quiet` for stragglers, then stops both readers and returns what each
+    /// saw (core subscriber, durable consumer).
+    pub async fn finish(self, quiet: Duration) -> (Vec<Seen>, Vec<Seen>) {
+        tokio::time::sleep(quiet).await;
+        self.stop.cancel();
+        (
+            self.core.await.unwrap_or_default(),
+            self.durable.await.unwrap_or_default(),
+        )
+    }
+}
+
+async fn make_durable(js: &jetstream::Context, name: &str) -> consumer::PullConsumer {
+    loop {
+        let stream = js.get_stream("HP_EVENTS").await;
+        if let Ok(stream) = stream
+            && let Ok(c) = stream
+                .get_or_create_consumer(
+                    name,
+                    consumer::pull::Config {
+                        durable_name: Some(name.to_owned()),
+                        filter_subject: "hp.evt.>".into(),
+                        ack_policy: consumer::AckPolicy::Explicit,
+                        deliver_policy: consumer::DeliverPolicy::New,
+                        ..Default::default()
+                    },
+                )
+                .await
+        {
+            return c;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The figures of what the readers saw for `targets`, given the clients'
+/// `results`: duplicates, unseen effects, and effect delays over `delay_bound`
+/// (violations).
+pub fn judge(
+    core: &[Seen],
+    durable: &[Seen],
+    targets: &[Target],
+    results: &[JobResult],
+    approved: &HashMap<String, bool>,
+    delay_bound: Duration,
+) -> ReaderFigures {
+    let mut f = ReaderFigures {
+        core_events: core.len() as u64,
+        durable_events: durable.len() as u64,
+        ..ReaderFigures::default()
+    };
+    let mut counts: HashMap<&str, u32> = HashMap::new();
+    for s in core {
+        *counts.entry(s.id.as_str()).or_default() += 1;
+    }
+    for (id, n) in &counts {
+        if *n > 1 {
+            f.core_duplicates += 1;
+            f.violations
+                .push(format!("the core subscriber received event {id} {n} times"));
+        }
+    }
+    let mut sequences: HashMap<&str, HashSet<u64>> = HashMap::new();
+    for s in durable {
+        sequences
+            .entry(s.id.as_str())
+            .or_default()
+            .insert(s.sequence);
+    }
+    for (id, seqs) in &sequences {
+        if seqs.len() > 1 {
+            f.durable_duplicates += 1;
+            f.violations
+                .push(format!("event {id} is stored at sequences {seqs:?}"));
+        }
+    }
+    // The first time either reader saw each (interaction, event name).
+    let mut first: HashMap<(&str, &str), Instant> = HashMap::new();
+    for s in core.iter().chain(durable) {
+        let at = first.entry((s.subject.as_str(), s.name)).or_insert(s.at);
+        if s.at < *at {
+            *at = s.at;
+        }
+    }
+    for r in results {
+        let Some(ok) = r.attempts.iter().find(|a| (200..300).contains(&a.status)) else {
+            continue;
+        };
+        let t = &targets[r.job.target];
+        let effect = match (t.kind, approved.get(&t.id)) {
+            (TargetKind::Approval, Some(true)) => "tool-call-released",
+            _ => "tool-call-finished",
+        };
+        match first.get(&(t.id.as_str(), effect)) {
+            Some(at) => {
+                let delay = at.saturating_duration_since(ok.done);
+                f.max_effect_delay = f.max_effect_delay.max(delay);
+                if delay > delay_bound {
+                    f.violations.push(format!(
+                        "{}: its {effect} came {delay:?} after the 2xx (bound {delay_bound:?})",
+                        t.id
+                    ));
+                }
+            }
+            None => {
+                f.unseen_effects += 1;
+                f.violations
+                    .push(format!("{}: no reader saw its {effect}", t.id));
+            }
+        }
+    }
+    f
+}
