@@ -8,7 +8,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use holdpoint_domain::{SessionMode, State};
 use holdpoint_ingress::IdentityMode;
-use holdpoint_ingress::auth::{AuthConfig, JwksSource, Verifier};
+use holdpoint_ingress::identity::jwt::{AuthConfig, JwksSource, Verifier};
 use holdpoint_tests::app::{AppOptions, Reply, TestApp};
 use holdpoint_tests::jwt::{AUDIENCE, ISSUER, JwksServer, TestKey, claims, now};
 use serde_json::{Value, json};

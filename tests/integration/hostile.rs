@@ -732,7 +732,7 @@ async fn hostile_inputs_get_a_stable_4xx_and_change_nothing() {
 
 /// A path id that percent-decodes to invalid UTF-8 gets the stable `400 NRY-0001`
 /// (it used to get axum's own text/plain 400: the id routes now extract through
-/// `api::IdPath`, which maps the rejection).
+/// `extract::IdPath`, which maps the rejection).
 #[tokio::test]
 async fn invalid_utf8_in_a_path_id_gets_a_stable_code() {
     let (app, q, multi, eff, s) = rest_fixtures().await;

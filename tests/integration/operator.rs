@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use holdpoint_domain::{SessionMode, State};
 use holdpoint_ingress::IdentityMode;
-use holdpoint_ingress::auth::{AuthConfig, JwksSource, Verifier};
+use holdpoint_ingress::identity::jwt::{AuthConfig, JwksSource, Verifier};
 use holdpoint_tests::app::{AppOptions, TestApp, holdpoint_binary};
 use holdpoint_tests::jwt::{AUDIENCE, ISSUER, JwksServer, TestKey, claims};
 use serde_json::Value;

@@ -467,7 +467,7 @@ impl Config {
             return Err(invalid("auth.jwt_algorithms", "must name at least one"));
         }
         for alg in &a.jwt_algorithms {
-            holdpoint_ingress::auth::parse_algorithm(alg.trim())
+            holdpoint_ingress::identity::jwt::parse_algorithm(alg.trim())
                 .map_err(|e| invalid("auth.jwt_algorithms", e))?;
         }
         if a.jwks_ttl_secs == 0 {

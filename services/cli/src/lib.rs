@@ -497,7 +497,7 @@ impl Config {
     /// # Errors
     /// When the key set cannot be set up or the local user has no usable name.
     pub async fn identity(&self) -> anyhow::Result<IdentityMode> {
-        use holdpoint_ingress::auth::{AuthConfig, JwksSource, Verifier, parse_algorithm};
+        use holdpoint_ingress::identity::jwt::{AuthConfig, JwksSource, Verifier, parse_algorithm};
         let a = &self.auth;
         let mut mode = IdentityMode {
             insecure_dev_headers: a.insecure_dev_identity,

@@ -16,13 +16,12 @@ use holdpoint_domain::{
     ErrorBody, ErrorCode, Event, IdempotencyKey, InteractionId, InteractionView, SessionId, State,
     event::EVENT_NAMES,
 };
-use holdpoint_ingress::a2a::{
-    AGENT_CARD_PATH, EXTENSIONS_HEADER, JSONRPC_PATH, LEGACY_EXTENSIONS_HEADER, VERSION_HEADER,
-};
-use holdpoint_ingress::api::{
+use holdpoint_ingress::a2a::{EXTENSIONS_HEADER, LEGACY_EXTENSIONS_HEADER, VERSION_HEADER};
+use holdpoint_ingress::routes::path::{AGENT_CARD as AGENT_CARD_PATH, JSONRPC as JSONRPC_PATH};
+use holdpoint_ingress::wire::EventsQuery;
+use holdpoint_ingress::wire::{
     AnswerBody, ApproveBody, ListQuery, MessageAccepted, MessageBody, Page, RespondBody,
 };
-use holdpoint_ingress::sse::EventsQuery;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
@@ -707,7 +706,10 @@ mod tests {
             .and_then(|ps| ps.iter().find(|p| p["name"] == "limit"))
             .expect("limit");
         assert_eq!(limit["schema"]["minimum"], 1);
-        assert_eq!(limit["schema"]["maximum"], holdpoint_ingress::api::MAX_PAGE);
+        assert_eq!(
+            limit["schema"]["maximum"],
+            holdpoint_ingress::wire::MAX_PAGE
+        );
     }
 
     #[test]

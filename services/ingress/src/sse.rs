@@ -16,39 +16,33 @@
 //! comment line every [`KEEP_ALIVE`].
 //!
 //! The A2A task streams (`SendStreamingMessage`, `SubscribeToTask`) use
-//! [`follow`] on one task's `task-status` subject; see [`crate::a2a`].
+//! [`follow`] on one task's `task-status` subject; see [`crate::a2a`]. The query
+//! type is [`crate::wire::EventsQuery`].
 
 use std::convert::Infallible;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer;
-use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt as _};
 use holdpoint_bus::Topology;
 use holdpoint_domain::{ErrorCode, OrgId, TaskId, event::EVENT_NAMES};
-use serde::Deserialize;
 use tracing::warn;
 
-use crate::AppState;
-use crate::api::ApiError;
+use crate::error::ApiError;
 use crate::identity::Caller;
+use crate::state::AppState;
+use crate::wire::EventsQuery;
 
 /// How often an idle stream sends a keep-alive comment.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The resume header a reconnecting `EventSource` sends.
 pub const LAST_EVENT_ID: &str = "last-event-id";
-
-/// The routes of this module (added to the API router).
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/v1/events", get(events))
-}
 
 /// The filter subject for an organisation's events: `hp.evt.<org>.<task>.<name>`,
 /// with `*` for "any task" or "any name". Every token is a validated id passed
@@ -173,38 +167,18 @@ where
         .into_response()
 }
 
-/// Query of `GET /v1/events`.
-#[derive(Debug, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
-pub struct EventsQuery {
-    /// Only this task's events.
-    #[serde(default)]
-    task: Option<String>,
-    /// Only events of this short name.
-    #[serde(default, rename = "type")]
-    name: Option<String>,
-    /// Resume after this sequence (as `Last-Event-ID`).
-    #[serde(default)]
-    after: Option<u64>,
-}
-
-fn invalid(message: impl Into<String>) -> ApiError {
-    ApiError::new(ErrorCode::InvalidRequest, message)
-}
-
 /// The resume point: `Last-Event-ID` (exactly one, a sequence number), else
 /// `?after=`, else new events only.
 fn start_from(headers: &HeaderMap, after: Option<u64>) -> Result<Start, ApiError> {
     let mut given = headers.get_all(LAST_EVENT_ID).iter();
     let header = match (given.next(), given.next()) {
-        (Some(_), Some(_)) => return Err(invalid("more than one Last-Event-ID header")),
+        (Some(_), Some(_)) => return Err(ApiError::invalid("more than one Last-Event-ID header")),
         (Some(v), None) => Some(
             v.to_str()
                 .ok()
                 .and_then(|s| s.trim().parse::<u64>().ok())
                 .ok_or_else(|| {
-                    invalid("Last-Event-ID must be the sequence number of an event (`id:` of the stream)")
+                    ApiError::invalid("Last-Event-ID must be the sequence number of an event (`id:` of the stream)")
                 })?,
         ),
         (None, _) => None,
@@ -213,26 +187,29 @@ fn start_from(headers: &HeaderMap, after: Option<u64>) -> Result<Start, ApiError
         Some(seq) => seq
             .checked_add(1)
             .map(Start::At)
-            .ok_or_else(|| invalid("Last-Event-ID is out of range")),
+            .ok_or_else(|| ApiError::invalid("Last-Event-ID is out of range")),
         None => Ok(Start::New),
     }
 }
 
-async fn events(
+/// `GET /v1/events?task=…&type=…&after=…` (see the module docs).
+pub async fn events(
     State(state): State<AppState>,
     caller: Caller,
     headers: HeaderMap,
     query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(q) = query.map_err(|e| invalid(e.body_text()))?;
+    let Query(q) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
     let task = match q.task {
-        Some(t) => Some(TaskId::parse(t).map_err(|e| invalid(format!("invalid task: {e}")))?),
+        Some(t) => {
+            Some(TaskId::parse(t).map_err(|e| ApiError::invalid(format!("invalid task: {e}")))?)
+        }
         None => None,
     };
     let name = match q.name {
         Some(n) if EVENT_NAMES.contains(&n.as_str()) => Some(n),
         Some(_) => {
-            return Err(invalid(format!(
+            return Err(ApiError::invalid(format!(
                 "type is one of {}",
                 EVENT_NAMES.join(", ")
             )));

@@ -25,7 +25,7 @@ use serde_json::Value;
 use tokio::sync::{Mutex, RwLock};
 use tracing::{info, warn};
 
-use crate::identity::Caller;
+use super::caller::Caller;
 
 /// Where the key set comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 //!
 //! In order:
 //! 1. An `Authorization: Bearer <JWT>` header (exactly one) is verified by the
-//!    [`Verifier`](crate::auth::Verifier), on TCP and on the Unix socket alike. A bad
+//!    [`Verifier`], on TCP and on the Unix socket alike. A bad
 //!    token is 401, with no fallback to anything below.
 //! 2. No token, on the Unix socket, from the OS user that runs Holdpoint: that
 //!    machine's user. The person is the user's name, the organisation the configured
@@ -12,54 +12,33 @@
 //! 3. No token, with the insecure development identity switched on: the
 //!    `X-Holdpoint-Org` and `X-Holdpoint-Person` headers (local development only).
 //! 4. Otherwise 401.
+//!
+//! - [`caller`]: the [`Caller`] (a leaf).
+//! - [`jwt`]: bearer token verification against the issuer's key set.
+//! - [`socket`]: the Unix socket's local-user rule and the peer's credentials.
+
+pub mod caller;
+pub mod jwt;
+pub mod socket;
 
 use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::HeaderMap;
+use axum::http::header;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, header};
-use axum::serve::IncomingStream;
-use holdpoint_domain::{ErrorCode, OrgId, PersonId};
-use tokio::net::UnixListener;
+use holdpoint_domain::{OrgId, PersonId};
 use tracing::{debug, warn};
 
-use crate::AppState;
-use crate::api::ApiError;
-use crate::auth::Verifier;
+pub use caller::Caller;
+pub use jwt::Verifier;
+pub use socket::{LocalIdentity, SocketPeer};
+
+use crate::error::ApiError;
+use crate::state::AppState;
 
 /// Header naming the organisation in the development identity.
 pub const DEV_ORG_HEADER: &str = "x-holdpoint-org";
 /// Header naming the person in the development identity.
 pub const DEV_PERSON_HEADER: &str = "x-holdpoint-person";
-
-/// The machine's own user on the Unix socket.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalIdentity {
-    /// The uid that runs Holdpoint; only it gets in without a token.
-    pub uid: u32,
-    /// That user's name (the person).
-    pub person: PersonId,
-    /// The organisation local requests act in.
-    pub org: OrgId,
-}
-
-impl LocalIdentity {
-    /// The identity of the effective user running this process, in `org`.
-    ///
-    /// # Errors
-    /// When the user has no name or it is not a valid person id.
-    pub fn current(org: OrgId) -> Result<Self, String> {
-        let uid = nix::unistd::geteuid();
-        let name = nix::unistd::User::from_uid(uid)
-            .ok()
-            .flatten()
-            .map(|u| u.name)
-            .unwrap_or_else(|| format!("uid-{uid}"));
-        Ok(LocalIdentity {
-            uid: uid.as_raw(),
-            person: PersonId::parse(name).map_err(|e| e.to_string())?,
-            org,
-        })
-    }
-}
 
 /// How the ingress identifies callers.
 #[derive(Debug, Clone, Default)]
@@ -80,35 +59,6 @@ impl IdentityMode {
             ..IdentityMode::default()
         }
     }
-}
-
-/// The peer of a Unix socket connection, from the kernel (`SO_PEERCRED`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SocketPeer {
-    /// The peer's uid, if the kernel told it.
-    pub uid: Option<u32>,
-}
-
-impl axum::extract::connect_info::Connected<IncomingStream<'_, UnixListener>> for SocketPeer {
-    fn connect_info(stream: IncomingStream<'_, UnixListener>) -> Self {
-        SocketPeer {
-            uid: stream.io().peer_cred().ok().map(|c| c.uid()),
-        }
-    }
-}
-
-/// The authenticated caller: the person and the organisation every read and write
-/// is scoped by.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
-    /// The organisation (tenant).
-    pub org: OrgId,
-    /// The person.
-    pub person: PersonId,
-}
-
-fn unauthenticated() -> ApiError {
-    ApiError::new(ErrorCode::Unauthenticated, "a valid identity is required")
 }
 
 fn single(headers: &HeaderMap, name: &str) -> Result<Option<String>, ()> {
@@ -139,23 +89,23 @@ impl FromRequestParts<AppState> for Caller {
         let authorization =
             single(&parts.headers, header::AUTHORIZATION.as_str()).map_err(|()| {
                 warn!(reason = "several or non-ASCII Authorization headers", "401");
-                unauthenticated()
+                ApiError::unauthenticated()
             })?;
         if let Some(value) = authorization {
             let token = bearer(&value).map_err(|()| {
                 warn!(reason = "Authorization is not a Bearer token", "401");
-                unauthenticated()
+                ApiError::unauthenticated()
             })?;
             let Some(verifier) = &mode.jwt else {
                 warn!(
                     reason = "a token was sent but no issuer is configured",
                     "401"
                 );
-                return Err(unauthenticated());
+                return Err(ApiError::unauthenticated());
             };
             return verifier.verify(token).await.map_err(|e| {
                 warn!(reason = %e, "401");
-                unauthenticated()
+                ApiError::unauthenticated()
             });
         }
         let peer = parts
@@ -174,7 +124,7 @@ impl FromRequestParts<AppState> for Caller {
                 }
                 _ => {
                     warn!(uid = ?peer.uid, reason = "socket peer without token is not the service user", "401");
-                    Err(unauthenticated())
+                    Err(ApiError::unauthenticated())
                 }
             };
         }
@@ -192,7 +142,7 @@ impl FromRequestParts<AppState> for Caller {
             }
         }
         warn!(reason = "no credentials", "401");
-        Err(unauthenticated())
+        Err(ApiError::unauthenticated())
     }
 }
 
