@@ -211,6 +211,56 @@ async fn tokens_are_verified_and_every_failure_looks_the_same() {
     );
 }
 
+/// RFC 7519 NumericDates may be decimal: a correctly signed token whose `exp`,
+/// `nbf` and `iat` have fractions is accepted (it used to be 401, "invalid type:
+/// floating point, expected u64"); the times still bind, and a string `exp` stays
+/// 401.
+#[tokio::test]
+async fn decimal_numeric_dates_are_accepted_and_still_checked() {
+    let ed = TestKey::ed25519("ed-1");
+    let jwks = JwksServer::start(vec![ed.jwk.clone()]).await;
+    let app = app_with(verifier(&jwks.url, Duration::from_secs(30)).await).await;
+    let t = now() as f64;
+    let with = |pairs: &[(&str, Value)]| {
+        let mut c = claims("acme", "ana");
+        for (k, v) in pairs {
+            c[*k] = v.clone();
+        }
+        c
+    };
+    let decimal = with(&[
+        ("exp", json!(t + 3600.5)),
+        ("nbf", json!(t - 10.25)),
+        ("iat", json!(t - 10.75)),
+    ]);
+    let r = app.bearer(&ed.sign(&decimal)).get("/v1/interactions").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    for (what, c) in [
+        (
+            "decimal exp in the past",
+            with(&[("exp", json!(t - 120.5))]),
+        ),
+        (
+            "decimal nbf in the future",
+            with(&[("nbf", json!(t + 120.5))]),
+        ),
+        (
+            "string exp",
+            with(&[("exp", json!(format!("{}", t + 3600.0)))]),
+        ),
+        (
+            "decimal string exp",
+            with(&[("exp", json!(format!("{}.5", t + 3600.0)))]),
+        ),
+        ("string iat", with(&[("iat", json!(format!("{t}")))])),
+    ] {
+        assert_401(
+            &app.bearer(&ed.sign(&c)).get("/v1/interactions").await,
+            what,
+        );
+    }
+}
+
 #[tokio::test]
 async fn unknown_kid_picks_up_a_rotation_without_restart() {
     let old = TestKey::ed25519("k-old");
