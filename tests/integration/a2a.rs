@@ -18,7 +18,7 @@ use crate::streams::{Next, SseReader, WAIT};
 const URI: &str = holdpoint_domain::EXTENSION_URI;
 
 /// One person of one organisation talking JSON-RPC to `/a2a`.
-struct Rpc {
+pub(crate) struct Rpc {
     http: reqwest::Client,
     base: String,
     org: String,
@@ -26,14 +26,14 @@ struct Rpc {
 }
 
 /// A JSON-RPC answer: HTTP status, headers, body.
-struct RpcReply {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    body: Value,
+pub(crate) struct RpcReply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
 }
 
 impl RpcReply {
-    fn result(&self) -> &Value {
+    pub(crate) fn result(&self) -> &Value {
         assert!(
             self.body.get("error").is_none(),
             "unexpected error: {}",
@@ -42,26 +42,26 @@ impl RpcReply {
         &self.body["result"]
     }
 
-    fn error_code(&self) -> i64 {
+    pub(crate) fn error_code(&self) -> i64 {
         self.body["error"]["code"]
             .as_i64()
             .unwrap_or_else(|| panic!("expected an error: {}", self.body))
     }
 
     /// The Holdpoint code in `error.data[ErrorInfo].metadata.code`.
-    fn holdpoint(&self) -> &str {
+    pub(crate) fn holdpoint(&self) -> &str {
         self.body["error"]["data"][0]["metadata"]["code"]
             .as_str()
             .unwrap_or("")
     }
 
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 }
 
 impl Rpc {
-    fn new(app: &TestApp, org: &str, person: &str) -> Rpc {
+    pub(crate) fn new(app: &TestApp, org: &str, person: &str) -> Rpc {
         Rpc {
             http: reqwest::Client::new(),
             base: app.base.clone(),
@@ -70,7 +70,7 @@ impl Rpc {
         }
     }
 
-    fn request(
+    pub(crate) fn request(
         &self,
         method: &str,
         params: Value,
@@ -88,7 +88,12 @@ impl Rpc {
         r
     }
 
-    async fn call_with(&self, method: &str, params: Value, headers: &[(&str, &str)]) -> RpcReply {
+    pub(crate) async fn call_with(
+        &self,
+        method: &str,
+        params: Value,
+        headers: &[(&str, &str)],
+    ) -> RpcReply {
         let resp = self
             .request(method, params, headers)
             .send()
@@ -106,7 +111,7 @@ impl Rpc {
     }
 
     /// With the extension activated.
-    async fn call(&self, method: &str, params: Value) -> RpcReply {
+    pub(crate) async fn call(&self, method: &str, params: Value) -> RpcReply {
         self.call_with(
             method,
             params,
@@ -116,17 +121,17 @@ impl Rpc {
     }
 
     /// Without the extension.
-    async fn plain(&self, method: &str, params: Value) -> RpcReply {
+    pub(crate) async fn plain(&self, method: &str, params: Value) -> RpcReply {
         self.call_with(method, params, &[]).await
     }
 
-    async fn stream(&self, method: &str, params: Value) -> SseReader {
+    pub(crate) async fn stream(&self, method: &str, params: Value) -> SseReader {
         SseReader::open(self.request(method, params, &[("A2A-Extensions", URI)])).await
     }
 }
 
 /// `SendMessage` params answering `at`'s task.
-fn answer(at: &Placement, message_id: &str, parts: Value, meta: Option<Value>) -> Value {
+pub(crate) fn answer(at: &Placement, message_id: &str, parts: Value, meta: Option<Value>) -> Value {
     let mut message = json!({
         "role": "ROLE_USER",
         "messageId": message_id,

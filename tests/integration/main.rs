@@ -22,3 +22,4 @@ mod product;
 mod schemas;
 mod shutdown;
 mod streams;
+mod text;

@@ -15,7 +15,7 @@ use tokio::io::{AsyncBufReadExt as _, BufReader};
 
 use crate::common::*;
 
-async fn jwt_app() -> (TestApp, TestKey, JwksServer) {
+pub(crate) async fn jwt_app() -> (TestApp, TestKey, JwksServer) {
     let key = TestKey::ed25519("op");
     let jwks = JwksServer::start(vec![key.jwk.clone()]).await;
     let mut cfg = AuthConfig::new(ISSUER, JwksSource::Url(jwks.url.clone()));

@@ -23,6 +23,7 @@ pub mod devtoken;
 pub mod localnats;
 pub mod operator;
 pub mod runtime_cmd;
+pub mod terminal;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

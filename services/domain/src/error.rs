@@ -135,10 +135,11 @@ impl ErrorCode {
 }
 
 /// A refusal: a stable code and a message for the person. Changes nothing, except
-/// [`ErrorCode::LaneBusy`], which reports that the message was kept.
+/// [`ErrorCode::LaneBusy`], which reports that the message was kept. Displayed as
+/// `NRY-0009 No longer waiting: <message>` (code, title, message).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[error("{code:?}: {message}")]
+#[error("{} {}: {message}", code.spec().code, code.spec().title)]
 pub struct Rejection {
     /// The stable code.
     pub code: ErrorCode,
@@ -198,6 +199,18 @@ mod tests {
         for code in ErrorCode::ALL {
             assert!(seen.insert(code.spec().code), "{:?}", code);
         }
+    }
+
+    #[test]
+    fn a_rejection_reads_as_code_title_and_message() {
+        let r = Rejection::new(
+            ErrorCode::CommandConflict,
+            "eff_1 was opened with other content",
+        );
+        assert_eq!(
+            r.to_string(),
+            "NRY-0021 Command conflicts with record: eff_1 was opened with other content"
+        );
     }
 
     #[test]

@@ -58,12 +58,51 @@ pub fn cut_chars(s: &str, n: usize) -> String {
     s.chars().take(n).collect()
 }
 
-fn check_text(what: &str, s: &str, max: usize) -> Result<(), Rejection> {
+/// True for a control character that no text Holdpoint takes may hold: C0 other
+/// than TAB, LF and CR (U+0000 to U+0008, U+000B, U+000C, U+000E to U+001F), DEL
+/// (U+007F) and C1 (U+0080 to U+009F). They could move a terminal's cursor, erase
+/// or recolour what a person reads, and they are never needed in a question, an
+/// answer or a reason.
+pub fn is_forbidden_control(c: char) -> bool {
+    matches!(c, '\u{0}'..='\u{8}' | '\u{b}' | '\u{c}' | '\u{e}'..='\u{1f}' | '\u{7f}'..='\u{9f}')
+}
+
+/// The first character of `s` that [`is_forbidden_control`] refuses.
+pub fn forbidden_control(s: &str) -> Option<char> {
+    s.chars().find(|c| is_forbidden_control(*c))
+}
+
+/// Checks free text (a question, a reason, a person's text): at most `max`
+/// characters and no forbidden control character (TAB, LF and CR are allowed).
+///
+/// # Errors
+/// `NRY-0001` naming `what` and the character.
+pub fn check_text(what: &str, s: &str, max: usize) -> Result<(), Rejection> {
     if s.chars().count() > max {
         return Err(invalid(format!("{what} is longer than {max} characters")));
     }
-    if s.contains('\0') {
-        return Err(invalid(format!("{what} holds a NUL character")));
+    if let Some(c) = forbidden_control(s) {
+        return Err(invalid(format!(
+            "{what} holds the control character U+{:04X}; only TAB, LF and CR are allowed",
+            u32::from(c)
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a one-line name a person reads (a server, a tool, an app, an option):
+/// as [`check_text`], and no control character at all (no TAB, LF or CR either,
+/// which could hide the start of the line).
+///
+/// # Errors
+/// `NRY-0001` naming `what` and the character.
+pub fn check_name(what: &str, s: &str, max: usize) -> Result<(), Rejection> {
+    check_text(what, s, max)?;
+    if let Some(c) = s.chars().find(|c| c.is_control()) {
+        return Err(invalid(format!(
+            "{what} holds the control character U+{:04X}; it must be one line",
+            u32::from(c)
+        )));
     }
     Ok(())
 }
@@ -129,7 +168,7 @@ pub fn spec_from_request(req: &OpenRequest) -> Result<Spec, Rejection> {
                 if s.trim().is_empty() {
                     return Err(invalid(format!("{what} is empty")));
                 }
-                check_text(what, s, MAX_NAME_CHARS)?;
+                check_name(what, s, MAX_NAME_CHARS)?;
             }
             if let Some(r) = reason {
                 check_text("reason", r, MAX_TEXT_CHARS)?;
@@ -170,7 +209,7 @@ pub fn spec_from_request(req: &OpenRequest) -> Result<Spec, Rejection> {
             if app.is_empty() {
                 return Err(invalid("app is empty"));
             }
-            check_text("app", &app, APP_CHARS)?;
+            check_name("app", &app, APP_CHARS)?;
             check_text("reason", &reason, REASON_CHARS)?;
             Ok(Spec::Connection { app, reason })
         }
@@ -196,7 +235,7 @@ fn check_question(i: usize, q: &QuestionSpec) -> Result<(), Rejection> {
         if o.trim().is_empty() {
             return Err(invalid(format!("questions[{i}].options[{j}] is empty")));
         }
-        check_text(&format!("questions[{i}].options[{j}]"), o, MAX_OPTION_CHARS)?;
+        check_name(&format!("questions[{i}].options[{j}]"), o, MAX_OPTION_CHARS)?;
     }
     Ok(())
 }
@@ -250,9 +289,10 @@ pub fn check_answers(
                         "answers[{i}]: question {i} does not take text"
                     )));
                 }
-                if t.chars().count() > MAX_TEXT_CHARS || t.contains('\0') {
+                if t.chars().count() > MAX_TEXT_CHARS || forbidden_control(t).is_some() {
                     return Err(mismatch(format!(
-                        "answers[{i}].text is too long or holds NUL"
+                        "answers[{i}].text is longer than {MAX_TEXT_CHARS} characters or holds a \
+                         control character other than TAB, LF and CR"
                     )));
                 }
                 if a.options.is_empty() && t.trim().is_empty() {
@@ -289,27 +329,22 @@ pub fn means_connected(v: &Value) -> bool {
 /// # Errors
 /// The rejection to return; nothing changes.
 pub fn read_answer(spec: &Spec, input: &AnswerInput) -> Result<Answer, Rejection> {
+    check_person_text(spec, input)?;
     match (spec, input) {
         (
             Spec::Approval { .. },
             AnswerInput::Approved {
                 approved, reason, ..
             },
-        ) => {
-            check_reason(reason.as_deref())?;
-            Ok(Answer::Approval {
-                approved: *approved,
-                reason: reason.clone(),
-            })
-        }
+        ) => Ok(Answer::Approval {
+            approved: *approved,
+            reason: reason.clone(),
+        }),
         (Spec::Approval { .. }, AnswerInput::Value { value, reason }) => match value {
-            Value::Bool(b) => {
-                check_reason(reason.as_deref())?;
-                Ok(Answer::Approval {
-                    approved: *b,
-                    reason: reason.clone(),
-                })
-            }
+            Value::Bool(b) => Ok(Answer::Approval {
+                approved: *b,
+                reason: reason.clone(),
+            }),
             _ => Err(invalid("an approval is answered with a boolean `approved`")),
         },
         (Spec::Approval { .. }, AnswerInput::Text { .. }) => Err(Rejection::new(
@@ -341,7 +376,6 @@ pub fn read_answer(spec: &Spec, input: &AnswerInput) -> Result<Answer, Rejection
             value: Value::Bool(*approved),
         }),
         (Spec::Question { .. }, AnswerInput::Text { text }) => {
-            check_text("text", text, MAX_TEXT_CHARS)?;
             if text.trim().is_empty() {
                 return Err(mismatch("the text answer is empty"));
             }
@@ -366,10 +400,21 @@ pub fn read_answer(spec: &Spec, input: &AnswerInput) -> Result<Answer, Rejection
     }
 }
 
-fn check_reason(reason: Option<&str>) -> Result<(), Rejection> {
-    match reason {
-        Some(r) => check_text("reason", r, MAX_TEXT_CHARS),
-        None => Ok(()),
+/// The person's free text in `input`, whatever the kind: a `reason` and a text
+/// reply are checked with [`check_text`] (`NRY-0001`); a text reply on an approval
+/// is refused for what it is (`NRY-0020`, text never approves) before its
+/// characters matter. Seed 003 answers' texts are checked by [`check_answers`].
+fn check_person_text(spec: &Spec, input: &AnswerInput) -> Result<(), Rejection> {
+    match input {
+        AnswerInput::Approved {
+            reason: Some(r), ..
+        }
+        | AnswerInput::Value {
+            reason: Some(r), ..
+        } => check_text("reason", r, MAX_TEXT_CHARS),
+        AnswerInput::Text { .. } if matches!(spec, Spec::Approval { .. }) => Ok(()),
+        AnswerInput::Text { text } => check_text("text", text, MAX_TEXT_CHARS),
+        _ => Ok(()),
     }
 }
 
@@ -415,5 +460,136 @@ pub fn question_output(questions: &[QuestionSpec], answer: &Answer) -> Value {
         Answer::Value { value } => serde_json::json!({ "value": value }),
         Answer::Approval { approved, .. } => serde_json::json!({ "value": approved }),
         Answer::Connection { connected } => serde_json::json!({ "value": connected }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const HOSTILE: [&str; 7] = [
+        "x\u{1b}[31mred",
+        "bell\u{7}",
+        "back\u{8}space",
+        "del\u{7f}",
+        "next line\u{85}",
+        "csi\u{9b}2K",
+        "nul\u{0}",
+    ];
+
+    #[test]
+    fn control_characters_other_than_tab_lf_cr_are_refused() {
+        for s in HOSTILE {
+            assert!(forbidden_control(s).is_some(), "{s:?}");
+            let e = check_text("text", s, 100).expect_err(s);
+            assert_eq!(e.code, ErrorCode::InvalidRequest);
+        }
+        for s in [
+            "plain",
+            "tab\there",
+            "two\nlines",
+            "crlf\r\n",
+            "é ü 漢字 🙂",
+            "\u{a0}nbsp",
+        ] {
+            assert!(check_text("text", s, 100).is_ok(), "{s:?}");
+        }
+        // Names are one line: TAB, LF and CR are refused there too.
+        for s in ["delete_repo\rread_file", "a\nb", "a\tb"] {
+            assert!(check_name("tool", s, 100).is_err(), "{s:?}");
+        }
+        assert!(check_name("tool", "create_pull_request", 100).is_ok());
+    }
+
+    #[test]
+    fn a_persons_text_is_refused_with_the_code_nul_had() {
+        let question = Spec::Question {
+            questions: vec![QuestionSpec {
+                text: "Which?".into(),
+                options: vec!["a".into(), "b".into()],
+                multiple: false,
+                allow_text: true,
+            }],
+        };
+        let approval = Spec::Approval {
+            server: "github".into(),
+            tool: "merge".into(),
+            arguments: json!({}),
+            arguments_digest: arguments_digest(&json!({})),
+            reason: None,
+        };
+        let connection = Spec::Connection {
+            app: "Linear".into(),
+            reason: "tickets".into(),
+        };
+        for s in HOSTILE {
+            // Seed 003 answer text: NRY-0003, as NUL always was.
+            let answers = AnswerInput::Answers {
+                answers: vec![OptionAnswer {
+                    options: vec![0],
+                    text: Some(s.into()),
+                }],
+            };
+            let e = read_answer(&question, &answers).expect_err(s);
+            assert_eq!(e.code, ErrorCode::AnswerMismatch, "{s:?}");
+            // A reason, on any kind: NRY-0001.
+            let approved = AnswerInput::Approved {
+                approved: true,
+                reason: Some(s.into()),
+                arguments_digest: None,
+            };
+            for spec in [&approval, &question, &connection] {
+                let e = read_answer(spec, &approved).expect_err(s);
+                assert_eq!(e.code, ErrorCode::InvalidRequest, "{s:?}");
+            }
+            // A text reply (an A2A text part): NRY-0001; on an approval NRY-0020.
+            let text = AnswerInput::Text { text: s.into() };
+            for spec in [&question, &connection] {
+                let e = read_answer(spec, &text).expect_err(s);
+                assert_eq!(e.code, ErrorCode::InvalidRequest, "{s:?}");
+            }
+            let e = read_answer(&approval, &text).expect_err(s);
+            assert_eq!(e.code, ErrorCode::UnsupportedOperation);
+        }
+        let fine = AnswerInput::Text {
+            text: "line one\r\n\tline two".into(),
+        };
+        assert!(read_answer(&question, &fine).is_ok());
+    }
+
+    #[test]
+    fn a_runtime_cannot_open_with_control_characters() {
+        let hold = |tool: &str| OpenRequest::Approval {
+            server: "github".into(),
+            tool: tool.into(),
+            arguments: json!({}),
+            reason: None,
+        };
+        let e = spec_from_request(&hold("delete_repo\u{1b}[2K\rread_file")).expect_err("refused");
+        assert_eq!(e.code, ErrorCode::InvalidRequest);
+        assert!(e.message.contains("tool"), "{}", e.message);
+        assert!(spec_from_request(&hold("delete_repo\rread_file")).is_err());
+        assert!(spec_from_request(&hold("read_file")).is_ok());
+        let ask = |text: &str, option: &str| OpenRequest::Question {
+            questions: vec![QuestionSpec {
+                text: text.into(),
+                options: vec![option.into()],
+                multiple: false,
+                allow_text: false,
+            }],
+        };
+        assert!(spec_from_request(&ask("Which?\u{85}", "a")).is_err());
+        assert!(spec_from_request(&ask("Which?", "a\u{1b}[8m")).is_err());
+        assert!(spec_from_request(&ask("Which?", "a\nb")).is_err());
+        // A question may span lines.
+        assert!(spec_from_request(&ask("Which one?\nPick wisely.", "a")).is_ok());
+        let connect = |app: &str, reason: &str| OpenRequest::Connection {
+            app: app.into(),
+            reason: reason.into(),
+        };
+        assert!(spec_from_request(&connect("Lin\u{7}ear", "x")).is_err());
+        assert!(spec_from_request(&connect("Linear", "x\u{9b}")).is_err());
+        assert!(spec_from_request(&connect("Linear", "file tickets")).is_ok());
     }
 }

@@ -1,12 +1,14 @@
 //! `POST /v1/sessions/{sessionId}/messages`: a person's message on a session's
 //! lane (the message road's createMessage); the lane's admission rules are the
-//! worker's (README "Sessions, lanes and the message road").
+//! worker's (README "Sessions, lanes and the message road"). The text is a
+//! person's: [`rules::check_text`] refuses control characters other than TAB, LF
+//! and CR before anything is sent.
 
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
-use holdpoint_domain::{Command, CommandEnvelope, LaneId, MessageId, SessionId};
+use holdpoint_domain::{Command, CommandEnvelope, LaneId, MessageId, SessionId, rules};
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -25,6 +27,9 @@ pub async fn post_message(
     let session = parse_id("sessionId", SessionId::parse, session_id)?;
     let trace = trace_of(&req);
     let (body, _raw): (MessageBody, Value) = json_body(state.cfg.body_limit, req).await?;
+    // A person's text: no control character but TAB, LF and CR (`NRY-0001`, the
+    // code a NUL always had).
+    rules::check_text("text", &body.text, rules::MAX_TEXT_CHARS)?;
     let lane = parse_id(
         "lane",
         LaneId::parse,
