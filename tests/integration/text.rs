@@ -393,3 +393,83 @@ async fn terminals_never_get_a_raw_control_character() {
         }
     }
 }
+
+/// Integers beyond 64 bits keep their exact digits end to end: in the record, in
+/// the events, over REST and over A2A (they used to become doubles:
+/// 12345678901234567890123 was stored as 1.2345678901234568e22).
+#[tokio::test]
+async fn large_integers_keep_their_digits_end_to_end() {
+    const BIG: &str = "12345678901234567890123";
+    const NEG: &str = "-98765432109876543210987";
+    let app = TestApp::start().await;
+    let rt = app.runtime("acme").await;
+    let (_, q1) = open_question(&rt, SessionMode::Blocking).await;
+    let (qat2, q2) = open_question(&rt, SessionMode::Blocking).await;
+    let ana = app.person("acme", "ana");
+    let body = format!(r#"{{"value":{{"n":{BIG},"neg":{NEG},"f":0.5}}}}"#);
+    let r = ana
+        .post_raw(
+            &format!("/v1/interactions/{q1}/respond"),
+            "application/json",
+            body.into_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    let big: Value = serde_json::from_str(BIG).expect("big");
+    let r = Rpc::new(&app, "acme", "ana")
+        .call(
+            "SendMessage",
+            a2a_answer(&qat2, "m-big", json!([{"data": {"n": big}}]), None),
+        )
+        .await;
+    r.result();
+    app.wait_idle().await;
+
+    let record = async |id: &str| {
+        serde_json::to_string(&app.interaction("acme", id).await.expect("stored")).expect("json")
+    };
+    let r1 = record(&q1).await;
+    assert!(r1.contains(BIG) && r1.contains(NEG), "record: {r1}");
+    assert!(record(&q2).await.contains(BIG), "A2A record");
+    // The events as stored in HP_EVENTS (resolution and tool-call-finished).
+    let org = OrgId::parse("acme").expect("org");
+    let raw: Vec<Value> = holdpoint_tests::app::read_all(
+        &app.bus,
+        &app.bus.topo.events_stream(),
+        &app.bus.topo.org_events_filter(&org),
+    )
+    .await;
+    for (id, name) in [
+        (&q1, "dev.holdpoint.interaction-resolved"),
+        (&q1, "dev.holdpoint.tool-call-finished"),
+        (&q2, "dev.holdpoint.interaction-resolved"),
+        (&q2, "dev.holdpoint.tool-call-finished"),
+    ] {
+        let e = raw
+            .iter()
+            .find(|e| e["type"] == name && e["data"]["interactionId"] == id.as_str())
+            .unwrap_or_else(|| panic!("no {name} for {id}"));
+        assert!(e.to_string().contains(BIG), "{name}: {e}");
+    }
+    // REST, as bytes on the wire.
+    let text = reqwest::Client::new()
+        .get(format!("{}/v1/interactions/{q1}", app.base))
+        .header("X-Holdpoint-Org", "acme")
+        .header("X-Holdpoint-Person", "ana")
+        .send()
+        .await
+        .expect("http")
+        .text()
+        .await
+        .expect("body");
+    assert!(text.contains(BIG) && text.contains(NEG), "{text}");
+    // A number no JSON reader could read back is refused, as it always was.
+    let r = ana
+        .post_raw(
+            &format!("/v1/interactions/{q1}/respond"),
+            "application/json",
+            br#"{"value":1e400}"#.to_vec(),
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (400, "NRY-0001"), "{r:?}");
+}

@@ -78,23 +78,24 @@ pub async fn jsonrpc(State(state): State<AppState>, caller: Caller, req: Request
         }
     };
     if let Err(guard) = crate::json_guard::check(&bytes) {
-        let depth = guard.depth();
-        // A repeated key would otherwise be read last-wins (a second `approved`
-        // deciding, a second `messageId` keying): refuse, like the REST bodies do.
         let id = raw
             .get("id")
             .cloned()
             .and_then(|v| serde_json::from_value::<JsonRpcId>(v).ok())
             .unwrap_or(JsonRpcId::Null);
-        let code = if depth == 0 {
-            error_code::INVALID_REQUEST
-        } else {
-            error_code::INVALID_PARAMS
+        let code = match guard {
+            // A repeated key would otherwise be read last-wins (a second `approved`
+            // deciding, a second `messageId` keying): refuse, like the REST bodies
+            // do; at the top level the envelope is invalid, below it the params.
+            crate::json_guard::Guard::DuplicateKey { depth: 0 } => error_code::INVALID_REQUEST,
+            crate::json_guard::Guard::DuplicateKey { .. } => error_code::INVALID_PARAMS,
+            // A number no JSON reader could read back (1e400), or what the parse
+            // above already refuses: not JSON Holdpoint reads.
+            _ => error_code::PARSE_ERROR,
         };
         return fail(
             id,
-            RpcError::new(code, "the request repeats a JSON key")
-                .with_code(ErrorCode::InvalidRequest),
+            RpcError::new(code, guard.to_string()).with_code(ErrorCode::InvalidRequest),
         );
     }
     if raw.is_array() {
