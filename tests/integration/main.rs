@@ -10,6 +10,7 @@ mod cluster;
 mod common;
 mod compat;
 mod docs;
+mod edges;
 mod exactly_once;
 mod fault_suite;
 mod faults;

@@ -5,7 +5,8 @@
 //!
 //! A worker's refusal and an ingress's own refusal are the same value, so there is
 //! one mapping from a code to a response. `503 NRY-0050` also carries
-//! `Retry-After: 1`, `401 NRY-0011` `WWW-Authenticate: Bearer`. 5xx bodies carry no
+//! `Retry-After: 1`, `429 NRY-0017` `Retry-After: 5`, `401 NRY-0011`
+//! `WWW-Authenticate: Bearer`. 5xx bodies carry no
 //! internals: [`ApiError::unavailable`] and [`ApiError::internal`] log the cause
 //! once and answer a fixed message.
 
@@ -71,6 +72,10 @@ impl IntoResponse for ApiError {
         if code == ErrorCode::Unavailable {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if code == ErrorCode::TooManyStreams {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
         }
         if code == ErrorCode::Unauthenticated {
             resp.headers_mut()

@@ -22,6 +22,8 @@
 //! - [`routes`]: every path and the router ([`router`]).
 //! - [`admin`]: `/healthz`, `/readyz` and `/metrics` on a separate listener.
 //! - [`unix`]: the Unix socket listener ([`run_unix`]).
+//! - [`conn`]: the connection under the API: `Connection: close` after an unread
+//!   body, and error bodies on the answers hyper gives by itself.
 //!
 //! The ingress never decides whether an answer fits an interaction: it turns a
 //! request into a command, publishes it to `HP_COMMANDS` with its idempotency key as
@@ -29,6 +31,7 @@
 
 pub mod a2a;
 pub mod admin;
+pub mod conn;
 pub mod error;
 pub mod extract;
 pub mod identity;
@@ -70,7 +73,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let streams = state.streams.clone();
     let app = router(state);
-    axum::serve(listener, app)
+    axum::serve(conn::Listener(listener), app)
         .with_graceful_shutdown(async move {
             shutdown.cancelled().await;
             streams.cancel();
@@ -90,7 +93,7 @@ pub async fn run_unix(
     path: std::path::PathBuf,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let listener = unix::bind(&path)?;
+    let listener = conn::Listener(unix::bind(&path)?);
     let streams = state.streams.clone();
     let app = router(state).into_make_service_with_connect_info::<identity::SocketPeer>();
     let result = axum::serve(listener, app)

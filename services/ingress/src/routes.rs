@@ -3,9 +3,13 @@
 //! that names them all, so each handler module depends only on the leaves below
 //! it ([`crate::error`], [`crate::extract`], [`crate::identity`], [`crate::wire`]).
 //!
-//! Each route is observed by [`crate::observe::layer`] (trace context, request
-//! metrics by route template). Unknown paths answer `404 NRY-0004`; a known path
-//! with another method `400 NRY-0001`; a panic in a handler `500 NRY-0051`.
+//! Every request but those to a [`PUBLIC`] path is identified first
+//! ([`crate::identity::require`]): anonymous, it is `401 NRY-0011` whatever else
+//! it gets wrong. Each route is observed by [`crate::observe::layer`] (trace
+//! context, request metrics by route template). Unknown paths answer
+//! `404 NRY-0004`; a known path with another method `405 NRY-0005` with `Allow`; a
+//! panic in a handler `500 NRY-0051`. A response sent before the request's body
+//! was read says `Connection: close` ([`crate::conn::close_unread`]).
 
 use axum::Router;
 use axum::response::IntoResponse as _;
@@ -56,6 +60,9 @@ pub mod path {
     ];
 }
 
+/// The paths that need no identity: the agent card (A2A discovery).
+pub const PUBLIC: &[&str] = &[path::AGENT_CARD];
+
 /// The API router over `state`.
 pub fn router(state: AppState) -> Router {
     use path::*;
@@ -79,8 +86,16 @@ pub fn router(state: AppState) -> Router {
         ))
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such route") })
         .method_not_allowed_fallback(|| async {
-            ApiError::invalid("method not allowed on this route")
+            ApiError::new(
+                ErrorCode::MethodNotAllowed,
+                "this path does not take this method; `Allow` lists the ones it takes",
+            )
         })
+        .layer(axum::middleware::from_fn_with_state(
+            (state.clone(), PUBLIC),
+            crate::identity::require,
+        ))
+        .layer(axum::middleware::from_fn(crate::conn::close_unread))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
             ApiError::new(ErrorCode::Internal, "internal error").into_response()
         }))

@@ -21,10 +21,12 @@ pub mod caller;
 pub mod jwt;
 pub mod socket;
 
-use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::HeaderMap;
 use axum::http::header;
 use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse as _, Response};
 use holdpoint_domain::{OrgId, PersonId};
 use tracing::{debug, warn};
 
@@ -81,69 +83,102 @@ fn bearer(value: &str) -> Result<&str, ()> {
     }
 }
 
+/// Identity comes first: the layer every API request passes before routing, so
+/// an anonymous request is `401 NRY-0011` whatever else is wrong with it (a bad
+/// path id, a wrong method, an unknown path). Only `public` paths (the agent card)
+/// pass without a caller. The caller found is put in the request's extensions,
+/// where the [`Caller`] extractor takes it.
+pub async fn require(
+    State((state, public)): State<(AppState, &'static [&'static str])>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if public.contains(&req.uri().path()) {
+        return next.run(req).await;
+    }
+    let (mut parts, body) = req.into_parts();
+    match resolve(&parts, &state).await {
+        Ok(caller) => {
+            parts.extensions.insert(caller);
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let mode = &state.cfg.identity;
-        let authorization =
-            single(&parts.headers, header::AUTHORIZATION.as_str()).map_err(|()| {
-                warn!(reason = "several or non-ASCII Authorization headers", "401");
-                ApiError::unauthenticated()
-            })?;
-        if let Some(value) = authorization {
-            let token = bearer(&value).map_err(|()| {
-                warn!(reason = "Authorization is not a Bearer token", "401");
-                ApiError::unauthenticated()
-            })?;
-            let Some(verifier) = &mode.jwt else {
-                warn!(
-                    reason = "a token was sent but no issuer is configured",
-                    "401"
-                );
-                return Err(ApiError::unauthenticated());
-            };
-            return verifier.verify(token).await.map_err(|e| {
-                warn!(reason = %e, "401");
-                ApiError::unauthenticated()
-            });
+        match parts.extensions.get::<Caller>() {
+            Some(caller) => Ok(caller.clone()),
+            None => resolve(parts, state).await,
         }
-        let peer = parts
-            .extensions
-            .get::<ConnectInfo<SocketPeer>>()
-            .map(|c| c.0);
-        if let Some(peer) = peer {
-            // On the socket: only the machine's own user gets in without a token.
-            return match (&mode.local, peer.uid) {
-                (Some(local), Some(uid)) if uid == local.uid => {
-                    debug!(uid, "local socket user");
-                    Ok(Caller {
-                        org: local.org.clone(),
-                        person: local.person.clone(),
-                    })
-                }
-                _ => {
-                    warn!(uid = ?peer.uid, reason = "socket peer without token is not the service user", "401");
-                    Err(ApiError::unauthenticated())
-                }
-            };
-        }
-        if mode.insecure_dev_headers {
-            let org = single(&parts.headers, DEV_ORG_HEADER)
-                .ok()
-                .flatten()
-                .and_then(|s| OrgId::parse(s).ok());
-            let person = single(&parts.headers, DEV_PERSON_HEADER)
-                .ok()
-                .flatten()
-                .and_then(|s| PersonId::parse(s).ok());
-            if let (Some(org), Some(person)) = (org, person) {
-                return Ok(Caller { org, person });
-            }
-        }
-        warn!(reason = "no credentials", "401");
-        Err(ApiError::unauthenticated())
     }
+}
+
+/// Who sent `parts` (see the module docs for the order of the rules).
+///
+/// # Errors
+/// `401 NRY-0011`, the same body whatever failed; the reason goes to the log.
+pub async fn resolve(parts: &Parts, state: &AppState) -> Result<Caller, ApiError> {
+    let mode = &state.cfg.identity;
+    let authorization = single(&parts.headers, header::AUTHORIZATION.as_str()).map_err(|()| {
+        warn!(reason = "several or non-ASCII Authorization headers", "401");
+        ApiError::unauthenticated()
+    })?;
+    if let Some(value) = authorization {
+        let token = bearer(&value).map_err(|()| {
+            warn!(reason = "Authorization is not a Bearer token", "401");
+            ApiError::unauthenticated()
+        })?;
+        let Some(verifier) = &mode.jwt else {
+            warn!(
+                reason = "a token was sent but no issuer is configured",
+                "401"
+            );
+            return Err(ApiError::unauthenticated());
+        };
+        return verifier.verify(token).await.map_err(|e| {
+            warn!(reason = %e, "401");
+            ApiError::unauthenticated()
+        });
+    }
+    let peer = parts
+        .extensions
+        .get::<ConnectInfo<SocketPeer>>()
+        .map(|c| c.0);
+    if let Some(peer) = peer {
+        // On the socket: only the machine's own user gets in without a token.
+        return match (&mode.local, peer.uid) {
+            (Some(local), Some(uid)) if uid == local.uid => {
+                debug!(uid, "local socket user");
+                Ok(Caller {
+                    org: local.org.clone(),
+                    person: local.person.clone(),
+                })
+            }
+            _ => {
+                warn!(uid = ?peer.uid, reason = "socket peer without token is not the service user", "401");
+                Err(ApiError::unauthenticated())
+            }
+        };
+    }
+    if mode.insecure_dev_headers {
+        let org = single(&parts.headers, DEV_ORG_HEADER)
+            .ok()
+            .flatten()
+            .and_then(|s| OrgId::parse(s).ok());
+        let person = single(&parts.headers, DEV_PERSON_HEADER)
+            .ok()
+            .flatten()
+            .and_then(|s| PersonId::parse(s).ok());
+        if let (Some(org), Some(person)) = (org, person) {
+            return Ok(Caller { org, person });
+        }
+    }
+    warn!(reason = "no credentials", "401");
+    Err(ApiError::unauthenticated())
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@ use axum::serve::IncomingStream;
 use holdpoint_domain::{OrgId, PersonId};
 use tokio::net::UnixListener;
 
+use crate::conn::Listener;
+
 /// The machine's own user on the Unix socket.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalIdentity {
@@ -44,10 +46,12 @@ pub struct SocketPeer {
     pub uid: Option<u32>,
 }
 
-impl axum::extract::connect_info::Connected<IncomingStream<'_, UnixListener>> for SocketPeer {
-    fn connect_info(stream: IncomingStream<'_, UnixListener>) -> Self {
+impl axum::extract::connect_info::Connected<IncomingStream<'_, Listener<UnixListener>>>
+    for SocketPeer
+{
+    fn connect_info(stream: IncomingStream<'_, Listener<UnixListener>>) -> Self {
         SocketPeer {
-            uid: stream.io().peer_cred().ok().map(|c| c.uid()),
+            uid: stream.io().get_ref().peer_cred().ok().map(|c| c.uid()),
         }
     }
 }
