@@ -5,11 +5,15 @@
 
 use std::time::Duration;
 
-use holdpoint_tests::app::TestApp;
+use holdpoint_domain::{SessionMode, State};
+use holdpoint_tests::app::{AppOptions, TestApp};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+use crate::a2a::Rpc;
+use crate::common::*;
 use crate::hostile::{RawReply, raw_request};
+use crate::streams::{Next, SseReader, WAIT};
 
 const DEV: [(&str, &[u8]); 2] = [("X-Holdpoint-Org", b"acme"), ("X-Holdpoint-Person", b"ana")];
 
@@ -220,4 +224,161 @@ async fn a_connection_stays_usable_after_an_answer_sent_before_the_body_was_read
         assert!(head.starts_with("http/1.1 404"), "{head}");
         assert!(!head.contains("connection: close"), "{head}");
     }
+}
+
+/// A `GET /v1/events` stream of `person` (any event of the organisation).
+async fn events_of(app: &TestApp, person: &str, query: &str) -> SseReader {
+    SseReader::open(
+        reqwest::Client::new()
+            .get(format!("{}/v1/events{query}", app.base))
+            .header("X-Holdpoint-Org", "acme")
+            .header("X-Holdpoint-Person", person),
+    )
+    .await
+}
+
+/// Each caller may hold `max_streams_per_caller` event streams at once, counted
+/// over `GET /v1/events`, `SubscribeToTask` and `SendStreamingMessage`; one more
+/// is `429 NRY-0017` with the error body, and changes nothing. A stream that ends
+/// frees its place.
+#[tokio::test]
+async fn each_caller_has_a_limit_of_open_streams() {
+    let app = TestApp::start_with(AppOptions {
+        max_streams_per_caller: 2,
+        ..AppOptions::default()
+    })
+    .await;
+    let rt = app.runtime("acme").await;
+    let (at, eff) = open_approval(&rt).await;
+    app.wait_idle().await;
+    let first = events_of(&app, "ana", "").await;
+    assert!(first.status == 200 && first.is_stream());
+    let rpc = Rpc::new(&app, "acme", "ana");
+    let second = rpc
+        .stream("SubscribeToTask", json!({"id": at.task_id.as_str()}))
+        .await;
+    assert!(second.status == 200 && second.is_stream());
+
+    let refused = |what: &str, r: SseReader| {
+        assert_eq!(r.status, 429, "{what}");
+        assert!(!r.is_stream(), "{what}");
+        assert_eq!(
+            r.headers.get("retry-after").and_then(|v| v.to_str().ok()),
+            Some("5"),
+            "{what}"
+        );
+        r
+    };
+    let third = refused("events", events_of(&app, "ana", "").await);
+    assert_eq!(third.body_json().await["code"], "NRY-0017");
+    let sub = refused(
+        "SubscribeToTask",
+        rpc.stream("SubscribeToTask", json!({"id": at.task_id.as_str()}))
+            .await,
+    );
+    assert_eq!(sub.body_json().await["code"], "NRY-0017");
+    let answer = crate::a2a::answer(&at, "m-limit", json!([{"data": {"approved": true}}]), None);
+    let streaming = refused(
+        "SendStreamingMessage",
+        rpc.stream("SendStreamingMessage", answer.clone()).await,
+    );
+    let body = streaming.body_json().await;
+    assert_eq!(
+        (body["code"].as_str(), body["title"].as_str()),
+        (Some("NRY-0017"), Some("Too many streams")),
+        "{body}"
+    );
+    app.wait_idle().await;
+    assert_eq!(
+        app.interaction("acme", &eff).await.expect("stored").state,
+        State::Pending,
+        "a refused SendStreamingMessage answers nothing"
+    );
+    // Another person has places of their own.
+    let bo = events_of(&app, "bo", "").await;
+    assert!(bo.status == 200 && bo.is_stream());
+
+    // Ana hangs up one stream: once the server writes to it (the next event), the
+    // place is free again.
+    drop(first);
+    open_question(&rt, SessionMode::Blocking).await;
+    let again = holdpoint_tests::nats::wait_for(Duration::from_secs(10), "a freed place", || {
+        let app = &app;
+        async move {
+            let r = events_of(app, "ana", "").await;
+            (r.status == 200).then_some(r)
+        }
+    })
+    .await;
+    assert!(again.is_stream());
+    drop(second);
+}
+
+/// Open event streams survive a nats-server restart: they neither end nor go
+/// silent (they used to be silent for about 17 s, then end). Each re-creates its
+/// consumer from the next sequence it has not delivered, so what was stored while
+/// the server was away, and after, arrives once.
+#[tokio::test]
+async fn open_streams_survive_a_nats_server_restart() {
+    let mut app = TestApp::start().await;
+    let rt = app.runtime("acme").await;
+    let (at, eff) = open_approval(&rt).await;
+    app.wait_idle().await;
+    let mut events = events_of(&app, "ana", "?type=interaction-resolved").await;
+    assert!(events.is_stream());
+    let rpc = Rpc::new(&app, "acme", "ana");
+    let mut sub = rpc
+        .stream("SubscribeToTask", json!({"id": at.task_id.as_str()}))
+        .await;
+    let Next::Frame(task) = sub.next(WAIT).await else {
+        panic!("no task first");
+    };
+    assert_eq!(
+        task.json()["result"]["task"]["status"]["state"],
+        "TASK_STATE_AUTH_REQUIRED"
+    );
+
+    app.nats.restart().await;
+    let ana = app.person("acme", "ana");
+    let path = format!("/v1/interactions/{eff}/approve");
+    holdpoint_tests::nats::wait_for(
+        Duration::from_secs(30),
+        "an answer after the restart",
+        || {
+            let (ana, path) = (&ana, &path);
+            async move {
+                let r = ana
+                    .try_post_keyed(path, "k-restart", &json!({"approved": true}))
+                    .await
+                    .ok()?;
+                (r.status == 204).then_some(())
+            }
+        },
+    )
+    .await;
+    let answered = tokio::time::Instant::now();
+    // Within a few seconds of the answer, not after heartbeats time out.
+    let within = Duration::from_secs(8);
+    let Next::Frame(resolved) = events.next(within).await else {
+        panic!("/v1/events went silent or ended after the restart");
+    };
+    assert_eq!(resolved.event.as_deref(), Some("interaction-resolved"));
+    assert_eq!(resolved.json()["data"]["interactionId"], eff.as_str());
+    let Next::Frame(update) = sub.next(within).await else {
+        panic!("SubscribeToTask went silent or ended after the restart");
+    };
+    assert_eq!(
+        update.json()["result"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
+    assert!(answered.elapsed() < within, "took {:?}", answered.elapsed());
+    // Once each, and the streams stay open.
+    assert!(matches!(
+        events.next(Duration::from_secs(1)).await,
+        Next::Quiet
+    ));
+    assert!(matches!(
+        sub.next(Duration::from_secs(1)).await,
+        Next::Quiet
+    ));
 }

@@ -64,6 +64,8 @@ pub struct AppOptions {
     pub nats: NatsServerOptions,
     /// How the ingress identifies callers (default: the development headers).
     pub identity: IdentityMode,
+    /// The ingress's limit of open event streams per caller.
+    pub max_streams_per_caller: usize,
 }
 
 impl Default for AppOptions {
@@ -77,6 +79,7 @@ impl Default for AppOptions {
             outcome_timeout: Duration::from_secs(5),
             nats: NatsServerOptions::default(),
             identity: IdentityMode::insecure_dev_headers(),
+            max_streams_per_caller: IngressConfig::default().max_streams_per_caller,
         }
     }
 }
@@ -167,6 +170,7 @@ impl<N: Broker> TestApp<N> {
             IngressConfig {
                 outcome_timeout: opts.outcome_timeout,
                 identity: opts.identity.clone(),
+                max_streams_per_caller: opts.max_streams_per_caller,
                 ..IngressConfig::default()
             },
         )

@@ -178,6 +178,9 @@ pub struct HttpArgs {
     /// request's Host).
     #[arg(long, env = "HOLDPOINT_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Most event streams one caller may have open at once (default 16).
+    #[arg(long, env = "HOLDPOINT_MAX_STREAMS_PER_CALLER")]
+    pub max_streams_per_caller: Option<usize>,
     /// Identity settings.
     #[command(flatten)]
     pub auth: AuthArgs,
@@ -188,7 +191,8 @@ impl HttpArgs {
         let l = l
             .set("http.listen", self.listen)
             .set("http.outcome_timeout_ms", self.outcome_timeout_ms)
-            .set("http.public_url", self.public_url.clone());
+            .set("http.public_url", self.public_url.clone())
+            .set("http.max_streams_per_caller", self.max_streams_per_caller);
         self.auth.layers(l)
     }
 }
@@ -557,6 +561,7 @@ impl Config {
             identity: self.identity().await?,
             public_url: self.http.public_url.clone(),
             metrics,
+            max_streams_per_caller: self.http.max_streams_per_caller,
             ..IngressConfig::default()
         })
     }

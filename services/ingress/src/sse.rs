@@ -30,8 +30,12 @@ use axum::response::{IntoResponse, Response};
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt as _};
 use holdpoint_bus::Topology;
-use holdpoint_domain::{ErrorCode, OrgId, TaskId, event::EVENT_NAMES};
-use tracing::warn;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use holdpoint_domain::{ErrorCode, OrgId, PersonId, TaskId, event::EVENT_NAMES};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
 
 use crate::error::ApiError;
 use crate::identity::Caller;
@@ -93,13 +97,133 @@ pub struct FollowError {
     pub message: String,
 }
 
+/// How often a followed stream checks whether the NATS connection was re-made.
+const RECONNECT_CHECK: Duration = Duration::from_millis(500);
+
+/// Longest wait between two attempts to re-create a follower's consumer.
+const REOPEN_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// Creates an ordered consumer on the events stream, filtered to `filter`, that
+/// delivers from sequence `from` on.
+async fn open_consumer(
+    bus: &holdpoint_bus::Bus,
+    filter: &str,
+    from: u64,
+) -> Result<consumer::pull::Ordered, String> {
+    let stream = bus
+        .js
+        .get_stream_no_info(bus.topo.events_stream())
+        .await
+        .map_err(|e| e.to_string())?;
+    let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: filter.to_owned(),
+            deliver_policy: consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: from.max(1),
+            },
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    consumer.messages().await.map_err(|e| e.to_string())
+}
+
+/// One follower: where it is, and the consumer it reads (none while it re-makes
+/// one).
+struct Follower {
+    bus: holdpoint_bus::Bus,
+    filter: String,
+    /// The next sequence to deliver: nothing below it is delivered again.
+    next: u64,
+    messages: Option<consumer::pull::Ordered>,
+    /// The NATS client's connection count when `messages` was made.
+    connects: u64,
+    check: tokio::time::Interval,
+    backoff: Duration,
+    stop: CancellationToken,
+}
+
+impl Follower {
+    fn connects(&self) -> u64 {
+        self.bus
+            .client
+            .statistics()
+            .connects
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The next stored event, or `None` once the ingress shuts down.
+    async fn next_event(&mut self) -> Option<Stored> {
+        loop {
+            let Some(messages) = self.messages.as_mut() else {
+                let connects = self.connects();
+                let opened = tokio::select! {
+                    () = self.stop.cancelled() => return None,
+                    opened = open_consumer(&self.bus, &self.filter, self.next) => opened,
+                };
+                match opened {
+                    Ok(m) => {
+                        self.messages = Some(m);
+                        self.connects = connects;
+                        self.backoff = RECONNECT_CHECK / 2;
+                    }
+                    Err(e) => {
+                        warn!(filter = %self.filter, error = %e, "event stream: cannot re-create the consumer yet");
+                        tokio::select! {
+                            () = self.stop.cancelled() => return None,
+                            () = tokio::time::sleep(self.backoff) => {}
+                        }
+                        self.backoff = (self.backoff * 2).min(REOPEN_BACKOFF_MAX);
+                    }
+                }
+                continue;
+            };
+            tokio::select! {
+                () = self.stop.cancelled() => return None,
+                _ = self.check.tick() => {
+                    // A re-made connection may be to a restarted server that lost the
+                    // (in-memory) consumer: make a new one from where we are, rather
+                    // than wait for missed heartbeats to tell.
+                    if self.connects() != self.connects {
+                        debug!(filter = %self.filter, next = self.next, "event stream: NATS reconnected; re-creating the consumer");
+                        self.messages = None;
+                    }
+                }
+                m = messages.next() => match m {
+                    Some(Ok(m)) => {
+                        let Ok(info) = m.info() else { continue };
+                        let sequence = info.stream_sequence;
+                        if sequence < self.next {
+                            continue;
+                        }
+                        self.next = sequence + 1;
+                        return Some(Stored {
+                            sequence,
+                            subject: m.subject.to_string(),
+                            payload: m.payload.clone(),
+                        });
+                    }
+                    Some(Err(e)) => {
+                        warn!(filter = %self.filter, error = %e, next = self.next, "event stream: consumer error; re-creating it");
+                        self.messages = None;
+                    }
+                    None => self.messages = None,
+                },
+            }
+        }
+    }
+}
+
 /// Follows the events stream through an ordered consumer filtered to `filter`,
-/// from `start`. The consumer is created before this returns, so a caller that
-/// got `Ok` sees every event stored from then on. The stream ends on the first
-/// consumer error (the client resumes from the last sequence it saw).
+/// from `start`. The first consumer is created before this returns, so a caller
+/// that got `Ok` sees every event stored from then on. The follower survives a
+/// lost NATS connection, a restarted nats-server and consumer errors: it re-creates
+/// its consumer from the next sequence it has not delivered (checking the
+/// connection every half second), so nothing is skipped and nothing repeats. It
+/// ends only when the ingress shuts down (or the client hangs up).
 ///
 /// # Errors
-/// [`FollowError`] when the stream or the consumer cannot be had.
+/// [`FollowError`] when the stream or the first consumer cannot be had.
 pub async fn follow(
     state: &AppState,
     filter: String,
@@ -109,60 +233,130 @@ pub async fn follow(
         filter: filter.clone(),
         message: e.to_string(),
     };
-    let stream = state
-        .bus
-        .js
-        .get_stream_no_info(state.bus.topo.events_stream())
-        .await
-        .map_err(|e| fail(&e))?;
-    let deliver_policy = match start {
-        Start::New => consumer::DeliverPolicy::New,
-        Start::At(sequence) => consumer::DeliverPolicy::ByStartSequence {
-            start_sequence: sequence.max(1),
-        },
+    let bus = state.bus.clone();
+    let next = match start {
+        Start::At(sequence) => sequence.max(1),
+        Start::New => {
+            let stream = bus
+                .js
+                .get_stream(bus.topo.events_stream())
+                .await
+                .map_err(|e| fail(&e))?;
+            stream.cached_info().state.last_sequence + 1
+        }
     };
-    let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
-        .create_consumer(consumer::pull::OrderedConfig {
-            filter_subject: filter.clone(),
-            deliver_policy,
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| fail(&e))?;
-    let messages = consumer.messages().await.map_err(|e| fail(&e))?;
-    let shown = filter.clone();
-    let items = messages
-        .take_while(move |m| {
-            let go = match m {
-                Ok(_) => true,
-                Err(e) => {
-                    warn!(filter = %shown, error = %e, "event stream ended by a consumer error");
-                    false
-                }
-            };
-            futures::future::ready(go)
-        })
-        .filter_map(|m| {
-            let stored = m.ok().and_then(|m| {
-                let sequence = m.info().ok()?.stream_sequence;
-                Some(Stored {
-                    sequence,
-                    subject: m.subject.to_string(),
-                    payload: m.payload.clone(),
-                })
-            });
-            futures::future::ready(stored)
-        })
-        .take_until(state.streams.clone().cancelled_owned());
-    Ok(items.boxed())
+    let mut follower = Follower {
+        connects: 0,
+        messages: None,
+        bus,
+        filter: filter.clone(),
+        next,
+        check: tokio::time::interval(RECONNECT_CHECK),
+        backoff: RECONNECT_CHECK / 2,
+        stop: state.streams.clone(),
+    };
+    follower
+        .check
+        .set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    follower.connects = follower.connects();
+    follower.messages = Some(
+        open_consumer(&follower.bus, &filter, next)
+            .await
+            .map_err(|e| fail(&e))?,
+    );
+    Ok(futures::stream::unfold(follower, |mut f| async move {
+        let stored = f.next_event().await?;
+        Some((stored, f))
+    })
+    .boxed())
 }
 
-/// Wraps SSE events in axum's [`Sse`] with keep-alive comments.
-pub fn sse_response<S>(events: S) -> Response
+/// The event streams open now, per caller (organisation and person), so that no
+/// caller holds more than [`IngressConfig::max_streams_per_caller`](crate::IngressConfig::max_streams_per_caller)
+/// consumers and connections at once.
+#[derive(Debug, Default)]
+pub struct StreamCounts {
+    open: std::sync::Mutex<HashMap<(OrgId, PersonId), usize>>,
+}
+
+/// One open stream of one caller; the count goes down when it is dropped (the
+/// stream ended, the client hung up, the ingress shut down).
+#[derive(Debug)]
+pub struct StreamPermit {
+    counts: Arc<StreamCounts>,
+    caller: (OrgId, PersonId),
+}
+
+impl StreamCounts {
+    /// Counts one more stream for `caller`, if fewer than `max` are open.
+    ///
+    /// # Errors
+    /// `429 NRY-0017` (with `Retry-After`) when `caller` has `max` open.
+    pub fn acquire(
+        self: &Arc<Self>,
+        caller: &Caller,
+        max: usize,
+    ) -> Result<StreamPermit, ApiError> {
+        let key = (caller.org.clone(), caller.person.clone());
+        let mut open = self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = open.entry(key.clone()).or_insert(0);
+        if *n >= max {
+            return Err(ApiError::new(
+                ErrorCode::TooManyStreams,
+                format!(
+                    "you have {max} event streams open, the most one caller may; close one first"
+                ),
+            ));
+        }
+        *n += 1;
+        Ok(StreamPermit {
+            counts: self.clone(),
+            caller: key,
+        })
+    }
+
+    /// How many streams `caller` has open.
+    pub fn open(&self, caller: &Caller) -> usize {
+        let open = self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        open.get(&(caller.org.clone(), caller.person.clone()))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for StreamPermit {
+    fn drop(&mut self) {
+        let mut open = self
+            .counts
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = open.get_mut(&self.caller) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.caller);
+            }
+        }
+    }
+}
+
+/// Wraps SSE events in axum's [`Sse`] with keep-alive comments; `permit` is held
+/// as long as the stream lives.
+pub fn sse_response<S>(events: S, permit: StreamPermit) -> Response
 where
     S: Stream<Item = SseEvent> + Send + 'static,
 {
-    Sse::new(events.map(Ok::<_, Infallible>))
+    let events = events.map(move |e| {
+        let _held = &permit;
+        Ok::<_, Infallible>(e)
+    });
+    Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
         .into_response()
 }
@@ -217,6 +411,9 @@ pub async fn events(
         None => None,
     };
     let start = start_from(&headers, q.after)?;
+    let permit = state
+        .stream_counts
+        .acquire(&caller, state.cfg.max_streams_per_caller)?;
     let filter = event_filter(&state.bus.topo, &caller.org, task.as_ref(), name.as_deref());
     let stored = follow(&state, filter, start).await.map_err(|e| {
         warn!(error = %e, "answering 503");
@@ -241,7 +438,7 @@ pub async fn events(
         };
         futures::future::ready(event)
     });
-    Ok(sse_response(events))
+    Ok(sse_response(events, permit))
 }
 
 #[cfg(test)]

@@ -25,7 +25,14 @@ pub struct IngressConfig {
     pub public_url: Option<String>,
     /// Where requests are counted (shared with the worker in `holdpoint up`).
     pub metrics: Arc<Metrics>,
+    /// Most event streams one caller (organisation and person) may have open at
+    /// once: `GET /v1/events`, `SubscribeToTask` and `SendStreamingMessage`
+    /// together; one more is `429 NRY-0017` (see [`crate::sse::StreamCounts`]).
+    pub max_streams_per_caller: usize,
 }
+
+/// Default of [`IngressConfig::max_streams_per_caller`].
+pub const DEFAULT_MAX_STREAMS_PER_CALLER: usize = 16;
 
 impl Default for IngressConfig {
     fn default() -> Self {
@@ -35,6 +42,7 @@ impl Default for IngressConfig {
             identity: IdentityMode::default(),
             public_url: None,
             metrics: Arc::new(Metrics::new()),
+            max_streams_per_caller: DEFAULT_MAX_STREAMS_PER_CALLER,
         }
     }
 }
@@ -51,6 +59,8 @@ pub struct AppState {
     /// Cancelled when the server shuts down: ends every open event stream, so the
     /// graceful shutdown does not wait for clients that never hang up.
     pub streams: CancellationToken,
+    /// The event streams open now, per caller.
+    pub stream_counts: Arc<crate::sse::StreamCounts>,
 }
 
 impl AppState {
@@ -68,6 +78,7 @@ impl AppState {
             cfg: Arc::new(cfg),
             outcomes,
             streams: CancellationToken::new(),
+            stream_counts: Arc::default(),
         })
     }
 

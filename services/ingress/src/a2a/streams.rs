@@ -1,13 +1,17 @@
 //! The task streams (`text/event-stream`): each `data:` is a JSON-RPC response
 //! whose `result` is a stream response, `{"task": …}` first, then
 //! `{"statusUpdate": …}` fed by an ordered consumer on the task's `task-status`
-//! subject that starts right after the status the first item showed.
+//! subject that starts right after the status the first item showed. Each stream
+//! counts against the caller's limit
+//! ([`IngressConfig::max_streams_per_caller`](crate::IngressConfig::max_streams_per_caller)):
+//! over it, the answer is HTTP `429 NRY-0017` with the REST error body, and
+//! `SendStreamingMessage` submits nothing.
 
 use a2a_lf::{
     JsonRpcId, JsonRpcResponse, SendMessageRequest, StreamResponse, SubscribeToTaskRequest,
 };
-use axum::response::Response;
 use axum::response::sse::Event as SseEvent;
+use axum::response::{IntoResponse, Response};
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use holdpoint_domain::{InteractionId, TaskId, TaskState as DTaskState};
@@ -18,7 +22,8 @@ use super::answer::answer;
 use super::call::{Ctx, parse_params, parse_task_id};
 use super::error::RpcError;
 use super::view::{TaskView, a2a_task, decode_status, load_view, status_update};
-use crate::sse::{self, Start, Stored};
+use crate::error::ApiError;
+use crate::sse::{self, Start, Stored, StreamPermit};
 
 /// Status updates of a task from `after` on, as A2A stream responses. Repeats of
 /// the state last sent are skipped; with `until_waiting`, the stream ends after
@@ -61,6 +66,7 @@ fn sse_items(
     id: JsonRpcId,
     first: Vec<StreamResponse>,
     rest: BoxStream<'static, StreamResponse>,
+    permit: StreamPermit,
 ) -> Response {
     let events = futures::stream::iter(first).chain(rest).map(move |item| {
         let body = match serde_json::to_value(&item) {
@@ -70,7 +76,16 @@ fn sse_items(
         let data = serde_json::to_string(&body).unwrap_or_default();
         SseEvent::default().data(data)
     });
-    sse::sse_response(events)
+    sse::sse_response(events, permit)
+}
+
+/// A permit for one more stream of this caller; refused, it is answered as HTTP
+/// `429 NRY-0017` with the `{code, title, message}` body, before anything else
+/// happens (no answer is submitted).
+fn permit(ctx: &Ctx) -> Result<StreamPermit, ApiError> {
+    ctx.state
+        .stream_counts
+        .acquire(&ctx.caller, ctx.state.cfg.max_streams_per_caller)
 }
 
 async fn task_stream(
@@ -97,6 +112,10 @@ pub async fn subscribe_to_task(
 ) -> Result<Response, RpcError> {
     let req: SubscribeToTaskRequest = parse_params(params)?;
     let task = parse_task_id(req.id)?;
+    let permit = match permit(ctx) {
+        Ok(p) => p,
+        Err(refused) => return Ok(refused.into_response()),
+    };
     let Some(view) = load_view(&ctx.state, &ctx.caller.org, &task).await? else {
         return Err(RpcError::task_not_found(task.as_str()));
     };
@@ -107,6 +126,7 @@ pub async fn subscribe_to_task(
         id,
         vec![StreamResponse::Task(a2a_task(&view, ext))],
         rest,
+        permit,
     ))
 }
 
@@ -118,6 +138,10 @@ pub async fn send_streaming_message(
     params: Value,
 ) -> Result<Response, RpcError> {
     let req: SendMessageRequest = parse_params(params)?;
+    let permit = match permit(ctx) {
+        Ok(p) => p,
+        Err(refused) => return Ok(refused.into_response()),
+    };
     let answered = answer(ctx, req).await?;
     let task = parse_task_id(answered.id.clone())?;
     let ext = ctx.negotiated.interactions();
@@ -131,8 +155,18 @@ pub async fn send_streaming_message(
         let waiting = v.waiting();
         first.push(status_update(&v, ext));
         if waiting {
-            return Ok(sse_items(id, first, futures::stream::empty().boxed()));
+            return Ok(sse_items(
+                id,
+                first,
+                futures::stream::empty().boxed(),
+                permit,
+            ));
         }
     }
-    Ok(sse_items(id, first, updates(stored, last, ext, true)))
+    Ok(sse_items(
+        id,
+        first,
+        updates(stored, last, ext, true),
+        permit,
+    ))
 }
