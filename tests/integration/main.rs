@@ -3,6 +3,7 @@
 //! HTTP, real workers (in-process or as child processes a test can SIGKILL).
 
 mod a2a;
+mod a2a_conformance;
 mod adversary;
 mod answers;
 mod auth;

@@ -32,7 +32,15 @@ pub struct Reading {
     pub input: AnswerInput,
 }
 
-const META_FIELDS: [&str; 4] = ["interactionId", "approved", "value", "reason"];
+/// The fields of an answer's `metadata[URI]` (seed 000 "The answer", and
+/// `argumentsDigest` as the REST approve body takes it); any other is refused.
+const META_FIELDS: [&str; 5] = [
+    "interactionId",
+    "approved",
+    "value",
+    "reason",
+    "argumentsDigest",
+];
 
 /// Reads an answer message (see the module docs). `extension` says whether the
 /// interactions extension is active for it (activated by header, or listed in the
@@ -63,7 +71,7 @@ pub fn read_message(msg: &Message, extension: bool) -> Result<Reading, RpcError>
     if let Some(unknown) = obj.keys().find(|k| !META_FIELDS.contains(&k.as_str())) {
         return Err(RpcError::invalid_params(format!(
             "metadata[{EXTENSION_URI}] has an unknown field {unknown:?}; it takes interactionId \
-             and approved or value (and an optional reason)"
+             and approved or value (and an optional reason and argumentsDigest)"
         )));
     }
     let interaction = match obj.get("interactionId") {
@@ -79,7 +87,12 @@ pub fn read_message(msg: &Message, extension: bool) -> Result<Reading, RpcError>
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(RpcError::invalid_params("reason must be a string")),
     };
-    let input = match (obj.get("approved"), obj.get("value")) {
+    let digest = match obj.get("argumentsDigest") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(RpcError::invalid_params("argumentsDigest must be a string")),
+    };
+    let mut input = match (obj.get("approved"), obj.get("value")) {
         (Some(_), Some(_)) => {
             return Err(RpcError::invalid_params(
                 "give either approved or value, not both",
@@ -97,6 +110,20 @@ pub fn read_message(msg: &Message, extension: bool) -> Result<Reading, RpcError>
         },
         (None, None) => read_parts(&msg.parts)?,
     };
+    // Binds an approval decision to the arguments the person saw, as in REST: the
+    // worker answers `NRY-0010` (invalid params) when the held ones differ.
+    if let Some(digest) = digest {
+        match &mut input {
+            AnswerInput::Approved {
+                arguments_digest, ..
+            } => *arguments_digest = Some(digest),
+            _ => {
+                return Err(RpcError::invalid_params(
+                    "argumentsDigest binds an approval decision: give it with approved",
+                ));
+            }
+        }
+    }
     Ok(Reading { interaction, input })
 }
 
@@ -383,6 +410,50 @@ mod tests {
         assert!(read_message(&msg(vec![Part::text("a"), Part::text("b")], None), false).is_err());
         let e = read_message(&msg(vec![Part::url("https://x")], None), false).expect_err("file");
         assert_eq!(e.code, error_code::CONTENT_TYPE_NOT_SUPPORTED);
+    }
+
+    #[test]
+    fn arguments_digest_binds_an_approval() {
+        let m = msg(
+            vec![],
+            Some(json!({"interactionId": "eff_1", "approved": true, "argumentsDigest": "abc"})),
+        );
+        let r = read_message(&m, true).expect("reads");
+        assert_eq!(
+            r.input,
+            AnswerInput::Approved {
+                approved: true,
+                reason: None,
+                arguments_digest: Some("abc".into())
+            }
+        );
+        // With a data part `{"approved": …}` too.
+        let m = msg(
+            vec![Part::data(json!({"approved": false}))],
+            Some(json!({"interactionId": "eff_1", "argumentsDigest": "abc"})),
+        );
+        assert!(matches!(
+            read_message(&m, true).expect("reads").input,
+            AnswerInput::Approved {
+                approved: false,
+                arguments_digest: Some(_),
+                ..
+            }
+        ));
+        for bad in [
+            json!({"interactionId": "q1", "value": 1, "argumentsDigest": "abc"}),
+            json!({"interactionId": "eff_1", "approved": true, "argumentsDigest": 7}),
+        ] {
+            assert!(
+                read_message(&msg(vec![], Some(bad.clone())), true).is_err(),
+                "{bad}"
+            );
+        }
+        let text = msg(
+            vec![Part::text("yes")],
+            Some(json!({"interactionId": "eff_1", "argumentsDigest": "abc"})),
+        );
+        assert!(read_message(&text, true).is_err());
     }
 
     #[test]
