@@ -82,6 +82,14 @@ impl Rpc {
             .header("X-Holdpoint-Org", &self.org)
             .header("X-Holdpoint-Person", &self.person)
             .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}));
+        // A2A v1.0 clients name their version (the official SDKs do); a test that
+        // means another gives its own.
+        if !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("a2a-version"))
+        {
+            r = r.header("A2A-Version", "1.0");
+        }
         for (k, v) in headers {
             r = r.header(*k, *v);
         }
@@ -112,12 +120,8 @@ impl Rpc {
 
     /// With the extension activated.
     pub(crate) async fn call(&self, method: &str, params: Value) -> RpcReply {
-        self.call_with(
-            method,
-            params,
-            &[("A2A-Extensions", URI), ("A2A-Version", "1.0")],
-        )
-        .await
+        self.call_with(method, params, &[("A2A-Extensions", URI)])
+            .await
     }
 
     /// Without the extension.
@@ -807,6 +811,7 @@ async fn protocol_headers_and_envelopes() {
             .header("X-Holdpoint-Org", "acme")
             .header("X-Holdpoint-Person", "ana")
             .header("Content-Type", "application/json")
+            .header("A2A-Version", "1.0")
             .body(body)
     };
     for (body, code) in [

@@ -834,6 +834,7 @@ async fn run_rpc_cases(cases: Vec<RpcCase>) -> Vec<String> {
             ("X-Holdpoint-Org", b"acme"),
             ("X-Holdpoint-Person", b"mallory"),
             ("A2A-Extensions", URI.as_bytes()),
+            ("A2A-Version", b"1.0"),
             ("Content-Type", c.content_type.as_bytes()),
         ];
         let r = raw_request(&app.base, "POST", b"/a2a", &headers, &body).await;

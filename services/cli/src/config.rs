@@ -135,6 +135,10 @@ pub struct HttpConfig {
     /// `SendStreamingMessage`) one caller may have open at once; one more is
     /// `429 NRY-0017`.
     pub max_streams_per_caller: usize,
+    /// Compatibility switch, off by default: read an A2A request without
+    /// `A2A-Version` as 1.0 instead of 0.3 (refused with -32009, as the A2A v1.0
+    /// specification asks).
+    pub a2a_missing_version_is_1_0: bool,
 }
 
 impl Default for HttpConfig {
@@ -144,6 +148,7 @@ impl Default for HttpConfig {
             outcome_timeout_ms: 5_000,
             public_url: None,
             max_streams_per_caller: holdpoint_ingress::state::DEFAULT_MAX_STREAMS_PER_CALLER,
+            a2a_missing_version_is_1_0: false,
         }
     }
 }

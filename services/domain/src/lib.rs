@@ -9,6 +9,7 @@
 //! - [`rules`]: what an opening may ask and how an answer is read (seeds 000 and 003).
 //! - [`decide`](mod@decide): the state machine.
 //! - [`error`]: the error catalog (`NRY-xxxx` codes, HTTP statuses).
+//! - [`timestamp`]: the one format of every timestamp Holdpoint writes.
 //! - `schema` (feature `schema`): JSON Schema impls for the wire types; `schemas/` is
 //!   generated from them by `holdpoint-contracts`.
 
@@ -21,6 +22,7 @@ pub mod model;
 pub mod rules;
 #[cfg(feature = "schema")]
 pub mod schema;
+pub mod timestamp;
 
 pub use command::{
     Accepted, AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, OpenInteraction,

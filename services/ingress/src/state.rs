@@ -29,6 +29,11 @@ pub struct IngressConfig {
     /// once: `GET /v1/events`, `SubscribeToTask` and `SendStreamingMessage`
     /// together; one more is `429 NRY-0017` (see [`crate::sse::StreamCounts`]).
     pub max_streams_per_caller: usize,
+    /// Compatibility switch, off by default: read an A2A request without
+    /// `A2A-Version` as 1.0. Off, it is read as 0.3, as the A2A v1.0 specification
+    /// asks, and refused with `VersionNotSupportedError` (-32009); see
+    /// [`crate::a2a::negotiate`].
+    pub a2a_missing_version_is_1_0: bool,
 }
 
 /// Default of [`IngressConfig::max_streams_per_caller`].
@@ -43,6 +48,7 @@ impl Default for IngressConfig {
             public_url: None,
             metrics: Arc::new(Metrics::new()),
             max_streams_per_caller: DEFAULT_MAX_STREAMS_PER_CALLER,
+            a2a_missing_version_is_1_0: false,
         }
     }
 }

@@ -17,7 +17,7 @@ use holdpoint_domain::{
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::call::{Ctx, parse_params, parse_task_id, to_json};
+use super::call::{Ctx, check_history_length, parse_params, parse_task_id, to_json};
 use super::error::RpcError;
 use super::view::{TaskView, a2a_task, load_view};
 use crate::sse;
@@ -234,6 +234,7 @@ async fn resolved_by_key(
 /// Answers the task with `msg`: validates, finds the interaction, submits the
 /// answer and waits for the worker's outcome. Returns the task as it now is.
 pub async fn answer(ctx: &Ctx, req: SendMessageRequest) -> Result<Task, RpcError> {
+    check_history_length(req.configuration.as_ref().and_then(|c| c.history_length))?;
     let msg = req.message;
     if msg.role != Role::User {
         return Err(RpcError::invalid_params(

@@ -33,9 +33,26 @@ pub fn parse_params<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
         .map_err(|e| RpcError::invalid_params(format!("invalid params: {e}")))
 }
 
-/// `v` as the JSON-RPC `result`.
+/// `v` as the JSON-RPC `result`, every task status's `timestamp` in Holdpoint's
+/// one format ([`super::view::stamp`]).
 pub fn to_json<T: serde::Serialize>(v: &T) -> Result<Value, RpcError> {
-    serde_json::to_value(v).map_err(RpcError::internal)
+    let mut value = serde_json::to_value(v).map_err(RpcError::internal)?;
+    super::view::stamp(&mut value);
+    Ok(value)
+}
+
+/// Checks a `historyLength` (GetTask, ListTasks, SendMessage's configuration):
+/// absent or 0 and up. Holdpoint keeps no history, so any valid length gives none.
+///
+/// # Errors
+/// Invalid params for a negative length, as for a negative `pageSize`.
+pub fn check_history_length(length: Option<i32>) -> Result<(), RpcError> {
+    match length {
+        Some(n) if n < 0 => Err(RpcError::invalid_params(format!(
+            "historyLength must be 0 or more (got {n})"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// A task id from params, validated.

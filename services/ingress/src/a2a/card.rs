@@ -3,6 +3,10 @@
 //! and a bearer-JWT security scheme. `<base>` is
 //! [`IngressConfig::public_url`](crate::IngressConfig::public_url) when set, else
 //! derived from the request's `Host` (`https` when `X-Forwarded-Proto: https`).
+//!
+//! Caching: `Cache-Control: public, max-age=300`, an `ETag` from the card's bytes
+//! ([`etag`]), and `304 Not Modified` (no body) to an `If-None-Match` that names it;
+//! `Vary` on the host headers when the card is built from them.
 
 use std::collections::HashMap;
 
@@ -11,8 +15,8 @@ use a2a_lf::{
     HttpAuthSecurityScheme, SecurityScheme,
 };
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, Uri, header};
-use axum::response::{IntoResponse, Json, Response};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
 use holdpoint_domain::EXTENSION_URI;
 
 use crate::error::ApiError;
@@ -120,31 +124,94 @@ pub fn card(base: &str) -> AgentCard {
 /// `GET /.well-known/agent-card.json`: public; `Cache-Control`, and `Vary` when
 /// the card is built from the request's host.
 pub async fn agent_card(State(state): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
-    match base_url(&state, &headers, &uri) {
-        Some(base) => {
-            let mut resp = Json(card(&base)).into_response();
-            resp.headers_mut().insert(
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("public, max-age=300"),
-            );
-            // Without a configured public URL the card is built from the request's
-            // host and scheme: caches must keep one copy per host and scheme.
-            if state.cfg.public_url.is_none() {
-                resp.headers_mut().insert(
-                    header::VARY,
-                    HeaderValue::from_static("Host, X-Forwarded-Host, X-Forwarded-Proto"),
-                );
-            }
-            resp
-        }
-        None => ApiError::invalid("a valid Host header is required to describe this server")
-            .into_response(),
+    let Some(base) = base_url(&state, &headers, &uri) else {
+        return ApiError::invalid("a valid Host header is required to describe this server")
+            .into_response();
+    };
+    let body = match serde_json::to_vec(&card(&base)) {
+        Ok(b) => b,
+        Err(e) => return ApiError::internal(e).into_response(),
+    };
+    let tag = etag(&body);
+    let mut resp = if if_none_match(&headers, &tag) {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        let mut r = body.into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        r
+    };
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&tag) {
+        h.insert(header::ETAG, v);
     }
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
+    // Without a configured public URL the card is built from the request's host and
+    // scheme: caches must keep one copy per host and scheme.
+    if state.cfg.public_url.is_none() {
+        h.insert(
+            header::VARY,
+            HeaderValue::from_static("Host, X-Forwarded-Host, X-Forwarded-Proto"),
+        );
+    }
+    resp
+}
+
+/// The card's entity tag: a strong tag from the SHA-256 of its bytes, so it
+/// changes exactly when the card does (another version, another base URL).
+pub fn etag(body: &[u8]) -> String {
+    let d: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(body).into();
+    let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
+/// True when `If-None-Match` names `tag` (weak comparison, as RFC 9110 asks for
+/// this header: `W/"x"` matches `"x"`) or is `*`.
+fn if_none_match(headers: &HeaderMap, tag: &str) -> bool {
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .any(|t| t == "*" || t.trim_start_matches("W/") == tag)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn etags_follow_the_bytes_and_match_weakly() {
+        let a = etag(b"{\"name\":\"Holdpoint\"}");
+        assert_eq!(a, etag(b"{\"name\":\"Holdpoint\"}"));
+        assert_ne!(a, etag(b"{\"name\":\"Other\"}"));
+        assert!(
+            a.starts_with('"') && a.ends_with('"') && a.len() == 34,
+            "{a}"
+        );
+        let mut h = HeaderMap::new();
+        assert!(!if_none_match(&h, &a));
+        for given in [
+            a.clone(),
+            format!("W/{a}"),
+            format!("\"x\", {a}"),
+            "*".into(),
+        ] {
+            h.insert(
+                header::IF_NONE_MATCH,
+                HeaderValue::from_str(&given).expect("value"),
+            );
+            assert!(if_none_match(&h, &a), "{given}");
+        }
+        h.insert(header::IF_NONE_MATCH, HeaderValue::from_static("\"other\""));
+        assert!(!if_none_match(&h, &a));
+    }
 
     #[test]
     fn the_card_declares_the_extension_and_streaming() {

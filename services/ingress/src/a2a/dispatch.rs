@@ -1,7 +1,8 @@
 //! `POST /a2a`: reads one JSON-RPC 2.0 request (JSON only, the configured size,
-//! no repeated keys), checks the service parameters ([`super::negotiate`]) and
-//! dispatches by method. Errors are JSON-RPC error objects with HTTP 200; the one
-//! retryable error also carries `Retry-After: 1`. Activated extensions are echoed.
+//! no repeated keys), checks the service parameters ([`super::negotiate`]),
+//! reads the params as ProtoJSON ([`super::protojson`]) and dispatches by method.
+//! Errors are JSON-RPC error objects with HTTP 200; the one retryable error also
+//! carries `Retry-After: 1`. Activated extensions are echoed.
 
 use a2a_lf::{JsonRpcId, JsonRpcRequest, JsonRpcResponse, error_code, methods};
 use axum::extract::{Request, State};
@@ -13,7 +14,8 @@ use serde_json::Value;
 use super::answer::send_message;
 use super::call::Ctx;
 use super::error::RpcError;
-use super::negotiate::{Negotiated, check_version};
+use super::negotiate::{MissingVersion, Negotiated, check_version};
+use super::protojson;
 use super::streams::{send_streaming_message, subscribe_to_task};
 use super::tasks::{cancel_task, get_task, list_tasks};
 use crate::identity::Caller;
@@ -131,7 +133,12 @@ pub async fn jsonrpc(State(state): State<AppState>, caller: Caller, req: Request
             RpcError::new(error_code::INVALID_REQUEST, "jsonrpc must be \"2.0\""),
         );
     }
-    if let Err(e) = check_version(&headers) {
+    let missing = if state.cfg.a2a_missing_version_is_1_0 {
+        MissingVersion::Is1_0
+    } else {
+        MissingVersion::Is0_3
+    };
+    if let Err(e) = check_version(&headers, missing) {
         return fail(id, e);
     }
     let ctx = Ctx {
@@ -140,7 +147,11 @@ pub async fn jsonrpc(State(state): State<AppState>, caller: Caller, req: Request
         negotiated: negotiated.clone(),
         traceparent,
     };
-    let params = request.params.unwrap_or(Value::Null);
+    let params = match protojson::normalize(&request.method, request.params.unwrap_or(Value::Null))
+    {
+        Ok(p) => p,
+        Err(e) => return fail(id, e),
+    };
     let result = match request.method.as_str() {
         methods::SEND_MESSAGE => send_message(&ctx, params).await,
         methods::GET_TASK => get_task(&ctx, params).await,

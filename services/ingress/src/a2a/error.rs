@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 
 use a2a_lf::{A2AError, TypedDetail, error_code, errordetails};
-use holdpoint_domain::{ErrorCode, Rejection};
+use holdpoint_domain::{ErrorCode, Rejection, timestamp};
+use serde_json::Value;
 use tracing::{error, warn};
 
 /// A JSON-RPC error with the Holdpoint code behind it.
@@ -81,7 +82,8 @@ impl RpcError {
     }
 
     /// The JSON-RPC error object: `data` is `[ErrorInfo]` with the A2A reason and
-    /// `metadata {code, title, retryable, timestamp}`.
+    /// `metadata {code, title, retryable, timestamp}`; the timestamp is in
+    /// Holdpoint's one format ([`holdpoint_domain::timestamp`]).
     pub fn to_jsonrpc(&self) -> a2a_lf::JsonRpcError {
         let spec = self.holdpoint.spec();
         let metadata = HashMap::from([
@@ -92,13 +94,25 @@ impl RpcError {
                 self.holdpoint.retryable().to_string(),
             ),
         ]);
-        A2AError::new(self.code, self.message.clone())
+        let mut error = A2AError::new(self.code, self.message.clone())
             .with_details(vec![TypedDetail::error_info(
                 a2a_lf::error_reason(self.code),
                 errordetails::PROTOCOL_DOMAIN,
                 Some(metadata),
             )])
-            .to_jsonrpc_error()
+            .to_jsonrpc_error();
+        // The A2A crate stamps its ErrorInfo with `+00:00` and nanoseconds.
+        let now = timestamp::format(time::OffsetDateTime::now_utc());
+        if let Some(Value::Array(details)) = error.data.as_mut() {
+            for detail in details {
+                if let Some(Value::Object(meta)) = detail.get_mut("metadata")
+                    && meta.contains_key("timestamp")
+                {
+                    meta.insert("timestamp".into(), Value::String(now.clone()));
+                }
+            }
+        }
+        error
     }
 }
 
@@ -112,6 +126,10 @@ mod tests {
         assert_eq!(e.code, error_code::INVALID_PARAMS);
         let j = serde_json::to_value(e.to_jsonrpc()).expect("json");
         assert_eq!(j["data"][0]["metadata"]["code"], "NRY-0009");
+        let at = j["data"][0]["metadata"]["timestamp"]
+            .as_str()
+            .expect("timestamp");
+        assert!(at.ends_with('Z') && at.len() == 24, "{at}");
         assert_eq!(j["data"][0]["reason"], "INVALID_PARAMS");
         assert_eq!(
             RpcError::from_rejection(Rejection::new(ErrorCode::UnsupportedOperation, "text")).code,

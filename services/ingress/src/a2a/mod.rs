@@ -42,6 +42,7 @@
 //! | [`negotiate`] | `A2A-Version` and `A2A-Extensions` |
 //! | [`error`] | JSON-RPC errors with the Holdpoint code |
 //! | [`dispatch`] | `POST /a2a`: read, check, dispatch by method |
+//! | [`protojson`] | ProtoJSON input: proto field names, enum numbers, integer strings |
 //! | [`call`] | one call's context and the params helpers |
 //! | [`view`] | the task view |
 //! | [`tasks`] | `GetTask`, `ListTasks`, `CancelTask` |
@@ -54,6 +55,7 @@ pub mod card;
 pub mod dispatch;
 pub mod error;
 pub mod negotiate;
+pub mod protojson;
 pub mod streams;
 pub mod tasks;
 pub mod view;
@@ -62,7 +64,8 @@ pub use answer::{Reading, read_message};
 pub use card::card;
 pub use error::RpcError;
 pub use negotiate::{
-    EXTENSIONS_HEADER, LEGACY_EXTENSIONS_HEADER, Negotiated, VERSION_HEADER, check_version,
+    EXTENSIONS_HEADER, LEGACY_EXTENSIONS_HEADER, MissingVersion, Negotiated, VERSION_HEADER,
+    check_version,
 };
 pub use tasks::{DEFAULT_TASK_PAGE, MAX_TASK_PAGE};
 pub use view::{TaskView, a2a_task, load_view, status_message};

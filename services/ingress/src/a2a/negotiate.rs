@@ -1,5 +1,7 @@
 //! A2A service parameters: the protocol version the client speaks
-//! ([`check_version`]) and the extensions it activates ([`Negotiated`]).
+//! ([`check_version`]; a missing header is read as 0.3 and refused, unless
+//! [`MissingVersion::Is1_0`] is configured) and the extensions it activates
+//! ([`Negotiated`]).
 
 use a2a_lf::error_code;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
@@ -74,13 +76,30 @@ impl Negotiated {
     }
 }
 
-/// Checks `A2A-Version`: absent, `1`, `1.0` or `1.0.<patch>` are this server's
-/// version; anything else is `VersionNotSupportedError`.
-pub fn check_version(headers: &HeaderMap) -> Result<(), RpcError> {
+/// How a request without `A2A-Version` (or with an empty one) is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissingVersion {
+    /// As version 0.3, which this server does not speak: `VersionNotSupportedError`
+    /// (-32009). What the A2A v1.0 specification's service parameters ask; the
+    /// default.
+    #[default]
+    Is0_3,
+    /// As 1.0: a compatibility switch for clients that never send the header
+    /// ([`IngressConfig::a2a_missing_version_is_1_0`](crate::IngressConfig::a2a_missing_version_is_1_0)).
+    Is1_0,
+}
+
+/// Checks `A2A-Version` (exactly one header): `1`, `1.0` and `1.0.<patch>` are
+/// this server's version. A missing or empty one is read as `missing` says (by
+/// default 0.3, refused); anything else is `VersionNotSupportedError` (-32009).
+///
+/// # Errors
+/// `VersionNotSupportedError` with a message that says what was read.
+pub fn check_version(headers: &HeaderMap, missing: MissingVersion) -> Result<(), RpcError> {
     let mut values = headers.get_all(VERSION_HEADER).iter();
     let value = match (values.next(), values.next()) {
-        (None, _) => return Ok(()),
-        (Some(v), None) => v.to_str().unwrap_or("").trim(),
+        (None, _) => "",
+        (Some(v), None) => v.to_str().unwrap_or("?").trim(),
         (Some(_), Some(_)) => {
             return Err(RpcError::new(
                 error_code::VERSION_NOT_SUPPORTED,
@@ -88,6 +107,16 @@ pub fn check_version(headers: &HeaderMap) -> Result<(), RpcError> {
             ));
         }
     };
+    if value.is_empty() {
+        return match missing {
+            MissingVersion::Is1_0 => Ok(()),
+            MissingVersion::Is0_3 => Err(RpcError::new(
+                error_code::VERSION_NOT_SUPPORTED,
+                "no A2A-Version header, which A2A reads as version 0.3; this server speaks 1.0: \
+                 send A2A-Version: 1.0",
+            )),
+        };
+    }
     let mut parts = value.split('.');
     let ok = match (parts.next(), parts.next(), parts.next(), parts.next()) {
         (Some("1"), None, _, _) | (Some("1"), Some("0"), None, _) => true,
@@ -112,16 +141,26 @@ mod tests {
 
     #[test]
     fn versions() {
+        use MissingVersion::{Is0_3, Is1_0};
         let mut h = HeaderMap::new();
-        assert!(check_version(&h).is_ok());
+        // Missing: 0.3 unless the compatibility switch says 1.0.
+        let e = check_version(&h, Is0_3).expect_err("missing");
+        assert_eq!(e.code, error_code::VERSION_NOT_SUPPORTED);
+        assert!(check_version(&h, Is1_0).is_ok());
         for ok in ["1", "1.0", "1.0.3", " 1.0 "] {
             h.insert(VERSION_HEADER, HeaderValue::from_str(ok).expect("value"));
-            assert!(check_version(&h).is_ok(), "{ok}");
+            assert!(check_version(&h, Is0_3).is_ok(), "{ok}");
         }
-        for bad in ["0.3", "2.0", "1.1", "1.0.x", "", "v1"] {
+        // Empty is missing.
+        h.insert(VERSION_HEADER, HeaderValue::from_static(""));
+        assert!(check_version(&h, Is0_3).is_err());
+        assert!(check_version(&h, Is1_0).is_ok());
+        for bad in ["0.3", "2.0", "1.1", "1.0.x", "v1"] {
             h.insert(VERSION_HEADER, HeaderValue::from_str(bad).expect("value"));
-            let e = check_version(&h).expect_err(bad);
-            assert_eq!(e.code, error_code::VERSION_NOT_SUPPORTED);
+            for missing in [Is0_3, Is1_0] {
+                let e = check_version(&h, missing).expect_err(bad);
+                assert_eq!(e.code, error_code::VERSION_NOT_SUPPORTED);
+            }
         }
     }
 

@@ -19,7 +19,7 @@ use serde_json::Value;
 use tracing::warn;
 
 use super::answer::answer;
-use super::call::{Ctx, parse_params, parse_task_id};
+use super::call::{Ctx, parse_params, parse_task_id, to_json};
 use super::error::RpcError;
 use super::view::{TaskView, a2a_task, decode_status, load_view, status_update};
 use crate::error::ApiError;
@@ -69,9 +69,9 @@ fn sse_items(
     permit: StreamPermit,
 ) -> Response {
     let events = futures::stream::iter(first).chain(rest).map(move |item| {
-        let body = match serde_json::to_value(&item) {
+        let body = match to_json(&item) {
             Ok(result) => JsonRpcResponse::success(id.clone(), result),
-            Err(e) => JsonRpcResponse::error(id.clone(), RpcError::internal(e).to_jsonrpc()),
+            Err(e) => JsonRpcResponse::error(id.clone(), e.to_jsonrpc()),
         };
         let data = serde_json::to_string(&body).unwrap_or_default();
         SseEvent::default().data(data)

@@ -8,7 +8,7 @@ use holdpoint_domain::{State as IState, TaskId};
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::call::{Ctx, parse_params, parse_task_id, to_json};
+use super::call::{Ctx, check_history_length, parse_params, parse_task_id, to_json};
 use super::error::RpcError;
 use super::view::{TaskView, a2a_state, a2a_task, load_view, timestamp};
 
@@ -20,6 +20,7 @@ pub const DEFAULT_TASK_PAGE: usize = 50;
 /// `GetTask`: the task as it is now.
 pub async fn get_task(ctx: &Ctx, params: Value) -> Result<Value, RpcError> {
     let req: GetTaskRequest = parse_params(params)?;
+    check_history_length(req.history_length)?;
     let task = parse_task_id(req.id)?;
     match load_view(&ctx.state, &ctx.caller.org, &task).await? {
         Some(view) => to_json(&a2a_task(&view, ctx.negotiated.interactions())),
@@ -57,6 +58,7 @@ fn parse_page_cursor(c: &str) -> Option<(i128, String)> {
 /// the pending interactions), most recently updated first.
 pub async fn list_tasks(ctx: &Ctx, params: Value) -> Result<Value, RpcError> {
     let req: ListTasksRequest = parse_params(params)?;
+    check_history_length(req.history_length)?;
     let size = match req.page_size {
         None | Some(0) => DEFAULT_TASK_PAGE,
         Some(n) if n > 0 && (n as usize) <= MAX_TASK_PAGE => n as usize,

@@ -12,11 +12,12 @@ use std::collections::HashMap;
 use a2a_lf::{Message, Part, Role, StreamResponse, Task, TaskStatus, TaskStatusUpdateEvent};
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use holdpoint_domain::event::{OpenInteractionRef, TaskStatusData};
+use holdpoint_domain::timestamp;
 use holdpoint_domain::{
     ContextId, EXTENSION_URI, Event, EventData, InteractionId, OrgId, State as IState, TaskId,
     TaskState as DTaskState,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use super::error::RpcError;
@@ -175,6 +176,29 @@ fn a2a_status(view: &TaskView, extension: bool) -> TaskStatus {
             .filter(|_| view.state != DTaskState::Working)
             .map(|open| status_message(&view.task_id, &view.context_id, open, extension)),
         timestamp: timestamp(view.at),
+    }
+}
+
+/// Rewrites the `status.timestamp` of a task, a stream response (`task`,
+/// `statusUpdate`) or a task list (`tasks[]`) in Holdpoint's one timestamp format
+/// ([`holdpoint_domain::timestamp`]: UTC, milliseconds, `Z`), whatever format the
+/// A2A types wrote it in.
+pub fn stamp(value: &mut Value) {
+    fn restamp(status: Option<&mut Value>) {
+        if let Some(ts) = status.and_then(|s| s.get_mut("timestamp"))
+            && let Some(t) = ts.as_str().and_then(|s| timestamp::parse(s).ok())
+        {
+            *ts = Value::String(timestamp::format(t));
+        }
+    }
+    restamp(value.get_mut("status"));
+    for key in ["task", "statusUpdate"] {
+        restamp(value.get_mut(key).and_then(|t| t.get_mut("status")));
+    }
+    if let Some(Value::Array(tasks)) = value.get_mut("tasks") {
+        for t in tasks {
+            restamp(t.get_mut("status"));
+        }
     }
 }
 
