@@ -2,28 +2,31 @@
 //!
 //! Leaves first; each module depends only on the ones above it in this list:
 //!
-//! - [`state`]: [`IngressConfig`] and the handlers' shared [`AppState`].
 //! - [`error`]: [`ApiError`](error::ApiError), the one API error type
 //!   (`{code, title, message}` with the code's status).
-//! - [`json_guard`]: structural limits on JSON bodies (repeated keys, depth).
-//! - [`extract`]: what handlers take from a request (JSON body, path ids,
-//!   idempotency key, trace context).
-//! - [`identity`]: who is calling (the [`Caller`] extractor): a verified JWT
-//!   ([`identity::jwt`]), the local user on the Unix socket ([`identity::socket`]),
-//!   or (development only) trusted headers.
+//! - [`json_guard`]: structural limits on JSON bodies (repeated keys, depth,
+//!   numbers out of range).
+//! - [`conn`]: the connection under the API: `Connection: close` after an unread
+//!   body, and error bodies on the answers hyper gives by itself.
 //! - [`wire`]: the REST bodies and queries (`schemas/rest/` is generated from them).
 //! - [`observe`]: per-request trace context (`traceparent`), span and metrics.
+//! - [`identity`]: who is calling (the [`Caller`], found first for every request):
+//!   a verified JWT ([`identity::jwt`]), the local user on the Unix socket
+//!   ([`identity::socket`]), or (development only) trusted headers.
+//! - [`extract`]: what handlers take from a request (JSON body, path ids,
+//!   idempotency key, trace context).
+//! - [`limits`]: per-caller limits (open event streams).
+//! - [`admin`]: `/healthz`, `/readyz` and `/metrics` on a separate listener.
+//! - [`state`]: [`IngressConfig`] and the handlers' shared [`AppState`].
 //! - [`rest`]: the REST handlers, one file per resource.
 //! - [`sse`]: server-sent event streams: `GET /v1/events` (an organisation's
 //!   CloudEvents, resumable with `Last-Event-ID`) and what the A2A task streams use.
 //! - [`a2a`]: the A2A v1.0 server for paused tasks: the agent card at
 //!   `/.well-known/agent-card.json` and the JSON-RPC binding at `/a2a`, with the
 //!   interactions/v1 extension (seed 000).
-//! - [`routes`]: every path and the router ([`router`]).
-//! - [`admin`]: `/healthz`, `/readyz` and `/metrics` on a separate listener.
+//! - [`routes`]: every path and the router ([`router`]); its `path` submodule, the
+//!   paths alone, is a leaf (the agent card reads the JSON-RPC path there).
 //! - [`unix`]: the Unix socket listener ([`run_unix`]).
-//! - [`conn`]: the connection under the API: `Connection: close` after an unread
-//!   body, and error bodies on the answers hyper gives by itself.
 //!
 //! The ingress never decides whether an answer fits an interaction: it turns a
 //! request into a command, publishes it to `HP_COMMANDS` with its idempotency key as
@@ -36,6 +39,7 @@ pub mod error;
 pub mod extract;
 pub mod identity;
 pub mod json_guard;
+pub mod limits;
 pub mod observe;
 pub mod rest;
 pub mod routes;

@@ -92,7 +92,7 @@ pub fn router(state: AppState) -> Router {
             )
         })
         .layer(axum::middleware::from_fn_with_state(
-            (state.clone(), PUBLIC),
+            (state.cfg.identity.clone(), PUBLIC),
             crate::identity::require,
         ))
         .layer(axum::middleware::from_fn(crate::conn::close_unread))

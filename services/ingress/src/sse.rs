@@ -30,15 +30,13 @@ use axum::response::{IntoResponse, Response};
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt as _};
 use holdpoint_bus::Topology;
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use holdpoint_domain::{ErrorCode, OrgId, PersonId, TaskId, event::EVENT_NAMES};
+use holdpoint_domain::{ErrorCode, OrgId, TaskId, event::EVENT_NAMES};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::error::ApiError;
 use crate::identity::Caller;
+use crate::limits::StreamPermit;
 use crate::state::AppState;
 use crate::wire::EventsQuery;
 
@@ -269,81 +267,6 @@ pub async fn follow(
         Some((stored, f))
     })
     .boxed())
-}
-
-/// The event streams open now, per caller (organisation and person), so that no
-/// caller holds more than [`IngressConfig::max_streams_per_caller`](crate::IngressConfig::max_streams_per_caller)
-/// consumers and connections at once.
-#[derive(Debug, Default)]
-pub struct StreamCounts {
-    open: std::sync::Mutex<HashMap<(OrgId, PersonId), usize>>,
-}
-
-/// One open stream of one caller; the count goes down when it is dropped (the
-/// stream ended, the client hung up, the ingress shut down).
-#[derive(Debug)]
-pub struct StreamPermit {
-    counts: Arc<StreamCounts>,
-    caller: (OrgId, PersonId),
-}
-
-impl StreamCounts {
-    /// Counts one more stream for `caller`, if fewer than `max` are open.
-    ///
-    /// # Errors
-    /// `429 NRY-0017` (with `Retry-After`) when `caller` has `max` open.
-    pub fn acquire(
-        self: &Arc<Self>,
-        caller: &Caller,
-        max: usize,
-    ) -> Result<StreamPermit, ApiError> {
-        let key = (caller.org.clone(), caller.person.clone());
-        let mut open = self
-            .open
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let n = open.entry(key.clone()).or_insert(0);
-        if *n >= max {
-            return Err(ApiError::new(
-                ErrorCode::TooManyStreams,
-                format!(
-                    "you have {max} event streams open, the most one caller may; close one first"
-                ),
-            ));
-        }
-        *n += 1;
-        Ok(StreamPermit {
-            counts: self.clone(),
-            caller: key,
-        })
-    }
-
-    /// How many streams `caller` has open.
-    pub fn open(&self, caller: &Caller) -> usize {
-        let open = self
-            .open
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        open.get(&(caller.org.clone(), caller.person.clone()))
-            .copied()
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for StreamPermit {
-    fn drop(&mut self) {
-        let mut open = self
-            .counts
-            .open
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(n) = open.get_mut(&self.caller) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                open.remove(&self.caller);
-            }
-        }
-    }
 }
 
 /// Wraps SSE events in axum's [`Sse`] with keep-alive comments; `permit` is held

@@ -1,6 +1,6 @@
 //! The ingress's settings ([`IngressConfig`]) and the state every handler shares
-//! ([`AppState`]). A leaf: it knows the bus, the metrics and how callers are
-//! identified, nothing about routes or handlers.
+//! ([`AppState`]): the bus, the metrics, how callers are identified and the
+//! per-caller limits, nothing about routes or handlers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +27,7 @@ pub struct IngressConfig {
     pub metrics: Arc<Metrics>,
     /// Most event streams one caller (organisation and person) may have open at
     /// once: `GET /v1/events`, `SubscribeToTask` and `SendStreamingMessage`
-    /// together; one more is `429 NRY-0017` (see [`crate::sse::StreamCounts`]).
+    /// together; one more is `429 NRY-0017` (see [`crate::limits::StreamCounts`]).
     pub max_streams_per_caller: usize,
     /// Compatibility switch, off by default: read an A2A request without
     /// `A2A-Version` as 1.0. Off, it is read as 0.3, as the A2A v1.0 specification
@@ -66,7 +66,7 @@ pub struct AppState {
     /// graceful shutdown does not wait for clients that never hang up.
     pub streams: CancellationToken,
     /// The event streams open now, per caller.
-    pub stream_counts: Arc<crate::sse::StreamCounts>,
+    pub stream_counts: Arc<crate::limits::StreamCounts>,
 }
 
 impl AppState {

@@ -23,7 +23,8 @@ use super::call::{Ctx, parse_params, parse_task_id, to_json};
 use super::error::RpcError;
 use super::view::{TaskView, a2a_task, decode_status, load_view, status_update};
 use crate::error::ApiError;
-use crate::sse::{self, Start, Stored, StreamPermit};
+use crate::limits::StreamPermit;
+use crate::sse::{self, Start, Stored};
 
 /// Status updates of a task from `after` on, as A2A stream responses. Repeats of
 /// the state last sent are skipped; with `until_waiting`, the stream ends after

@@ -35,7 +35,6 @@ pub use jwt::Verifier;
 pub use socket::{LocalIdentity, SocketPeer};
 
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// Header naming the organisation in the development identity.
 pub const DEV_ORG_HEADER: &str = "x-holdpoint-org";
@@ -89,7 +88,7 @@ fn bearer(value: &str) -> Result<&str, ()> {
 /// pass without a caller. The caller found is put in the request's extensions,
 /// where the [`Caller`] extractor takes it.
 pub async fn require(
-    State((state, public)): State<(AppState, &'static [&'static str])>,
+    State((mode, public)): State<(IdentityMode, &'static [&'static str])>,
     req: Request,
     next: Next,
 ) -> Response {
@@ -97,7 +96,7 @@ pub async fn require(
         return next.run(req).await;
     }
     let (mut parts, body) = req.into_parts();
-    match resolve(&parts, &state).await {
+    match resolve(&parts, &mode).await {
         Ok(caller) => {
             parts.extensions.insert(caller);
             next.run(Request::from_parts(parts, body)).await
@@ -106,14 +105,16 @@ pub async fn require(
     }
 }
 
-impl FromRequestParts<AppState> for Caller {
+/// The caller [`require`] found. Outside that layer there is none: `401`.
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        match parts.extensions.get::<Caller>() {
-            Some(caller) => Ok(caller.clone()),
-            None => resolve(parts, state).await,
-        }
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(ApiError::unauthenticated)
     }
 }
 
@@ -121,8 +122,7 @@ impl FromRequestParts<AppState> for Caller {
 ///
 /// # Errors
 /// `401 NRY-0011`, the same body whatever failed; the reason goes to the log.
-pub async fn resolve(parts: &Parts, state: &AppState) -> Result<Caller, ApiError> {
-    let mode = &state.cfg.identity;
+pub async fn resolve(parts: &Parts, mode: &IdentityMode) -> Result<Caller, ApiError> {
     let authorization = single(&parts.headers, header::AUTHORIZATION.as_str()).map_err(|()| {
         warn!(reason = "several or non-ASCII Authorization headers", "401");
         ApiError::unauthenticated()
