@@ -154,7 +154,7 @@ fn get(at: &Placement) -> Value {
     json!({"id": at.task_id.as_str()})
 }
 
-async fn state_of(app: &TestApp, org: &str, id: &str) -> State {
+pub(crate) async fn state_of(app: &TestApp, org: &str, id: &str) -> State {
     app.interaction(org, id).await.expect("stored").state
 }
 

@@ -45,7 +45,7 @@ async fn arguments_digest_binds_an_a2a_approval() {
     );
     app.wait_idle().await;
     assert_eq!(
-        app.interaction("acme", &eff).await.expect("stored").state,
+        crate::a2a::state_of(&app, "acme", &eff).await,
         State::Pending
     );
     let r = rpc
@@ -230,7 +230,7 @@ async fn a_negative_history_length_is_invalid_params() {
     assert_eq!(r.error_code(), -32602, "{}", r.body);
     app.wait_idle().await;
     assert_eq!(
-        app.interaction("acme", &eff).await.expect("stored").state,
+        crate::a2a::state_of(&app, "acme", &eff).await,
         State::Pending
     );
     for (method, params) in [
@@ -386,14 +386,11 @@ async fn protojson_input_is_read_and_canonical_json_written() {
     );
     app.wait_idle().await;
     assert_eq!(
-        app.interaction("acme", &eff).await.expect("stored").state,
+        crate::a2a::state_of(&app, "acme", &eff).await,
         State::Resolved
     );
     assert_eq!(
-        app.interaction("acme", &other_eff)
-            .await
-            .expect("stored")
-            .state,
+        crate::a2a::state_of(&app, "acme", &other_eff).await,
         State::Pending
     );
     // A name given twice is refused.

@@ -62,6 +62,14 @@ async fn identity_comes_first_on_every_route() {
             "{what}"
         );
     }
+    // Counted by route like any other answer.
+    let metrics = app.ingress_state().cfg.metrics.encode();
+    assert!(
+        metrics.lines().any(|l| l.starts_with(
+            "holdpoint_http_requests_total{route=\"/v1/interactions/{id}/approve\",method=\"POST\",status=\"401\"}"
+        )),
+        "{metrics}"
+    );
     // The agent card stays public.
     let card = raw_request(&app.base, "GET", b"/.well-known/agent-card.json", &[], b"").await;
     assert_eq!(card.status, 200, "{card:?}");
@@ -290,7 +298,7 @@ async fn each_caller_has_a_limit_of_open_streams() {
     );
     app.wait_idle().await;
     assert_eq!(
-        app.interaction("acme", &eff).await.expect("stored").state,
+        crate::a2a::state_of(&app, "acme", &eff).await,
         State::Pending,
         "a refused SendStreamingMessage answers nothing"
     );

@@ -31,7 +31,8 @@ pub(crate) async fn jwt_app() -> (TestApp, TestKey, JwksServer) {
     (app, key, jwks)
 }
 
-async fn cli(args: &[&str]) -> (bool, String, String) {
+/// Runs the built `holdpoint` with `args`: (success, stdout, stderr).
+pub(crate) async fn cli<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (bool, String, String) {
     let out = tokio::process::Command::new(holdpoint_binary())
         .args(args)
         .output()

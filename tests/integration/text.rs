@@ -17,6 +17,7 @@ use tokio::io::AsyncReadExt as _;
 
 use crate::a2a::{Rpc, answer as a2a_answer};
 use crate::common::*;
+use crate::operator::cli;
 
 /// The control characters of the issue: ESC (with a colour sequence), BEL,
 /// backspace, DEL and U+0085 (NEL, a C1 control).
@@ -115,10 +116,7 @@ async fn a_persons_control_characters_are_refused_over_rest_and_a2a() {
         "nothing was emitted"
     );
     for id in [&q, &eff] {
-        assert_eq!(
-            app.interaction("acme", id).await.expect("stored").state,
-            State::Pending
-        );
+        assert_eq!(crate::a2a::state_of(&app, "acme", id).await, State::Pending);
     }
     // TAB, LF and CR are a person's to use.
     let r = ana
@@ -135,19 +133,6 @@ async fn a_persons_control_characters_are_refused_over_rest_and_a2a() {
         )
         .await;
     assert_eq!(r.status, 204, "{r:?}");
-}
-
-async fn cli(args: &[String]) -> (bool, String, String) {
-    let out = tokio::process::Command::new(holdpoint_binary())
-        .args(args)
-        .output()
-        .await
-        .expect("holdpoint");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[tokio::test]

@@ -4,14 +4,16 @@
 //! it ([`crate::error`], [`crate::extract`], [`crate::identity`], [`crate::wire`]).
 //!
 //! Every request but those to a [`PUBLIC`] path is identified first
-//! ([`crate::identity::require`]): anonymous, it is `401 NRY-0011` whatever else
-//! it gets wrong. Each route is observed by [`crate::observe::layer`] (trace
-//! context, request metrics by route template). Unknown paths answer
+//! ([`crate::identity::require`] on the routes, the same check in the answers for
+//! an unknown path or method): anonymous, it is `401 NRY-0011` whatever else it
+//! gets wrong. Each route is observed by [`crate::observe::layer`] (trace
+//! context, request metrics by route template, the 401s included). Unknown paths answer
 //! `404 NRY-0004`; a known path with another method `405 NRY-0005` with `Allow`; a
 //! panic in a handler `500 NRY-0051`. A response sent before the request's body
 //! was read says `Connection: close` ([`crate::conn::close_unread`]).
 
 use axum::Router;
+use axum::extract::{Request, State};
 use axum::response::IntoResponse as _;
 use axum::routing::{get, post};
 use holdpoint_domain::ErrorCode;
@@ -80,26 +82,41 @@ pub fn router(state: AppState) -> Router {
         .route(EVENTS, get(sse::events))
         .route(AGENT_CARD, get(a2a::card::agent_card))
         .route(JSONRPC, post(a2a::dispatch::jsonrpc))
+        // Identity first, inside the observation, so a 401 is counted by route.
+        .route_layer(axum::middleware::from_fn_with_state(
+            (state.cfg.identity.clone(), PUBLIC),
+            crate::identity::require,
+        ))
         .route_layer(axum::middleware::from_fn_with_state(
             (state.cfg.metrics.clone(), labels),
             crate::observe::layer,
         ))
-        .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such route") })
-        .method_not_allowed_fallback(|| async {
-            ApiError::new(
+        // No route, or not this method: identity first there too.
+        .fallback(|State(state): State<AppState>, req: Request| async move {
+            identified(&state, req).await?;
+            Err::<(), _>(ApiError::new(ErrorCode::NotFound, "no such route"))
+        })
+        .method_not_allowed_fallback(|State(state): State<AppState>, req: Request| async move {
+            identified(&state, req).await?;
+            Err::<(), _>(ApiError::new(
                 ErrorCode::MethodNotAllowed,
                 "this path does not take this method; `Allow` lists the ones it takes",
-            )
+            ))
         })
-        .layer(axum::middleware::from_fn_with_state(
-            (state.cfg.identity.clone(), PUBLIC),
-            crate::identity::require,
-        ))
         .layer(axum::middleware::from_fn(crate::conn::close_unread))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
             ApiError::new(ErrorCode::Internal, "internal error").into_response()
         }))
         .with_state(state)
+}
+
+/// `Ok` when `req` has a caller ([`crate::identity::resolve`]), for the answers
+/// that no route gives.
+async fn identified(state: &AppState, req: Request) -> Result<(), ApiError> {
+    let (parts, _) = req.into_parts();
+    crate::identity::resolve(&parts, &state.cfg.identity)
+        .await
+        .map(|_| ())
 }
 
 /// The admin router: `/healthz`, `/readyz`, `/metrics` (see [`crate::admin`]).

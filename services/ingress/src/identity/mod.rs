@@ -82,11 +82,12 @@ fn bearer(value: &str) -> Result<&str, ()> {
     }
 }
 
-/// Identity comes first: the layer every API request passes before routing, so
-/// an anonymous request is `401 NRY-0011` whatever else is wrong with it (a bad
-/// path id, a wrong method, an unknown path). Only `public` paths (the agent card)
-/// pass without a caller. The caller found is put in the request's extensions,
-/// where the [`Caller`] extractor takes it.
+/// Identity comes first: the layer every API route runs before its handler's
+/// extractors, so an anonymous request is `401 NRY-0011` whatever else is wrong
+/// with it (a bad path id, a bad body). Only `public` paths (the agent card) pass
+/// without a caller. The caller found is put in the request's extensions, where
+/// the [`Caller`] extractor takes it. (The router's answers for an unknown path or
+/// method call [`resolve`] first as well.)
 pub async fn require(
     State((mode, public)): State<(IdentityMode, &'static [&'static str])>,
     req: Request,

@@ -74,6 +74,25 @@ pub async fn answer_question(
     .await
 }
 
+/// Exactly one of `approved` and `value` (seed 000 reads each as the other where
+/// the kind allows): the input, or `400 NRY-0001` naming the two (`names`).
+fn one_of(
+    (approved, value): (Option<bool>, Option<Value>),
+    reason: Option<String>,
+    arguments_digest: Option<String>,
+    names: &str,
+) -> Result<AnswerInput, ApiError> {
+    match (approved, value) {
+        (Some(approved), None) => Ok(AnswerInput::Approved {
+            approved,
+            reason,
+            arguments_digest,
+        }),
+        (None, Some(value)) => Ok(AnswerInput::Value { value, reason }),
+        _ => Err(ApiError::invalid(format!("give exactly one of {names}"))),
+    }
+}
+
 /// `POST /v1/interactions/{id}/approve`: `approved` (or a boolean `value`).
 pub async fn approve(
     State(state): State<AppState>,
@@ -88,19 +107,9 @@ pub async fn approve(
         caller,
         req,
         route,
-        |b: ApproveBody| match (b.approved, b.value) {
-            (Some(approved), None) => Ok(AnswerInput::Approved {
-                approved,
-                reason: b.reason,
-                arguments_digest: b.arguments_digest,
-            }),
-            (None, Some(value)) => Ok(AnswerInput::Value {
-                value,
-                reason: b.reason,
-            }),
-            _ => Err(ApiError::invalid(
-                "give exactly one of `approved` (boolean) or `value`",
-            )),
+        |b: ApproveBody| {
+            let names = "`approved` (boolean) or `value`";
+            one_of((b.approved, b.value), b.reason, b.arguments_digest, names)
         },
     )
     .await
@@ -120,19 +129,13 @@ pub async fn respond(
         caller,
         req,
         route,
-        |b: RespondBody| match (b.value, b.approved) {
-            (Some(value), None) => Ok(AnswerInput::Value {
-                value,
-                reason: b.reason,
-            }),
-            (None, Some(approved)) => Ok(AnswerInput::Approved {
-                approved,
-                reason: b.reason,
-                arguments_digest: None,
-            }),
-            _ => Err(ApiError::invalid(
-                "give exactly one of `value` or `approved`",
-            )),
+        |b: RespondBody| {
+            one_of(
+                (b.approved, b.value),
+                b.reason,
+                None,
+                "`value` or `approved`",
+            )
         },
     )
     .await
