@@ -18,7 +18,7 @@ use crate::streams::{Next, SseReader, WAIT};
 const URI: &str = holdpoint_domain::EXTENSION_URI;
 
 /// One person of one organisation talking JSON-RPC to `/a2a`.
-struct Rpc {
+pub(crate) struct Rpc {
     http: reqwest::Client,
     base: String,
     org: String,
@@ -26,14 +26,14 @@ struct Rpc {
 }
 
 /// A JSON-RPC answer: HTTP status, headers, body.
-struct RpcReply {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    body: Value,
+pub(crate) struct RpcReply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
 }
 
 impl RpcReply {
-    fn result(&self) -> &Value {
+    pub(crate) fn result(&self) -> &Value {
         assert!(
             self.body.get("error").is_none(),
             "unexpected error: {}",
@@ -42,26 +42,26 @@ impl RpcReply {
         &self.body["result"]
     }
 
-    fn error_code(&self) -> i64 {
+    pub(crate) fn error_code(&self) -> i64 {
         self.body["error"]["code"]
             .as_i64()
             .unwrap_or_else(|| panic!("expected an error: {}", self.body))
     }
 
     /// The Holdpoint code in `error.data[ErrorInfo].metadata.code`.
-    fn holdpoint(&self) -> &str {
+    pub(crate) fn holdpoint(&self) -> &str {
         self.body["error"]["data"][0]["metadata"]["code"]
             .as_str()
             .unwrap_or("")
     }
 
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 }
 
 impl Rpc {
-    fn new(app: &TestApp, org: &str, person: &str) -> Rpc {
+    pub(crate) fn new(app: &TestApp, org: &str, person: &str) -> Rpc {
         Rpc {
             http: reqwest::Client::new(),
             base: app.base.clone(),
@@ -70,7 +70,7 @@ impl Rpc {
         }
     }
 
-    fn request(
+    pub(crate) fn request(
         &self,
         method: &str,
         params: Value,
@@ -82,13 +82,26 @@ impl Rpc {
             .header("X-Holdpoint-Org", &self.org)
             .header("X-Holdpoint-Person", &self.person)
             .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}));
+        // A2A v1.0 clients name their version (the official SDKs do); a test that
+        // means another gives its own.
+        if !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("a2a-version"))
+        {
+            r = r.header("A2A-Version", "1.0");
+        }
         for (k, v) in headers {
             r = r.header(*k, *v);
         }
         r
     }
 
-    async fn call_with(&self, method: &str, params: Value, headers: &[(&str, &str)]) -> RpcReply {
+    pub(crate) async fn call_with(
+        &self,
+        method: &str,
+        params: Value,
+        headers: &[(&str, &str)],
+    ) -> RpcReply {
         let resp = self
             .request(method, params, headers)
             .send()
@@ -106,27 +119,23 @@ impl Rpc {
     }
 
     /// With the extension activated.
-    async fn call(&self, method: &str, params: Value) -> RpcReply {
-        self.call_with(
-            method,
-            params,
-            &[("A2A-Extensions", URI), ("A2A-Version", "1.0")],
-        )
-        .await
+    pub(crate) async fn call(&self, method: &str, params: Value) -> RpcReply {
+        self.call_with(method, params, &[("A2A-Extensions", URI)])
+            .await
     }
 
     /// Without the extension.
-    async fn plain(&self, method: &str, params: Value) -> RpcReply {
+    pub(crate) async fn plain(&self, method: &str, params: Value) -> RpcReply {
         self.call_with(method, params, &[]).await
     }
 
-    async fn stream(&self, method: &str, params: Value) -> SseReader {
+    pub(crate) async fn stream(&self, method: &str, params: Value) -> SseReader {
         SseReader::open(self.request(method, params, &[("A2A-Extensions", URI)])).await
     }
 }
 
 /// `SendMessage` params answering `at`'s task.
-fn answer(at: &Placement, message_id: &str, parts: Value, meta: Option<Value>) -> Value {
+pub(crate) fn answer(at: &Placement, message_id: &str, parts: Value, meta: Option<Value>) -> Value {
     let mut message = json!({
         "role": "ROLE_USER",
         "messageId": message_id,
@@ -145,7 +154,7 @@ fn get(at: &Placement) -> Value {
     json!({"id": at.task_id.as_str()})
 }
 
-async fn state_of(app: &TestApp, org: &str, id: &str) -> State {
+pub(crate) async fn state_of(app: &TestApp, org: &str, id: &str) -> State {
     app.interaction(org, id).await.expect("stored").state
 }
 
@@ -802,6 +811,7 @@ async fn protocol_headers_and_envelopes() {
             .header("X-Holdpoint-Org", "acme")
             .header("X-Holdpoint-Person", "ana")
             .header("Content-Type", "application/json")
+            .header("A2A-Version", "1.0")
             .body(body)
     };
     for (body, code) in [

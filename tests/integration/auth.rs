@@ -8,7 +8,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use holdpoint_domain::{SessionMode, State};
 use holdpoint_ingress::IdentityMode;
-use holdpoint_ingress::auth::{AuthConfig, JwksSource, Verifier};
+use holdpoint_ingress::identity::jwt::{AuthConfig, JwksSource, Verifier};
 use holdpoint_tests::app::{AppOptions, Reply, TestApp};
 use holdpoint_tests::jwt::{AUDIENCE, ISSUER, JwksServer, TestKey, claims, now};
 use serde_json::{Value, json};
@@ -209,6 +209,56 @@ async fn tokens_are_verified_and_every_failure_looks_the_same() {
         app.interaction("acme", &q).await.expect("stored").state,
         State::Pending
     );
+}
+
+/// RFC 7519 NumericDates may be decimal: a correctly signed token whose `exp`,
+/// `nbf` and `iat` have fractions is accepted (it used to be 401, "invalid type:
+/// floating point, expected u64"); the times still bind, and a string `exp` stays
+/// 401.
+#[tokio::test]
+async fn decimal_numeric_dates_are_accepted_and_still_checked() {
+    let ed = TestKey::ed25519("ed-1");
+    let jwks = JwksServer::start(vec![ed.jwk.clone()]).await;
+    let app = app_with(verifier(&jwks.url, Duration::from_secs(30)).await).await;
+    let t = now() as f64;
+    let with = |pairs: &[(&str, Value)]| {
+        let mut c = claims("acme", "ana");
+        for (k, v) in pairs {
+            c[*k] = v.clone();
+        }
+        c
+    };
+    let decimal = with(&[
+        ("exp", json!(t + 3600.5)),
+        ("nbf", json!(t - 10.25)),
+        ("iat", json!(t - 10.75)),
+    ]);
+    let r = app.bearer(&ed.sign(&decimal)).get("/v1/interactions").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    for (what, c) in [
+        (
+            "decimal exp in the past",
+            with(&[("exp", json!(t - 120.5))]),
+        ),
+        (
+            "decimal nbf in the future",
+            with(&[("nbf", json!(t + 120.5))]),
+        ),
+        (
+            "string exp",
+            with(&[("exp", json!(format!("{}", t + 3600.0)))]),
+        ),
+        (
+            "decimal string exp",
+            with(&[("exp", json!(format!("{}.5", t + 3600.0)))]),
+        ),
+        ("string iat", with(&[("iat", json!(format!("{t}")))])),
+    ] {
+        assert_401(
+            &app.bearer(&ed.sign(&c)).get("/v1/interactions").await,
+            what,
+        );
+    }
 }
 
 #[tokio::test]

@@ -565,13 +565,14 @@ fn table(q: &str, multi: &str, eff: &str, s: &str) -> Vec<Case> {
         BAD,
     ));
     // Characters an HTTP/1.1 request-target may not hold raw: hyper refuses the
-    // request line itself (400, no body) before any Holdpoint code runs.
+    // request line itself before any Holdpoint code runs; the connection layer
+    // (`holdpoint_ingress::conn`) gives its answer the error body.
     for raw in ["a>b", ">", "a b", "a<b"] {
         t.push(case(
             format!("raw {raw:?} in the path"),
             &format!("/v1/interactions/{raw}/approve"),
             r#"{"approved":true}"#,
-            (400, ""),
+            BAD,
         ));
     }
     // hyper lets these through raw; they are ids like any other.
@@ -732,7 +733,7 @@ async fn hostile_inputs_get_a_stable_4xx_and_change_nothing() {
 
 /// A path id that percent-decodes to invalid UTF-8 gets the stable `400 NRY-0001`
 /// (it used to get axum's own text/plain 400: the id routes now extract through
-/// `api::IdPath`, which maps the rejection).
+/// `extract::IdPath`, which maps the rejection).
 #[tokio::test]
 async fn invalid_utf8_in_a_path_id_gets_a_stable_code() {
     let (app, q, multi, eff, s) = rest_fixtures().await;
@@ -833,6 +834,7 @@ async fn run_rpc_cases(cases: Vec<RpcCase>) -> Vec<String> {
             ("X-Holdpoint-Org", b"acme"),
             ("X-Holdpoint-Person", b"mallory"),
             ("A2A-Extensions", URI.as_bytes()),
+            ("A2A-Version", b"1.0"),
             ("Content-Type", c.content_type.as_bytes()),
         ];
         let r = raw_request(&app.base, "POST", b"/a2a", &headers, &body).await;

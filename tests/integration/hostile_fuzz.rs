@@ -418,6 +418,7 @@ fn http_bodies_never_panic_and_every_refusal_has_a_stable_code() {
             .header("x-holdpoint-org", "acme")
             .header("x-holdpoint-person", "fuzz")
             .header("a2a-extensions", URI)
+            .header("a2a-version", "1.0")
             .body(Body::from(body.clone()))
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         let (status, stream, bytes) = rt.block_on(async {

@@ -3,6 +3,7 @@
 //! HTTP, real workers (in-process or as child processes a test can SIGKILL).
 
 mod a2a;
+mod a2a_conformance;
 mod adversary;
 mod answers;
 mod auth;
@@ -10,6 +11,7 @@ mod cluster;
 mod common;
 mod compat;
 mod docs;
+mod edges;
 mod effects;
 mod exactly_once;
 mod fault_suite;
@@ -23,3 +25,4 @@ mod product;
 mod schemas;
 mod shutdown;
 mod streams;
+mod text;

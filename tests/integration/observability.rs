@@ -12,7 +12,7 @@ use async_nats::jetstream::consumer;
 use futures::StreamExt as _;
 use holdpoint_bus::TRACEPARENT_HEADER;
 use holdpoint_domain::{Command, CommandEnvelope, Event, OrgId, SessionId, SessionMode};
-use holdpoint_ingress::auth::{AuthConfig, JwksSource, Verifier};
+use holdpoint_ingress::identity::jwt::{AuthConfig, JwksSource, Verifier};
 use holdpoint_ingress::{AppState, IdentityMode, IngressConfig};
 use holdpoint_telemetry::{Metrics, TraceContext};
 use holdpoint_tests::app::{AppOptions, TestApp};

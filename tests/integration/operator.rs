@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use holdpoint_domain::{SessionMode, State};
 use holdpoint_ingress::IdentityMode;
-use holdpoint_ingress::auth::{AuthConfig, JwksSource, Verifier};
+use holdpoint_ingress::identity::jwt::{AuthConfig, JwksSource, Verifier};
 use holdpoint_tests::app::{AppOptions, TestApp, holdpoint_binary};
 use holdpoint_tests::jwt::{AUDIENCE, ISSUER, JwksServer, TestKey, claims};
 use serde_json::Value;
@@ -15,7 +15,7 @@ use tokio::io::{AsyncBufReadExt as _, BufReader};
 
 use crate::common::*;
 
-async fn jwt_app() -> (TestApp, TestKey, JwksServer) {
+pub(crate) async fn jwt_app() -> (TestApp, TestKey, JwksServer) {
     let key = TestKey::ed25519("op");
     let jwks = JwksServer::start(vec![key.jwk.clone()]).await;
     let mut cfg = AuthConfig::new(ISSUER, JwksSource::Url(jwks.url.clone()));
@@ -31,7 +31,8 @@ async fn jwt_app() -> (TestApp, TestKey, JwksServer) {
     (app, key, jwks)
 }
 
-async fn cli(args: &[&str]) -> (bool, String, String) {
+/// Runs the built `holdpoint` with `args`: (success, stdout, stderr).
+pub(crate) async fn cli<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (bool, String, String) {
     let out = tokio::process::Command::new(holdpoint_binary())
         .args(args)
         .output()

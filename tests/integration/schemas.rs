@@ -184,37 +184,30 @@ fn resolve_path(expr: &str, sources: &str) -> Option<String> {
     resolve_path(item, sources)
 }
 
-/// The (method, path) pairs the API router registers: every `.route(...)` in the
-/// `routes()` functions of the ingress's modules (the admin router is not the API).
+/// The (method, path) pairs the API router registers: every `.route(...)` in
+/// `holdpoint_ingress::routes::router` (the admin router is not the API).
 fn router_routes() -> BTreeSet<(String, String)> {
-    let dir = workspace_root().join("services/ingress/src");
-    let mut sources = String::new();
-    for entry in std::fs::read_dir(&dir).expect("ingress sources").flatten() {
-        sources.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
-        sources.push('\n');
-    }
+    let src = std::fs::read_to_string(workspace_root().join("services/ingress/src/routes.rs"))
+        .expect("ingress routes source");
+    let start = src
+        .find("pub fn router(")
+        .unwrap_or_else(|| panic!("routes.rs has no `pub fn router(`"));
+    let body = &src[start..];
+    let body = &body[..body.find("\n}\n").expect("end of router()")];
     let mut out = BTreeSet::new();
-    for file in ["api.rs", "sse.rs", "a2a.rs"] {
-        let src = std::fs::read_to_string(dir.join(file)).expect("ingress source");
-        let start = src
-            .find("pub fn routes(")
-            .unwrap_or_else(|| panic!("{file} has no `pub fn routes(`"));
-        let body = &src[start..];
-        let body = &body[..body.find("\n}\n").expect("end of routes()")];
-        for call in body.split(".route(").skip(1) {
-            let (expr, rest) = call.split_once(',').expect("route(path, handler)");
-            let path = resolve_path(expr, &sources)
-                .unwrap_or_else(|| panic!("cannot resolve the route path `{expr}` in {file}"));
-            for method in rest.split(").").map(|m| {
-                m.trim()
-                    .split('(')
-                    .next()
-                    .unwrap_or_default()
-                    .to_ascii_uppercase()
-            }) {
-                if ["GET", "POST", "PUT", "PATCH", "DELETE"].contains(&method.as_str()) {
-                    out.insert((method, normalize(&path)));
-                }
+    for call in body.split(".route(").skip(1) {
+        let (expr, rest) = call.split_once(',').expect("route(path, handler)");
+        let path = resolve_path(expr, &src)
+            .unwrap_or_else(|| panic!("cannot resolve the route path `{expr}` in routes.rs"));
+        for method in rest.split(").").map(|m| {
+            m.trim()
+                .split('(')
+                .next()
+                .unwrap_or_default()
+                .to_ascii_uppercase()
+        }) {
+            if ["GET", "POST", "PUT", "PATCH", "DELETE"].contains(&method.as_str()) {
+                out.insert((method, normalize(&path)));
             }
         }
     }
@@ -260,7 +253,7 @@ async fn every_documented_operation_is_routed() {
         let resp = req.send().await.expect("http");
         let status = resp.status().as_u16();
         let body: Value = resp.json().await.unwrap_or(Value::Null);
-        let public = path == holdpoint_ingress::a2a::AGENT_CARD_PATH;
+        let public = path == holdpoint_ingress::routes::path::AGENT_CARD;
         let want = if public { 200 } else { 401 };
         assert_eq!(status, want, "{method} {path}: {body}");
     }
@@ -494,7 +487,7 @@ async fn real_traffic_matches_the_schemas() {
 #[test]
 fn schemas_and_serde_agree_on_samples() {
     use holdpoint_domain::{CommandEnvelope, Event};
-    use holdpoint_ingress::api::{AnswerBody, ApproveBody};
+    use holdpoint_ingress::wire::{AnswerBody, ApproveBody};
 
     fn serde_ok<T: serde::de::DeserializeOwned>(v: &Value) -> bool {
         serde_json::from_value::<T>(v.clone()).is_ok()

@@ -64,6 +64,10 @@ pub struct AppOptions {
     pub nats: NatsServerOptions,
     /// How the ingress identifies callers (default: the development headers).
     pub identity: IdentityMode,
+    /// The ingress's limit of open event streams per caller.
+    pub max_streams_per_caller: usize,
+    /// The ingress reads an A2A request without `A2A-Version` as 1.0 (off: 0.3).
+    pub a2a_missing_version_is_1_0: bool,
 }
 
 impl Default for AppOptions {
@@ -77,6 +81,8 @@ impl Default for AppOptions {
             outcome_timeout: Duration::from_secs(5),
             nats: NatsServerOptions::default(),
             identity: IdentityMode::insecure_dev_headers(),
+            max_streams_per_caller: IngressConfig::default().max_streams_per_caller,
+            a2a_missing_version_is_1_0: false,
         }
     }
 }
@@ -167,6 +173,8 @@ impl<N: Broker> TestApp<N> {
             IngressConfig {
                 outcome_timeout: opts.outcome_timeout,
                 identity: opts.identity.clone(),
+                max_streams_per_caller: opts.max_streams_per_caller,
+                a2a_missing_version_is_1_0: opts.a2a_missing_version_is_1_0,
                 ..IngressConfig::default()
             },
         )

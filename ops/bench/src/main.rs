@@ -802,7 +802,7 @@ fn print(r: &Report) {
 async fn jwt_costs(dir: &Path, n: u32) -> anyhow::Result<Vec<(&'static str, f64)>> {
     use base64::Engine as _;
     use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-    use holdpoint_ingress::auth::{AuthConfig, JwksSource, Verifier};
+    use holdpoint_ingress::identity::jwt::{AuthConfig, JwksSource, Verifier};
     use jsonwebtoken::{Algorithm, EncodingKey, Header};
     use ring::signature::{self, KeyPair as _};
     let rng = ring::rand::SystemRandom::new();

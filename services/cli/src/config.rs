@@ -140,6 +140,14 @@ pub struct HttpConfig {
     /// unset: derived from each request's `Host`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub public_url: Option<String>,
+    /// Most event streams (`GET /v1/events`, A2A `SubscribeToTask` and
+    /// `SendStreamingMessage`) one caller may have open at once; one more is
+    /// `429 NRY-0017`.
+    pub max_streams_per_caller: usize,
+    /// Compatibility switch, off by default: read an A2A request without
+    /// `A2A-Version` as 1.0 instead of 0.3 (refused with -32009, as the A2A v1.0
+    /// specification asks).
+    pub a2a_missing_version_is_1_0: bool,
 }
 
 impl Default for HttpConfig {
@@ -148,6 +156,8 @@ impl Default for HttpConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             outcome_timeout_ms: 5_000,
             public_url: None,
+            max_streams_per_caller: holdpoint_ingress::state::DEFAULT_MAX_STREAMS_PER_CALLER,
+            a2a_missing_version_is_1_0: false,
         }
     }
 }
@@ -407,6 +417,9 @@ impl Config {
         if self.http.outcome_timeout_ms == 0 {
             return Err(invalid("http.outcome_timeout_ms", "must be positive"));
         }
+        if self.http.max_streams_per_caller == 0 {
+            return Err(invalid("http.max_streams_per_caller", "must be at least 1"));
+        }
         if let Some(u) = &self.http.public_url {
             check_http_url("http.public_url", u)?;
         }
@@ -511,7 +524,7 @@ impl Config {
             return Err(invalid("auth.jwt_algorithms", "must name at least one"));
         }
         for alg in &a.jwt_algorithms {
-            holdpoint_ingress::auth::parse_algorithm(alg.trim())
+            holdpoint_ingress::identity::jwt::parse_algorithm(alg.trim())
                 .map_err(|e| invalid("auth.jwt_algorithms", e))?;
         }
         if a.jwks_ttl_secs == 0 {
@@ -708,6 +721,10 @@ mod tests {
             (
                 Box::new(|l| l.set("http.outcome_timeout_ms", Some(0))),
                 "http.outcome_timeout_ms must be positive",
+            ),
+            (
+                Box::new(|l| l.set("http.max_streams_per_caller", Some(0))),
+                "http.max_streams_per_caller must be at least 1",
             ),
             (
                 Box::new(|l| l.set("nats.duplicate_window_secs", Some(0))),

@@ -22,6 +22,7 @@ use holdpoint_domain::{CallResult, EventData, QuestionSpec, SessionMode};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::terminal;
 use crate::{
     DemoArgs,
     config::{Config, Service},
@@ -34,11 +35,22 @@ const PERSON: &str = "ana@acme.example";
 /// The agent's manifest: `request_connection` is off unless `loop.connections: true`.
 const AGENT_MD: &str = "---\nname: coder\ndescription: Writes and ships changes to the team's repositories.\nloop:\n  connections: true\n---\n";
 
+/// One event as the demo prints it: its sequence, its name and a summary, safe on
+/// a terminal whatever the event holds (see [`crate::terminal`]).
+pub fn event_line(sequence: u64, e: &holdpoint_domain::Event) -> String {
+    format!(
+        "   #{:<3} {:<22} {}",
+        sequence,
+        e.name(),
+        terminal::line(&summary(&e.body))
+    )
+}
+
 fn summary(data: &EventData) -> String {
     match data {
         EventData::ApprovalRequested { prompt, .. }
         | EventData::QuestionAsked { prompt, .. }
-        | EventData::ConnectionRequested { prompt, .. } => prompt.replace('\n', " | "),
+        | EventData::ConnectionRequested { prompt, .. } => prompt.clone(),
         EventData::TaskStatus(s) => format!(
             "{} {}",
             serde_json::to_value(s.state)
@@ -70,7 +82,7 @@ fn summary(data: &EventData) -> String {
             reason,
         } => format!("{interaction_id} closed ({reason:?})"),
         EventData::SessionOpened { session, mode } => format!("{session} ({mode:?})"),
-        other => serde_json::to_string(other).unwrap_or_default(),
+        other => terminal::json(&serde_json::to_value(other).unwrap_or_default()),
     }
 }
 
@@ -150,14 +162,9 @@ async fn follow_until(
         };
         let followed = next?;
         let e = followed.event;
-        println!(
-            "   #{:<3} {:<22} {}",
-            followed.sequence,
-            e.name(),
-            summary(&e.body)
-        );
+        println!("{}", event_line(followed.sequence, &e));
         if verbose {
-            println!("{}", serde_json::to_string_pretty(&e)?);
+            println!("{}", terminal::json_pretty(&e));
         }
         match &e.body {
             EventData::ToolCallReleased {
@@ -168,7 +175,12 @@ async fn follow_until(
                 ..
             } => {
                 // The tool executor: run the released call once, keyed by the effect id.
-                println!("         executor runs {server} / {tool} with {arguments}");
+                println!(
+                    "         executor runs {} / {} with {}",
+                    terminal::line(server),
+                    terminal::line(tool),
+                    terminal::json(arguments)
+                );
                 rt.report_tool_result(
                     effect_id.as_str(),
                     CallResult::Ok {
@@ -215,11 +227,15 @@ async fn answer(
         .send()
         .await?;
     let status = resp.status();
-    println!("   person: POST {path} {body} -> {}", status.as_u16());
+    println!(
+        "   person: POST {path} {} -> {}",
+        terminal::json(&body),
+        status.as_u16()
+    );
     if status.as_u16() != 204 {
         bail!(
             "{path} answered {status}: {}",
-            resp.text().await.unwrap_or_default()
+            terminal::line(&resp.text().await.unwrap_or_default())
         );
     }
     Ok(())
@@ -284,7 +300,7 @@ async fn script(
         .to_owned();
     println!(
         "   person: GET /v1/interactions/{approval} -> arguments {}",
-        view["call"]["arguments"]
+        terminal::json(&view["call"]["arguments"])
     );
     answer(
         &http,
@@ -380,4 +396,69 @@ async fn script(
 
     println!("\n✓ three blocked calls, three tool-call-finished events, each exactly once");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use holdpoint_domain::{Event, InteractionId, OrgId, TaskId};
+
+    #[test]
+    fn event_lines_never_hold_a_raw_control_character() {
+        let org = OrgId::parse("acme").expect("org");
+        let task = TaskId::parse("t1").expect("task");
+        let hostile = "delete_repo\u{1b}[2K\rread_file\u{85}\u{9b}\u{7}";
+        let id = InteractionId::parse("eff_1").expect("id");
+        let bodies = vec![
+            EventData::ApprovalRequested {
+                interaction_id: id.clone(),
+                call_id: holdpoint_domain::CallId::parse("call-1").expect("call"),
+                session: holdpoint_domain::SessionId::parse("s1").expect("session"),
+                lane: holdpoint_domain::LaneId::parse("main").expect("lane"),
+                prompt: format!("Approve github / {hostile}?\nline two"),
+                detail: json!({"tool": hostile}),
+                arguments_digest: "d".into(),
+            },
+            EventData::ToolCallReleased {
+                effect_id: id.clone(),
+                call_id: holdpoint_domain::CallId::parse("call-1").expect("call"),
+                server: hostile.into(),
+                tool: hostile.into(),
+                arguments: json!({"x": hostile}),
+                arguments_digest: "d".into(),
+                approved_by: holdpoint_domain::PersonId::parse("ana").expect("person"),
+            },
+            EventData::ToolCallFinished {
+                call_id: holdpoint_domain::CallId::parse("call-1").expect("call"),
+                interaction_id: id.clone(),
+                kind: holdpoint_domain::Kind::Approval,
+                result: CallResult::Error {
+                    code: hostile.into(),
+                    message: hostile.into(),
+                },
+            },
+            EventData::DeadLetter {
+                subject: hostile.into(),
+                stream_sequence: 1,
+                reason: hostile.into(),
+            },
+        ];
+        for body in bodies {
+            let e = Event::new(
+                &org,
+                Some(&task),
+                "eff_1",
+                "t",
+                time::OffsetDateTime::UNIX_EPOCH,
+                body,
+            );
+            let line = event_line(7, &e);
+            assert!(
+                !line.chars().any(terminal::is_unsafe),
+                "{}: {line:?}",
+                e.name()
+            );
+            assert!(line.contains("delete_repo"), "{line}");
+        }
+    }
 }

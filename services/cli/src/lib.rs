@@ -23,6 +23,7 @@ pub mod devtoken;
 pub mod localnats;
 pub mod operator;
 pub mod runtime_cmd;
+pub mod terminal;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -188,6 +189,14 @@ pub struct HttpArgs {
     /// request's Host).
     #[arg(long, env = "HOLDPOINT_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Most event streams one caller may have open at once (default 16).
+    #[arg(long, env = "HOLDPOINT_MAX_STREAMS_PER_CALLER")]
+    pub max_streams_per_caller: Option<usize>,
+    /// Compatibility: read an A2A request without `A2A-Version` as 1.0 (default
+    /// off: it is read as 0.3 and refused with -32009, as A2A v1.0 asks).
+    #[arg(long, env = "HOLDPOINT_A2A_MISSING_VERSION_IS_1_0", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = BoolishValueParser::new(), value_name = "BOOL")]
+    pub a2a_missing_version_is_1_0: Option<bool>,
     /// Identity settings.
     #[command(flatten)]
     pub auth: AuthArgs,
@@ -198,7 +207,12 @@ impl HttpArgs {
         let l = l
             .set("http.listen", self.listen)
             .set("http.outcome_timeout_ms", self.outcome_timeout_ms)
-            .set("http.public_url", self.public_url.clone());
+            .set("http.public_url", self.public_url.clone())
+            .set("http.max_streams_per_caller", self.max_streams_per_caller)
+            .set(
+                "http.a2a_missing_version_is_1_0",
+                self.a2a_missing_version_is_1_0,
+            );
         self.auth.layers(l)
     }
 }
@@ -521,7 +535,7 @@ impl Config {
     /// # Errors
     /// When the key set cannot be set up or the local user has no usable name.
     pub async fn identity(&self) -> anyhow::Result<IdentityMode> {
-        use holdpoint_ingress::auth::{AuthConfig, JwksSource, Verifier, parse_algorithm};
+        use holdpoint_ingress::identity::jwt::{AuthConfig, JwksSource, Verifier, parse_algorithm};
         let a = &self.auth;
         let mut mode = IdentityMode {
             insecure_dev_headers: a.insecure_dev_identity,
@@ -580,6 +594,8 @@ impl Config {
             identity: self.identity().await?,
             public_url: self.http.public_url.clone(),
             metrics,
+            max_streams_per_caller: self.http.max_streams_per_caller,
+            a2a_missing_version_is_1_0: self.http.a2a_missing_version_is_1_0,
             ..IngressConfig::default()
         })
     }

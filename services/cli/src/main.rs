@@ -7,7 +7,11 @@ async fn main() -> std::process::ExitCode {
     match holdpoint_cli::run(holdpoint_cli::Cli::parse()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("holdpoint: {e:#}");
+            // A refusal's message may quote what a runtime or a person wrote.
+            eprintln!(
+                "holdpoint: {}",
+                holdpoint_cli::terminal::lines(&format!("{e:#}"))
+            );
             std::process::ExitCode::FAILURE
         }
     }

@@ -13,6 +13,8 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use serde_json::{Value, json};
 
+use crate::terminal;
+
 /// Where the API is and who is calling.
 #[derive(Debug, Clone, Args)]
 pub struct ApiArgs {
@@ -198,13 +200,20 @@ async fn json_or_error(resp: reqwest::Response) -> anyhow::Result<Value> {
         return Ok(body);
     }
     let code = body["code"].as_str().unwrap_or("?");
+    let title = body["title"].as_str().unwrap_or("");
     let msg = body["message"].as_str().unwrap_or("");
     let retry = if code == "NRY-0050" {
         " (retry with the same --key)"
     } else {
         ""
     };
-    bail!("{} {code}: {msg}{retry}", status.as_u16())
+    bail!(
+        "{} {} {}: {}{retry}",
+        status.as_u16(),
+        terminal::line(code),
+        terminal::line(title),
+        terminal::line(msg)
+    )
 }
 
 fn paint(style: Style, text: &str) -> String {
@@ -223,20 +232,19 @@ fn kind_style(kind: &str) -> Style {
     }
 }
 
+/// `v[key]` as a safe line of text (`?` when it is not a string).
+fn text(v: &Value, key: &str) -> String {
+    terminal::line(v[key].as_str().unwrap_or("?")).into_owned()
+}
+
 fn print_view(v: &Value) {
-    let kind = v["kind"].as_str().unwrap_or("?");
+    let kind = text(v, "kind");
     println!(
         "{} {} {} {}",
-        paint(kind_style(kind), &format!("{kind:<10}")),
-        paint(
-            Style::new().bold(),
-            v["interactionId"].as_str().unwrap_or("?")
-        ),
-        paint(
-            AnsiColor::BrightBlack.on_default(),
-            v["state"].as_str().unwrap_or("?")
-        ),
-        v["prompt"].as_str().unwrap_or("").replace('\n', " | ")
+        paint(kind_style(&kind), &format!("{kind:<10}")),
+        paint(Style::new().bold(), &text(v, "interactionId")),
+        paint(AnsiColor::BrightBlack.on_default(), &text(v, "state")),
+        terminal::line(v["prompt"].as_str().unwrap_or(""))
     );
 }
 
@@ -253,7 +261,7 @@ pub async fn pending(args: PendingArgs) -> anyhow::Result<()> {
         ))
         .await?;
     if args.api.json {
-        println!("{}", serde_json::to_string_pretty(&page)?);
+        println!("{}", terminal::json_pretty(&page));
         return Ok(());
     }
     let items = page["items"].as_array().cloned().unwrap_or_default();
@@ -279,39 +287,49 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<()> {
         .get(&format!("/v1/interactions/{}", urlencode(&args.id)))
         .await?;
     if args.api.json {
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", terminal::json_pretty(&v));
         return Ok(());
     }
+    let j = terminal::json;
     print_view(&v);
     println!(
         "  task {}  context {}  session {} ({})",
-        v["taskId"], v["contextId"], v["sessionId"], v["mode"]
+        j(&v["taskId"]),
+        j(&v["contextId"]),
+        j(&v["sessionId"]),
+        j(&v["mode"])
     );
     if let Some(qs) = v["detail"]["questions"].as_array() {
         for (i, q) in qs.iter().enumerate() {
-            println!("  question {i}: {}", q["text"].as_str().unwrap_or(""));
-            for (j, o) in q["options"]
+            println!(
+                "  question {i}: {}",
+                terminal::line(q["text"].as_str().unwrap_or(""))
+            );
+            for (n, o) in q["options"]
                 .as_array()
                 .cloned()
                 .unwrap_or_default()
                 .iter()
                 .enumerate()
             {
-                println!("    [{j}] {}", o.as_str().unwrap_or(""));
+                println!("    [{n}] {}", terminal::line(o.as_str().unwrap_or("")));
             }
         }
     }
     if !v["call"].is_null() {
         println!(
             "  call {} / {} {}",
-            v["call"]["server"], v["call"]["tool"], v["call"]["arguments"]
+            j(&v["call"]["server"]),
+            j(&v["call"]["tool"]),
+            j(&v["call"]["arguments"])
         );
-        println!("  argumentsDigest {}", v["call"]["argumentsDigest"]);
+        println!("  argumentsDigest {}", j(&v["call"]["argumentsDigest"]));
     }
     if !v["resolution"].is_null() {
         println!(
             "  answered by {} at {}",
-            v["resolution"]["by"], v["resolution"]["at"]
+            j(&v["resolution"]["by"]),
+            j(&v["resolution"]["at"])
         );
     }
     Ok(())
@@ -359,7 +377,9 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<()> {
         if !args.api.json {
             println!(
                 "{} / {} {}",
-                view["call"]["server"], view["call"]["tool"], view["call"]["arguments"]
+                terminal::json(&view["call"]["server"]),
+                terminal::json(&view["call"]["tool"]),
+                terminal::json(&view["call"]["arguments"])
             );
         }
     }
@@ -441,13 +461,16 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
                 let event: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
                 data.clear();
                 if args.api.json {
-                    writeln!(out, "{event}")?;
+                    writeln!(out, "{}", terminal::json(&event))?;
                 } else {
-                    let name = event["type"]
-                        .as_str()
-                        .unwrap_or("?")
-                        .trim_start_matches("dev.holdpoint.");
-                    let style = match name {
+                    let name = terminal::line(
+                        event["type"]
+                            .as_str()
+                            .unwrap_or("?")
+                            .trim_start_matches("dev.holdpoint."),
+                    )
+                    .into_owned();
+                    let style = match name.as_str() {
                         "tool-call-finished" => AnsiColor::Green.on_default().bold(),
                         "task-status" => AnsiColor::Blue.on_default(),
                         "dead-letter" => AnsiColor::Red.on_default().bold(),
@@ -458,11 +481,11 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
                         "{} {:<22} {} {}",
                         paint(
                             AnsiColor::BrightBlack.on_default(),
-                            event["time"].as_str().unwrap_or("")
+                            &terminal::line(event["time"].as_str().unwrap_or(""))
                         ),
-                        paint(style, name),
-                        event["subject"].as_str().unwrap_or(""),
-                        event["data"]
+                        paint(style, &name),
+                        terminal::line(event["subject"].as_str().unwrap_or("")),
+                        terminal::json(&event["data"])
                     )?;
                 }
                 out.flush()?;

@@ -53,7 +53,8 @@ pub enum ClientError {
     /// An id did not validate.
     #[error(transparent)]
     Id(#[from] IdError),
-    /// The worker refused the command.
+    /// The worker refused the command; displayed as `refused: NRY-0021 Command
+    /// conflicts with record: <message>` (the code, its title, the message).
     #[error("refused: {0}")]
     Rejected(Rejection),
     /// No outcome within the timeout; retrying the same call is safe.

@@ -16,13 +16,12 @@ use holdpoint_domain::{
     ErrorBody, ErrorCode, Event, IdempotencyKey, InteractionId, InteractionView, SessionId, State,
     event::EVENT_NAMES,
 };
-use holdpoint_ingress::a2a::{
-    AGENT_CARD_PATH, EXTENSIONS_HEADER, JSONRPC_PATH, LEGACY_EXTENSIONS_HEADER, VERSION_HEADER,
-};
-use holdpoint_ingress::api::{
+use holdpoint_ingress::a2a::{EXTENSIONS_HEADER, LEGACY_EXTENSIONS_HEADER, VERSION_HEADER};
+use holdpoint_ingress::routes::path::{AGENT_CARD as AGENT_CARD_PATH, JSONRPC as JSONRPC_PATH};
+use holdpoint_ingress::wire::EventsQuery;
+use holdpoint_ingress::wire::{
     AnswerBody, ApproveBody, ListQuery, MessageAccepted, MessageBody, Page, RespondBody,
 };
-use holdpoint_ingress::sse::EventsQuery;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
@@ -70,8 +69,8 @@ pub struct Operation {
 
 use ErrorCode::{
     AlreadySettled, AnswerMismatch, AnswerNotDelivered, ArgumentsChanged, Internal, InvalidRequest,
-    LaneBusy, LaneRefused, NotFound, PayloadTooLarge, SessionNotFound, Unauthenticated,
-    Unavailable, UnsupportedMediaType,
+    LaneBusy, LaneRefused, NotFound, PayloadTooLarge, SessionNotFound, TooManyStreams,
+    Unauthenticated, Unavailable, UnsupportedMediaType,
 };
 
 const ANSWER_ERRORS: &[ErrorCode] = &[
@@ -114,6 +113,14 @@ const READ_ERRORS: &[ErrorCode] = &[
 ];
 
 const LIST_ERRORS: &[ErrorCode] = &[InvalidRequest, Unauthenticated, Internal, Unavailable];
+
+const STREAM_ERRORS: &[ErrorCode] = &[
+    InvalidRequest,
+    Unauthenticated,
+    TooManyStreams,
+    Internal,
+    Unavailable,
+];
 
 const MESSAGE_ERRORS: &[ErrorCode] = &[
     InvalidRequest,
@@ -202,9 +209,9 @@ pub const OPERATIONS: &[Operation] = &[
         id: "streamEvents",
         tag: "events",
         summary: "Stream the organisation's events (SSE)",
-        description: "Server-sent events: `id:` is the event's sequence in HP_EVENTS, `event:` its short name, `data:` the CloudEvent JSON as stored. Without a resume point the stream starts with the next new event; `Last-Event-ID` (or `after`) resumes after that sequence with no repeats and no gaps. Idle streams get a `: keep-alive` comment every 15 s.",
+        description: "Server-sent events: `id:` is the event's sequence in HP_EVENTS, `event:` its short name, `data:` the CloudEvent JSON as stored. Without a resume point the stream starts with the next new event; `Last-Event-ID` (or `after`) resumes after that sequence with no repeats and no gaps. Idle streams get a `: keep-alive` comment every 15 s; a stream outlives a nats-server restart. One caller may hold `http.max_streams_per_caller` streams at once (this one, `SubscribeToTask` and `SendStreamingMessage` together); one more is `429 NRY-0017`.",
         success: Success::EventStream,
-        errors: LIST_ERRORS,
+        errors: STREAM_ERRORS,
         secured: true,
     },
     Operation {
@@ -213,7 +220,7 @@ pub const OPERATIONS: &[Operation] = &[
         id: "getAgentCard",
         tag: "a2a",
         summary: "The A2A agent card",
-        description: "Public. One JSON-RPC interface at `<base>/a2a` (protocol version 1.0), streaming, the interactions/v1 extension (not required) and a bearer-JWT security scheme. The body is an A2A v1.0 `AgentCard` (a2a-protocol.org).",
+        description: "Public. One JSON-RPC interface at `<base>/a2a` (protocol version 1.0), streaming, the interactions/v1 extension (not required) and a bearer-JWT security scheme. The body is an A2A v1.0 `AgentCard` (a2a-protocol.org). Cacheable: an `ETag` from its bytes, and `304` to a matching `If-None-Match`.",
         success: Success::AgentCard,
         errors: &[],
         secured: false,
@@ -224,9 +231,9 @@ pub const OPERATIONS: &[Operation] = &[
         id: "a2aJsonRpc",
         tag: "a2a",
         summary: "A2A v1.0 JSON-RPC",
-        description: "JSON-RPC 2.0 with the A2A v1.0 methods. Errors are JSON-RPC error objects with HTTP 200; `error.data` holds one `google.rpc.ErrorInfo` whose `metadata` carries the Holdpoint `code`, `title` and `retryable`. `SendStreamingMessage` and `SubscribeToTask` answer `text/event-stream`, each `data:` a JSON-RPC response whose `result` is an A2A `StreamResponse`. No valid identity: `401 NRY-0011` before any JSON-RPC is read.",
+        description: "JSON-RPC 2.0 with the A2A v1.0 methods. Errors are JSON-RPC error objects with HTTP 200; `error.data` holds one `google.rpc.ErrorInfo` whose `metadata` carries the Holdpoint `code`, `title` and `retryable`. `SendStreamingMessage` and `SubscribeToTask` answer `text/event-stream`, each `data:` a JSON-RPC response whose `result` is an A2A `StreamResponse`. No valid identity: `401 NRY-0011` before any JSON-RPC is read. Params are read as ProtoJSON (proto field names, enum numbers, integer strings); results are written in the canonical form. A stream over the caller's limit is HTTP `429 NRY-0017` before anything is answered.",
         success: Success::JsonRpc,
-        errors: &[Unauthenticated],
+        errors: &[Unauthenticated, TooManyStreams],
         secured: true,
     },
 ];
@@ -534,19 +541,35 @@ fn operation(op: &Operation, generator: &mut SchemaGenerator) -> Value {
             );
         }
         "getAgentCard" => {
+            parameters.push(header_param(
+                "If-None-Match",
+                "Entity tags of cards the client holds; when one is the card's `ETag` (weak comparison) the answer is `304` without a body.",
+                json!({"type": "string"}),
+            ));
+            let headers = json!({
+                "Cache-Control": {"schema": {"type": "string"}},
+                "ETag": {"description": "A strong tag from the card's bytes.", "schema": {"type": "string"}},
+            });
             responses.insert(
                 "200".into(),
                 json!({
                     "description": "The agent card (cacheable for 300 s).",
-                    "headers": {"Cache-Control": {"schema": {"type": "string"}}},
+                    "headers": headers.clone(),
                     "content": json_content(json!({"$ref": "#/components/schemas/AgentCard"})),
+                }),
+            );
+            responses.insert(
+                "304".into(),
+                json!({
+                    "description": "Not modified: `If-None-Match` named the card's `ETag`.",
+                    "headers": headers,
                 }),
             );
         }
         "a2aJsonRpc" => {
             parameters.push(header_param(
                 VERSION_HEADER,
-                "The A2A protocol version: absent, `1`, `1.0` or `1.0.<patch>`; anything else is `VersionNotSupportedError` (-32009).",
+                "The A2A protocol version: `1`, `1.0` or `1.0.<patch>`. Absent or empty it is 0.3, refused like any other with `VersionNotSupportedError` (-32009), unless the server reads it as 1.0 (`http.a2a_missing_version_is_1_0`, off by default).",
                 json!({"type": "string"}),
             ));
             parameters.push(header_param(
@@ -707,7 +730,10 @@ mod tests {
             .and_then(|ps| ps.iter().find(|p| p["name"] == "limit"))
             .expect("limit");
         assert_eq!(limit["schema"]["minimum"], 1);
-        assert_eq!(limit["schema"]["maximum"], holdpoint_ingress::api::MAX_PAGE);
+        assert_eq!(
+            limit["schema"]["maximum"],
+            holdpoint_ingress::wire::MAX_PAGE
+        );
     }
 
     #[test]

@@ -22,10 +22,10 @@ use holdpoint_domain::{
     CommandEnvelope, ErrorBody, Event, Interaction, InteractionView, Lane, LaneMessage, Outcome,
     Session, Task,
 };
-use holdpoint_ingress::api::{
+use holdpoint_ingress::wire::EventsQuery;
+use holdpoint_ingress::wire::{
     AnswerBody, ApproveBody, ListQuery, MessageAccepted, MessageBody, Page, RespondBody,
 };
-use holdpoint_ingress::sse::EventsQuery;
 use schemars::JsonSchema;
 use serde_json::Value;
 
@@ -124,56 +124,56 @@ pub fn files() -> Vec<(&'static str, Value)> {
         (
             "rest/answer-body.json",
             root::<AnswerBody>(
-                "holdpoint_ingress::api::AnswerBody",
+                "holdpoint_ingress::wire::AnswerBody",
                 "Body of POST /v1/questions/{questionId}/answer.",
             ),
         ),
         (
             "rest/approve-body.json",
             root::<ApproveBody>(
-                "holdpoint_ingress::api::ApproveBody",
+                "holdpoint_ingress::wire::ApproveBody",
                 "Body of POST /v1/interactions/{id}/approve.",
             ),
         ),
         (
             "rest/respond-body.json",
             root::<RespondBody>(
-                "holdpoint_ingress::api::RespondBody",
+                "holdpoint_ingress::wire::RespondBody",
                 "Body of POST /v1/interactions/{id}/respond.",
             ),
         ),
         (
             "rest/message-body.json",
             root::<MessageBody>(
-                "holdpoint_ingress::api::MessageBody",
+                "holdpoint_ingress::wire::MessageBody",
                 "Body of POST /v1/sessions/{sessionId}/messages.",
             ),
         ),
         (
             "rest/message-accepted.json",
             root::<MessageAccepted>(
-                "holdpoint_ingress::api::MessageAccepted",
+                "holdpoint_ingress::wire::MessageAccepted",
                 "202 body of POST /v1/sessions/{sessionId}/messages.",
             ),
         ),
         (
             "rest/page.json",
             root::<Page>(
-                "holdpoint_ingress::api::Page",
+                "holdpoint_ingress::wire::Page",
                 "Body of GET /v1/interactions.",
             ),
         ),
         (
             "rest/list-query.json",
             root::<ListQuery>(
-                "holdpoint_ingress::api::ListQuery",
+                "holdpoint_ingress::wire::ListQuery",
                 "Query of GET /v1/interactions.",
             ),
         ),
         (
             "rest/events-query.json",
             root::<EventsQuery>(
-                "holdpoint_ingress::sse::EventsQuery",
+                "holdpoint_ingress::wire::EventsQuery",
                 "Query of GET /v1/events.",
             ),
         ),

@@ -25,6 +25,10 @@ pub enum ErrorCode {
     /// interaction answers exactly like this.
     #[serde(rename = "NRY-0004")]
     NotFound,
+    /// The path exists but not with this method; the response's `Allow` lists the
+    /// methods it takes.
+    #[serde(rename = "NRY-0005")]
+    MethodNotAllowed,
     /// The interaction is no longer waiting: already resolved by another answer, or
     /// closed by the host. Seed 003: "is a conflict".
     #[serde(rename = "NRY-0009")]
@@ -41,6 +45,16 @@ pub enum ErrorCode {
     /// The request body is not `application/json`.
     #[serde(rename = "NRY-0014")]
     UnsupportedMediaType,
+    /// The request's header section is larger than the server reads.
+    #[serde(rename = "NRY-0015")]
+    HeadersTooLarge,
+    /// The request's target (path and query) is longer than the server reads.
+    #[serde(rename = "NRY-0016")]
+    UriTooLong,
+    /// The caller already has as many event streams open as the ingress allows; one
+    /// must end before another starts.
+    #[serde(rename = "NRY-0017")]
+    TooManyStreams,
     /// The operation does not apply: e.g. text may never approve (seed 000), a tool
     /// result for an interaction that released nothing.
     #[serde(rename = "NRY-0020")]
@@ -82,16 +96,20 @@ pub struct CodeSpec {
 
 impl ErrorCode {
     /// Every code, in catalog order.
-    pub const ALL: [ErrorCode; 16] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::InvalidRequest,
         ErrorCode::SessionNotFound,
         ErrorCode::AnswerMismatch,
         ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
         ErrorCode::AlreadySettled,
         ErrorCode::ArgumentsChanged,
         ErrorCode::Unauthenticated,
         ErrorCode::PayloadTooLarge,
         ErrorCode::UnsupportedMediaType,
+        ErrorCode::HeadersTooLarge,
+        ErrorCode::UriTooLong,
+        ErrorCode::TooManyStreams,
         ErrorCode::UnsupportedOperation,
         ErrorCode::CommandConflict,
         ErrorCode::LaneRefused,
@@ -108,11 +126,15 @@ impl ErrorCode {
             ErrorCode::SessionNotFound => (400, "NRY-0002", "Session not found"),
             ErrorCode::AnswerMismatch => (400, "NRY-0003", "Answer does not fit"),
             ErrorCode::NotFound => (404, "NRY-0004", "Not found"),
+            ErrorCode::MethodNotAllowed => (405, "NRY-0005", "Method not allowed"),
             ErrorCode::AlreadySettled => (409, "NRY-0009", "No longer waiting"),
             ErrorCode::ArgumentsChanged => (409, "NRY-0010", "Arguments changed"),
             ErrorCode::Unauthenticated => (401, "NRY-0011", "Unauthenticated"),
             ErrorCode::PayloadTooLarge => (413, "NRY-0013", "Payload too large"),
             ErrorCode::UnsupportedMediaType => (415, "NRY-0014", "Unsupported media type"),
+            ErrorCode::HeadersTooLarge => (431, "NRY-0015", "Headers too large"),
+            ErrorCode::UriTooLong => (414, "NRY-0016", "URI too long"),
+            ErrorCode::TooManyStreams => (429, "NRY-0017", "Too many streams"),
             ErrorCode::UnsupportedOperation => (400, "NRY-0020", "Unsupported operation"),
             ErrorCode::CommandConflict => (409, "NRY-0021", "Command conflicts with record"),
             ErrorCode::LaneRefused => (409, "NRY-0030", "Lane refused the message"),
@@ -128,17 +150,22 @@ impl ErrorCode {
         }
     }
 
-    /// True when a retry with the same idempotency key may succeed later.
+    /// True when the same request may succeed later (for an answer: with the same
+    /// idempotency key).
     pub const fn retryable(self) -> bool {
-        matches!(self, ErrorCode::Unavailable | ErrorCode::Internal)
+        matches!(
+            self,
+            ErrorCode::Unavailable | ErrorCode::Internal | ErrorCode::TooManyStreams
+        )
     }
 }
 
 /// A refusal: a stable code and a message for the person. Changes nothing, except
-/// [`ErrorCode::LaneBusy`], which reports that the message was kept.
+/// [`ErrorCode::LaneBusy`], which reports that the message was kept. Displayed as
+/// `NRY-0009 No longer waiting: <message>` (code, title, message).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[error("{code:?}: {message}")]
+#[error("{} {}: {message}", code.spec().code, code.spec().title)]
 pub struct Rejection {
     /// The stable code.
     pub code: ErrorCode,
@@ -198,6 +225,18 @@ mod tests {
         for code in ErrorCode::ALL {
             assert!(seen.insert(code.spec().code), "{:?}", code);
         }
+    }
+
+    #[test]
+    fn a_rejection_reads_as_code_title_and_message() {
+        let r = Rejection::new(
+            ErrorCode::CommandConflict,
+            "eff_1 was opened with other content",
+        );
+        assert_eq!(
+            r.to_string(),
+            "NRY-0021 Command conflicts with record: eff_1 was opened with other content"
+        );
     }
 
     #[test]

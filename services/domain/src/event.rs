@@ -29,8 +29,9 @@ pub struct Event {
     pub source: String,
     /// The interaction or session the event is about.
     pub subject: String,
-    /// When the transition happened (RFC 3339).
-    #[serde(with = "time::serde::rfc3339")]
+    /// When the transition happened: RFC 3339 in UTC with milliseconds
+    /// (`2026-04-01T10:00:03.520Z`), the one format of `holdpoint_domain::timestamp`.
+    #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub time: OffsetDateTime,
     /// Always `application/json`.

@@ -12,6 +12,7 @@
 //! - [`rules`]: what an opening may ask and how an answer is read (seeds 000 and 003).
 //! - [`decide`](mod@decide): the state machine.
 //! - [`error`]: the error catalog (`NRY-xxxx` codes, HTTP statuses).
+//! - [`timestamp`]: the one format of every timestamp Holdpoint writes.
 //! - `schema` (feature `schema`): JSON Schema impls for the wire types; `schemas/` is
 //!   generated from them by `holdpoint-contracts`.
 
@@ -26,6 +27,7 @@ pub mod rules;
 pub mod schema;
 pub mod session;
 pub mod task;
+pub mod timestamp;
 pub mod transition;
 
 pub use command::{

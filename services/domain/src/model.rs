@@ -279,7 +279,7 @@ pub struct Resolution {
     /// Who answered (`approvedBy` for approvals).
     pub by: PersonId,
     /// When, RFC 3339.
-    #[serde(with = "time::serde::rfc3339")]
+    #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub at: OffsetDateTime,
     /// The recorded answer; a later body never changes it.
@@ -296,7 +296,7 @@ pub struct Closure {
     /// Why.
     pub reason: CloseReason,
     /// When.
-    #[serde(with = "time::serde::rfc3339")]
+    #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub at: OffsetDateTime,
     /// The lane message that superseded it, if any.
@@ -332,7 +332,7 @@ pub struct Interaction {
     /// Lifecycle state.
     pub state: State,
     /// When it opened.
-    #[serde(with = "time::serde::rfc3339")]
+    #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub opened_at: OffsetDateTime,
     /// Digest of the open command's content: reopening with the same content is a
@@ -427,7 +427,7 @@ pub struct ResolutionView {
     /// The person (`approvedBy` for approvals).
     pub by: PersonId,
     /// When.
-    #[serde(with = "time::serde::rfc3339")]
+    #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub at: OffsetDateTime,
     /// The recorded answer.
@@ -462,7 +462,7 @@ pub struct InteractionView {
     /// The blocked call.
     pub call_id: CallId,
     /// When it opened.
-    #[serde(with = "time::serde::rfc3339")]
+    #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub opened_at: OffsetDateTime,
     /// For approvals: the held call.
@@ -498,7 +498,7 @@ pub struct LaneMessage {
     /// What it says.
     pub content: LaneContent,
     /// When.
-    #[serde(with = "time::serde::rfc3339")]
+    #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub at: OffsetDateTime,
 }

@@ -21,6 +21,10 @@ pub enum Guard {
     /// Nesting deeper than [`MAX_DEPTH`].
     #[error("the body nests deeper than {MAX_DEPTH} levels")]
     TooDeep,
+    /// A number beyond the range of a double (`1e400`): its digits would be kept,
+    /// but most JSON readers cannot read it back.
+    #[error("the body holds a number out of range")]
+    NumberOutOfRange,
     /// Not JSON at all (the typed parse reports the details).
     #[error("the body is not valid JSON")]
     Invalid,
@@ -31,12 +35,16 @@ impl Guard {
     pub fn depth(&self) -> usize {
         match self {
             Guard::DuplicateKey { depth } => *depth,
-            Guard::TooDeep | Guard::Invalid => 1,
+            Guard::TooDeep | Guard::NumberOutOfRange | Guard::Invalid => 1,
         }
     }
 }
 
 const DUP: &str = "holdpoint-duplicate-key-depth:";
+/// The key under which serde_json (built with `arbitrary_precision`, as Holdpoint
+/// is) hands a number over as its text; such a "map" is one number.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+const RANGE: &str = "holdpoint-number-out-of-range";
 const DEEP: &str = "holdpoint-too-deep";
 
 struct Walk(usize);
@@ -81,6 +89,17 @@ impl<'de> Visitor<'de> for Walk {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut keys = std::collections::HashSet::new();
         while let Some(k) = map.next_key::<String>()? {
+            if keys.is_empty() && k == NUMBER_TOKEN {
+                // A number serde_json hands over as its text (a decimal, or an
+                // integer beyond 64 bits): a scalar, not an object. Its digits are
+                // kept, but it must be a finite double, as JSON parsers elsewhere
+                // (and this one without `arbitrary_precision`) require.
+                let text = map.next_value::<String>()?;
+                if !text.parse::<f64>().is_ok_and(f64::is_finite) {
+                    return Err(serde::de::Error::custom(RANGE));
+                }
+                return Ok(());
+            }
             if !keys.insert(k) {
                 return Err(serde::de::Error::custom(format!("{DUP}{}", self.0)));
             }
@@ -107,6 +126,8 @@ pub fn check(bytes: &[u8]) -> Result<(), Guard> {
                     .and_then(|d| d.parse().ok())
                     .unwrap_or(0);
                 Err(Guard::DuplicateKey { depth })
+            } else if text.contains(RANGE) {
+                Err(Guard::NumberOutOfRange)
             } else if text.contains(DEEP) || text.contains("recursion limit") {
                 Err(Guard::TooDeep)
             } else {
@@ -138,5 +159,18 @@ mod tests {
         let very = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         assert_eq!(check(very.as_bytes()), Err(Guard::TooDeep));
         assert_eq!(check(b"{"), Err(Guard::Invalid));
+        // Numbers are scalars at any depth, whatever their spelling or size.
+        let numbers = format!(
+            "{}1.5, 12345678901234567890123, -0, 1e-400{}",
+            "[".repeat(MAX_DEPTH),
+            "]".repeat(MAX_DEPTH)
+        );
+        assert_eq!(check(numbers.as_bytes()), Ok(()));
+        assert_eq!(
+            check(br#"{"a":1.5,"b":{"c":2.25,"c":1}}"#),
+            Err(Guard::DuplicateKey { depth: 1 })
+        );
+        assert_eq!(check(b"[1e400]"), Err(Guard::NumberOutOfRange));
+        assert_eq!(check(br#"{"v":-1e400}"#), Err(Guard::NumberOutOfRange));
     }
 }

@@ -10,7 +10,7 @@ use crate::command::{Accepted, Command, CommandEnvelope, Outcome};
 use crate::error::{ErrorCode, Rejection};
 use crate::ids::{InteractionId, LaneId, MessageId, PersonId, SessionId};
 use crate::model::{CloseReason, LaneContent, LaneMessage, SessionMode};
-use crate::rules::MAX_TEXT_CHARS;
+use crate::rules::{MAX_TEXT_CHARS, forbidden_control};
 use crate::session::{Admission, Delivery, Lane, Session, SessionStatus};
 use crate::transition::Effects;
 
@@ -34,9 +34,20 @@ fn admission_outcome(ctx: &Ctx, lane: &LaneId, a: Admission) -> Outcome {
     }
 }
 
-/// Checks the text of a message: 1 to [`MAX_TEXT_CHARS`] characters, no NUL.
-fn text_fits(text: &str) -> bool {
-    !text.trim().is_empty() && text.chars().count() <= MAX_TEXT_CHARS && !text.contains('\0')
+/// Checks the text of a message: 1 to [`MAX_TEXT_CHARS`] characters, no control
+/// character but TAB, LF and CR (the ingress refuses them too; a message that
+/// reaches NATS another way is held to the same rule).
+fn text_fits(text: &str) -> Result<(), String> {
+    if text.trim().is_empty() || text.chars().count() > MAX_TEXT_CHARS {
+        return Err(format!("text must hold 1 to {MAX_TEXT_CHARS} characters"));
+    }
+    match forbidden_control(text) {
+        Some(c) => Err(format!(
+            "text holds the control character U+{:04X}; only TAB, LF and CR are allowed",
+            u32::from(c)
+        )),
+        None => Ok(()),
+    }
 }
 
 pub(super) fn message(
@@ -51,12 +62,8 @@ pub(super) fn message(
     let Some(session) = live_session(snap.session) else {
         return session_missing(ctx, id);
     };
-    if !text_fits(text) {
-        return reject(
-            ctx,
-            ErrorCode::InvalidRequest,
-            "text must hold 1 to 8000 characters and no NUL",
-        );
+    if let Err(why) = text_fits(text) {
+        return reject(ctx, ErrorCode::InvalidRequest, why);
     }
     let lane = lane_of(ctx, snap.lane, id, lane_id);
     if let Some(d) = lane.delivery(message_id) {

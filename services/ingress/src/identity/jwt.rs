@@ -25,7 +25,7 @@ use serde_json::Value;
 use tokio::sync::{Mutex, RwLock};
 use tracing::{info, warn};
 
-use crate::identity::Caller;
+use super::caller::Caller;
 
 /// Where the key set comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -251,15 +251,60 @@ struct Claims {
     #[allow(dead_code)]
     iss: String,
     sub: String,
-    exp: u64,
+    exp: NumericDate,
+    #[serde(default)]
+    nbf: Option<NumericDate>,
     #[serde(default)]
     #[allow(dead_code)]
-    nbf: Option<u64>,
-    #[serde(default)]
-    #[allow(dead_code)]
-    iat: Option<u64>,
+    iat: Option<NumericDate>,
     #[serde(flatten)]
     rest: HashMap<String, Value>,
+}
+
+/// An RFC 7519 NumericDate (`exp`, `nbf`, `iat`): seconds since the Unix epoch as
+/// a JSON number, integer or not (RFC 7519 section 2 allows non-integer values).
+/// A string, a boolean or a number outside `f64`'s finite range is refused.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct NumericDate(pub f64);
+
+impl<'de> Deserialize<'de> for NumericDate {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Through `serde_json::Number`, which takes integers and decimals (and keeps
+        // working when numbers travel as text, serde_json's `arbitrary_precision`).
+        let n = serde_json::Number::deserialize(d)?;
+        n.as_f64()
+            .filter(|f| f.is_finite())
+            .map(NumericDate)
+            .ok_or_else(|| serde::de::Error::custom("a NumericDate must be a finite number"))
+    }
+}
+
+/// Seconds since the Unix epoch, now.
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Checks `exp` and `nbf` against `now` with `leeway` seconds of clock skew: a
+/// token is refused once `now - leeway` is past `exp`, and while `nbf` is later
+/// than `now + leeway`.
+fn check_times(
+    exp: NumericDate,
+    nbf: Option<NumericDate>,
+    now: f64,
+    leeway: u64,
+) -> Result<(), AuthFailure> {
+    let leeway = leeway as f64;
+    if exp.0 < now - leeway {
+        return Err(fail(format!("token expired at {}", exp.0)));
+    }
+    if let Some(nbf) = nbf
+        && nbf.0 > now + leeway
+    {
+        return Err(fail(format!("token not valid before {}", nbf.0)));
+    }
+    Ok(())
 }
 
 impl holdpoint_telemetry::metrics::FetchCount for Verifier {
@@ -466,9 +511,11 @@ impl Verifier {
             )));
         }
         let mut validation = Validation::new(header.alg);
-        validation.leeway = cfg.leeway_secs;
-        validation.validate_nbf = true;
-        validation.set_required_spec_claims(&["exp", "iss", "sub"]);
+        // `exp` and `nbf` are checked below, from the typed claims: the library reads
+        // NumericDates as integers only, where RFC 7519 allows decimals.
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
+        validation.set_required_spec_claims(&["iss", "sub"]);
         validation.set_issuer(&[cfg.issuer.as_str()]);
         match &cfg.audience {
             Some(aud) => {
@@ -480,6 +527,8 @@ impl Verifier {
         let data = jsonwebtoken::decode::<Claims>(token, &key.key, &validation)
             .map_err(|e| fail(format!("invalid token: {e}")))?;
         let claims = data.claims;
+        let now = unix_now();
+        check_times(claims.exp, claims.nbf, now, cfg.leeway_secs)?;
         let org = claims
             .rest
             .get(&cfg.org_claim)
@@ -488,10 +537,9 @@ impl Verifier {
         let org = OrgId::parse(org).map_err(|e| fail(format!("claim {:?}: {e}", cfg.org_claim)))?;
         let person = PersonId::parse(claims.sub).map_err(|e| fail(format!("sub: {e}")))?;
         let caller = Caller { org, person };
-        let now_unix = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let valid_for = Duration::from_secs(claims.exp.saturating_sub(now_unix)).min(cfg.jwks_ttl);
+        let valid_for = Duration::try_from_secs_f64((claims.exp.0 - now).max(0.0))
+            .unwrap_or(cfg.jwks_ttl)
+            .min(cfg.jwks_ttl);
         let digest: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(token.as_bytes()).into();
         if let Ok(mut cache) = self.inner.verified.lock() {
             if cache.len() >= VERIFIED_CACHE {
@@ -500,5 +548,42 @@ impl Verifier {
             cache.insert(digest, (caller.clone(), Instant::now() + valid_for));
         }
         Ok(caller)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn date(json: &str) -> Result<NumericDate, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    #[test]
+    fn numeric_dates_may_be_decimal_but_not_text() {
+        assert_eq!(date("1700000000").expect("integer").0, 1_700_000_000.0);
+        assert_eq!(date("1700000000.5").expect("decimal").0, 1_700_000_000.5);
+        assert_eq!(date("1.7e9").expect("exponent").0, 1_700_000_000.0);
+        for bad in ["\"1700000000\"", "true", "null", "[1]", "{}"] {
+            assert!(date(bad).is_err(), "{bad}");
+        }
+        // Inside a struct with flattened claims, as Claims reads them.
+        let c: Claims = serde_json::from_str(
+            r#"{"iss":"i","sub":"s","exp":10.5,"nbf":1.25,"iat":1,"org":"acme"}"#,
+        )
+        .expect("claims");
+        assert_eq!((c.exp.0, c.nbf.map(|n| n.0)), (10.5, Some(1.25)));
+        assert!(serde_json::from_str::<Claims>(r#"{"iss":"i","sub":"s","exp":"10"}"#).is_err());
+    }
+
+    #[test]
+    fn times_are_checked_with_the_leeway() {
+        let now = 1000.0;
+        assert!(check_times(NumericDate(1000.5), None, now, 0).is_ok());
+        assert!(check_times(NumericDate(999.5), None, now, 0).is_err());
+        assert!(check_times(NumericDate(999.5), None, now, 1).is_ok());
+        assert!(check_times(NumericDate(2000.0), Some(NumericDate(1000.25)), now, 0).is_err());
+        assert!(check_times(NumericDate(2000.0), Some(NumericDate(1000.25)), now, 1).is_ok());
+        assert!(check_times(NumericDate(2000.0), Some(NumericDate(999.75)), now, 0).is_ok());
     }
 }

@@ -1,0 +1,224 @@
+//! The task view. Holdpoint keeps no task store: a task is what its last
+//! `task-status` event on `hp.evt.<org>.<task>.task-status` says, read from the
+//! events stream ([`load_view`]), corrected by the interactions bucket when that
+//! event's open interaction is no longer pending (then `TASK_STATE_WORKING`). The
+//! subject is built from the caller's organisation, so another organisation's task
+//! is simply not found. A waiting task's status message is the prompt as text;
+//! with the extension, it also lists the URI and carries
+//! `metadata[URI] = {interactionId, kind, prompt, detail}` (never arguments).
+
+use std::collections::HashMap;
+
+use a2a_lf::{Message, Part, Role, StreamResponse, Task, TaskStatus, TaskStatusUpdateEvent};
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
+use holdpoint_domain::event::{OpenInteractionRef, TaskStatusData};
+use holdpoint_domain::timestamp;
+use holdpoint_domain::{
+    ContextId, EXTENSION_URI, Event, EventData, InteractionId, OrgId, State as IState, TaskId,
+    TaskState as DTaskState,
+};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use super::error::RpcError;
+use crate::sse;
+use crate::state::AppState;
+
+/// What a task waits for, from its last `task-status` event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskView {
+    /// The task.
+    pub task_id: TaskId,
+    /// Its context.
+    pub context_id: ContextId,
+    /// Its state.
+    pub state: DTaskState,
+    /// The open interaction, while it waits.
+    pub interaction: Option<OpenInteractionRef>,
+    /// When the status was set.
+    pub at: OffsetDateTime,
+    /// The status event's sequence in the events stream (0 when derived).
+    pub sequence: u64,
+}
+
+impl TaskView {
+    pub fn from_status(data: TaskStatusData, at: OffsetDateTime, sequence: u64) -> Self {
+        TaskView {
+            task_id: data.task_id,
+            context_id: data.context_id,
+            state: data.state,
+            interaction: data.interaction,
+            at,
+            sequence,
+        }
+    }
+
+    /// True while the task waits for a person.
+    pub fn waiting(&self) -> bool {
+        self.state != DTaskState::Working && self.interaction.is_some()
+    }
+
+    pub fn key(&self) -> (DTaskState, Option<InteractionId>) {
+        (
+            self.state,
+            self.interaction.as_ref().map(|i| i.interaction_id.clone()),
+        )
+    }
+}
+
+pub fn decode_status(payload: &[u8]) -> Option<(Event, TaskStatusData)> {
+    let event: Event = serde_json::from_slice(payload).ok()?;
+    match event.body.clone() {
+        EventData::TaskStatus(data) => Some((event, data)),
+        _ => None,
+    }
+}
+
+/// The task `org/task` as its last `task-status` event shows it (see the module
+/// docs); `None` when the organisation has no such task.
+///
+/// # Errors
+/// [`RpcError`] (internal, retryable) when NATS does not answer.
+pub async fn load_view(
+    state: &AppState,
+    org: &OrgId,
+    task: &TaskId,
+) -> Result<Option<TaskView>, RpcError> {
+    let subject = sse::event_filter(&state.bus.topo, org, Some(task), Some("task-status"));
+    let stream = state
+        .bus
+        .js
+        .get_stream_no_info(state.bus.topo.events_stream())
+        .await
+        .map_err(RpcError::unavailable)?;
+    let msg = match stream.get_last_raw_message_by_subject(&subject).await {
+        Ok(m) => m,
+        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(None),
+        Err(e) => return Err(RpcError::unavailable(e)),
+    };
+    let Some((event, data)) = decode_status(&msg.payload) else {
+        return Err(RpcError::internal(format!(
+            "undecodable task-status event at sequence {}",
+            msg.sequence
+        )));
+    };
+    if &event.orgid != org || &data.task_id != task {
+        return Ok(None);
+    }
+    let mut view = TaskView::from_status(data, event.time, msg.sequence);
+    if let Some(open) = &view.interaction {
+        let loaded = state
+            .bus
+            .load_interaction(org, &open.interaction_id)
+            .await
+            .map_err(RpcError::unavailable)?;
+        if loaded.value.is_some_and(|i| i.state != IState::Pending) {
+            // Answered or closed: the runtime carries on.
+            view.state = DTaskState::Working;
+            view.interaction = None;
+        }
+    }
+    Ok(Some(view))
+}
+
+pub fn a2a_state(s: DTaskState) -> a2a_lf::TaskState {
+    match s {
+        DTaskState::AuthRequired => a2a_lf::TaskState::AuthRequired,
+        DTaskState::InputRequired => a2a_lf::TaskState::InputRequired,
+        DTaskState::Working => a2a_lf::TaskState::Working,
+    }
+}
+
+pub fn timestamp(t: OffsetDateTime) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::from_timestamp(t.unix_timestamp(), t.nanosecond())
+}
+
+/// The agent's status message for a waiting task: the prompt as text; with the
+/// extension, also `extensions: [URI]` and `metadata[URI]`.
+pub fn status_message(
+    task: &TaskId,
+    context: &ContextId,
+    open: &OpenInteractionRef,
+    extension: bool,
+) -> Message {
+    let (extensions, metadata) = if extension {
+        let body = json!({
+            "interactionId": open.interaction_id,
+            "kind": open.kind,
+            "prompt": open.prompt,
+            "detail": open.detail,
+        });
+        (
+            Some(vec![EXTENSION_URI.to_owned()]),
+            Some(HashMap::from([(EXTENSION_URI.to_owned(), body)])),
+        )
+    } else {
+        (None, None)
+    };
+    Message {
+        message_id: format!("status-{}", open.interaction_id),
+        context_id: Some(context.to_string()),
+        task_id: Some(task.to_string()),
+        role: Role::Agent,
+        parts: vec![Part::text(open.prompt.clone())],
+        metadata,
+        extensions,
+        reference_task_ids: None,
+    }
+}
+
+fn a2a_status(view: &TaskView, extension: bool) -> TaskStatus {
+    TaskStatus {
+        state: a2a_state(view.state),
+        message: view
+            .interaction
+            .as_ref()
+            .filter(|_| view.state != DTaskState::Working)
+            .map(|open| status_message(&view.task_id, &view.context_id, open, extension)),
+        timestamp: timestamp(view.at),
+    }
+}
+
+/// Rewrites the `status.timestamp` of a task, a stream response (`task`,
+/// `statusUpdate`) or a task list (`tasks[]`) in Holdpoint's one timestamp format
+/// ([`holdpoint_domain::timestamp`]: UTC, milliseconds, `Z`), whatever format the
+/// A2A types wrote it in.
+pub fn stamp(value: &mut Value) {
+    fn restamp(status: Option<&mut Value>) {
+        if let Some(ts) = status.and_then(|s| s.get_mut("timestamp"))
+            && let Some(t) = ts.as_str().and_then(|s| timestamp::parse(s).ok())
+        {
+            *ts = Value::String(timestamp::format(t));
+        }
+    }
+    restamp(value.get_mut("status"));
+    for key in ["task", "statusUpdate"] {
+        restamp(value.get_mut(key).and_then(|t| t.get_mut("status")));
+    }
+    if let Some(Value::Array(tasks)) = value.get_mut("tasks") {
+        for t in tasks {
+            restamp(t.get_mut("status"));
+        }
+    }
+}
+
+/// The A2A task for `view`.
+pub fn a2a_task(view: &TaskView, extension: bool) -> Task {
+    Task {
+        id: view.task_id.to_string(),
+        context_id: view.context_id.to_string(),
+        status: a2a_status(view, extension),
+        artifacts: None,
+        history: None,
+        metadata: None,
+    }
+}
+
+pub fn status_update(view: &TaskView, extension: bool) -> StreamResponse {
+    StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+        task_id: view.task_id.to_string(),
+        context_id: view.context_id.to_string(),
+        status: a2a_status(view, extension),
+        metadata: None,
+    })
+}

@@ -1,0 +1,142 @@
+//! The three answer operations: `POST /v1/questions/{questionId}/answer` (seed
+//! 003), and the Runtime's `approve` and `respond` as
+//! `POST /v1/interactions/{id}/approve|respond` (seed 000 "The answer"). Each
+//! reads its body ([`crate::wire`]), derives the idempotency key and submits one
+//! `Answer` command; the worker reads the input against the interaction's kind.
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use holdpoint_domain::{
+    AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, InteractionId,
+};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::extract::{IdPath, idempotency_key, json_body, parse_id, trace_of};
+use crate::identity::Caller;
+use crate::state::AppState;
+use crate::wire::{AnswerBody, ApproveBody, RespondBody};
+
+/// The shape of every answer operation: validates the path id (named `what`),
+/// reads the body `B`, turns it into the input with `input`, derives the
+/// idempotency key (operation `op`), submits one `Answer` command through `route`
+/// and maps the outcome: 204 on success, the refusal's code otherwise.
+async fn answer_with<B: DeserializeOwned>(
+    state: &AppState,
+    (what, raw_id): (&str, String),
+    caller: Caller,
+    req: Request,
+    (op, route): (&str, AnswerRoute),
+    input: impl FnOnce(B) -> Result<AnswerInput, ApiError>,
+) -> Result<StatusCode, ApiError> {
+    let interaction_id = parse_id(what, InteractionId::parse, raw_id)?;
+    let headers = req.headers().clone();
+    let trace = trace_of(&req);
+    let (body, raw): (B, Value) = json_body(state.cfg.body_limit, req).await?;
+    let input = input(body)?;
+    let key = idempotency_key(&headers, &caller, op, &raw)?;
+    let env = CommandEnvelope {
+        org: caller.org,
+        command: Command::Answer(Box::new(AnswerCommand {
+            interaction_id,
+            route,
+            key,
+            by: caller.person,
+            task_id: None,
+            context_id: None,
+            input,
+        })),
+    };
+    let outcome = super::submit(state, env, trace.as_deref()).await?;
+    match outcome.result {
+        Ok(_) => Ok(StatusCode::NO_CONTENT),
+        Err(r) => Err(r.into()),
+    }
+}
+
+/// `POST /v1/questions/{questionId}/answer`: one entry per question, in order.
+pub async fn answer_question(
+    State(state): State<AppState>,
+    IdPath(id): IdPath,
+    caller: Caller,
+    req: Request,
+) -> Result<StatusCode, ApiError> {
+    let route = ("answer", AnswerRoute::Question);
+    answer_with(
+        &state,
+        ("questionId", id),
+        caller,
+        req,
+        route,
+        |b: AnswerBody| Ok(AnswerInput::Answers { answers: b.answers }),
+    )
+    .await
+}
+
+/// Exactly one of `approved` and `value` (seed 000 reads each as the other where
+/// the kind allows): the input, or `400 NRY-0001` naming the two (`names`).
+fn one_of(
+    (approved, value): (Option<bool>, Option<Value>),
+    reason: Option<String>,
+    arguments_digest: Option<String>,
+    names: &str,
+) -> Result<AnswerInput, ApiError> {
+    match (approved, value) {
+        (Some(approved), None) => Ok(AnswerInput::Approved {
+            approved,
+            reason,
+            arguments_digest,
+        }),
+        (None, Some(value)) => Ok(AnswerInput::Value { value, reason }),
+        _ => Err(ApiError::invalid(format!("give exactly one of {names}"))),
+    }
+}
+
+/// `POST /v1/interactions/{id}/approve`: `approved` (or a boolean `value`).
+pub async fn approve(
+    State(state): State<AppState>,
+    IdPath(id): IdPath,
+    caller: Caller,
+    req: Request,
+) -> Result<StatusCode, ApiError> {
+    let route = ("approve", AnswerRoute::Approve);
+    answer_with(
+        &state,
+        ("interactionId", id),
+        caller,
+        req,
+        route,
+        |b: ApproveBody| {
+            let names = "`approved` (boolean) or `value`";
+            one_of((b.approved, b.value), b.reason, b.arguments_digest, names)
+        },
+    )
+    .await
+}
+
+/// `POST /v1/interactions/{id}/respond`: `value` (or `approved`, read as the value).
+pub async fn respond(
+    State(state): State<AppState>,
+    IdPath(id): IdPath,
+    caller: Caller,
+    req: Request,
+) -> Result<StatusCode, ApiError> {
+    let route = ("respond", AnswerRoute::Respond);
+    answer_with(
+        &state,
+        ("interactionId", id),
+        caller,
+        req,
+        route,
+        |b: RespondBody| {
+            one_of(
+                (b.approved, b.value),
+                b.reason,
+                None,
+                "`value` or `approved`",
+            )
+        },
+    )
+    .await
+}

@@ -1,0 +1,41 @@
+//! The REST handlers, one file per resource:
+//!
+//! | method | path | handler |
+//! |---|---|---|
+//! | POST | `/v1/questions/{questionId}/answer` | [`answers::answer_question`] (seed 003) |
+//! | POST | `/v1/interactions/{id}/approve` | [`answers::approve`] |
+//! | POST | `/v1/interactions/{id}/respond` | [`answers::respond`] |
+//! | GET | `/v1/interactions/{id}` | [`interactions::get_interaction`] |
+//! | GET | `/v1/interactions?state=pending&limit=50&cursor=…` | [`interactions::list_interactions`] |
+//! | POST | `/v1/sessions/{sessionId}/messages` | [`sessions::post_message`] |
+//!
+//! The bodies are in [`crate::wire`]; the routes in [`crate::routes`]. A handler
+//! turns a request into a command, [`submit`]s it and maps the worker's outcome:
+//! success to its status, a refusal to its code ([`crate::error`]).
+
+pub mod answers;
+pub mod interactions;
+pub mod sessions;
+
+use holdpoint_domain::{CommandEnvelope, Outcome};
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Publishes `env` and waits (at most the configured outcome timeout) for the
+/// worker's outcome.
+///
+/// # Errors
+/// `503 NRY-0050` when no outcome comes in time or NATS is away; the retry with
+/// the same idempotency key gets the recorded outcome.
+pub async fn submit(
+    state: &AppState,
+    env: CommandEnvelope,
+    traceparent: Option<&str>,
+) -> Result<Outcome, ApiError> {
+    state
+        .outcomes
+        .submit_traced(&state.bus, &env, state.cfg.outcome_timeout, traceparent)
+        .await
+        .map_err(ApiError::unavailable)
+}

@@ -1,0 +1,125 @@
+//! Every path of the API and the router that serves them. The handlers live in
+//! [`crate::rest`], [`crate::sse`] and [`crate::a2a`]; this module is the only one
+//! that names them all, so each handler module depends only on the leaves below
+//! it ([`crate::error`], [`crate::extract`], [`crate::identity`], [`crate::wire`]).
+//!
+//! Every request but those to a [`PUBLIC`] path is identified first
+//! ([`crate::identity::require`] on the routes, the same check in the answers for
+//! an unknown path or method): anonymous, it is `401 NRY-0011` whatever else it
+//! gets wrong. Each route is observed by [`crate::observe::layer`] (trace
+//! context, request metrics by route template, the 401s included). Unknown paths answer
+//! `404 NRY-0004`; a known path with another method `405 NRY-0005` with `Allow`; a
+//! panic in a handler `500 NRY-0051`. A response sent before the request's body
+//! was read says `Connection: close` ([`crate::conn::close_unread`]).
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::response::IntoResponse as _;
+use axum::routing::{get, post};
+use holdpoint_domain::ErrorCode;
+
+use crate::error::ApiError;
+use crate::observe::RouteLabels;
+use crate::state::AppState;
+use crate::{a2a, rest, sse};
+
+/// Every path of the API, as route templates (a leaf: handlers that need a path,
+/// such as the agent card naming the JSON-RPC endpoint, read it here).
+pub mod path {
+    /// `POST`: answer a question (seed 003).
+    pub const ANSWER_QUESTION: &str = "/v1/questions/{question_id}/answer";
+    /// `POST`: the Runtime's `approve`.
+    pub const APPROVE: &str = "/v1/interactions/{id}/approve";
+    /// `POST`: the Runtime's `respond`.
+    pub const RESPOND: &str = "/v1/interactions/{id}/respond";
+    /// `GET`: one interaction.
+    pub const INTERACTION: &str = "/v1/interactions/{id}";
+    /// `GET`: a page of interactions.
+    pub const INTERACTIONS: &str = "/v1/interactions";
+    /// `POST`: a person's message on a lane.
+    pub const SESSION_MESSAGES: &str = "/v1/sessions/{session_id}/messages";
+    /// `GET`: the organisation's events (SSE).
+    pub const EVENTS: &str = "/v1/events";
+    /// `GET`: the agent card (A2A discovery; public).
+    pub const AGENT_CARD: &str = "/.well-known/agent-card.json";
+    /// `POST`: the A2A JSON-RPC endpoint.
+    pub const JSONRPC: &str = "/a2a";
+
+    /// The answer routes: their latency is the answer latency histogram.
+    pub const ANSWER_ROUTES: [&str; 3] = [ANSWER_QUESTION, APPROVE, RESPOND];
+
+    /// Every route template of the API (the metrics' `route` label).
+    pub const ALL: [&str; 9] = [
+        ANSWER_QUESTION,
+        APPROVE,
+        RESPOND,
+        INTERACTION,
+        INTERACTIONS,
+        SESSION_MESSAGES,
+        EVENTS,
+        AGENT_CARD,
+        JSONRPC,
+    ];
+}
+
+/// The paths that need no identity: the agent card (A2A discovery).
+pub const PUBLIC: &[&str] = &[path::AGENT_CARD];
+
+/// The API router over `state`.
+pub fn router(state: AppState) -> Router {
+    use path::*;
+    let labels = RouteLabels {
+        all: &ALL,
+        answers: &ANSWER_ROUTES,
+    };
+    Router::new()
+        .route(ANSWER_QUESTION, post(rest::answers::answer_question))
+        .route(APPROVE, post(rest::answers::approve))
+        .route(RESPOND, post(rest::answers::respond))
+        .route(INTERACTION, get(rest::interactions::get_interaction))
+        .route(INTERACTIONS, get(rest::interactions::list_interactions))
+        .route(SESSION_MESSAGES, post(rest::sessions::post_message))
+        .route(EVENTS, get(sse::events))
+        .route(AGENT_CARD, get(a2a::card::agent_card))
+        .route(JSONRPC, post(a2a::dispatch::jsonrpc))
+        // Identity first, inside the observation, so a 401 is counted by route.
+        .route_layer(axum::middleware::from_fn_with_state(
+            (state.cfg.identity.clone(), PUBLIC),
+            crate::identity::require,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            (state.cfg.metrics.clone(), labels),
+            crate::observe::layer,
+        ))
+        // No route, or not this method: identity first there too.
+        .fallback(|State(state): State<AppState>, req: Request| async move {
+            identified(&state, req).await?;
+            Err::<(), _>(ApiError::new(ErrorCode::NotFound, "no such route"))
+        })
+        .method_not_allowed_fallback(|State(state): State<AppState>, req: Request| async move {
+            identified(&state, req).await?;
+            Err::<(), _>(ApiError::new(
+                ErrorCode::MethodNotAllowed,
+                "this path does not take this method; `Allow` lists the ones it takes",
+            ))
+        })
+        .layer(axum::middleware::from_fn(crate::conn::close_unread))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
+            ApiError::new(ErrorCode::Internal, "internal error").into_response()
+        }))
+        .with_state(state)
+}
+
+/// `Ok` when `req` has a caller ([`crate::identity::resolve`]), for the answers
+/// that no route gives.
+async fn identified(state: &AppState, req: Request) -> Result<(), ApiError> {
+    let (parts, _) = req.into_parts();
+    crate::identity::resolve(&parts, &state.cfg.identity)
+        .await
+        .map(|_| ())
+}
+
+/// The admin router: `/healthz`, `/readyz`, `/metrics` (see [`crate::admin`]).
+pub fn admin_router(state: AppState) -> Router {
+    crate::admin::router(state.admin())
+}

@@ -1,0 +1,104 @@
+//! The ingress's settings ([`IngressConfig`]) and the state every handler shares
+//! ([`AppState`]): the bus, the metrics, how callers are identified and the
+//! per-caller limits, nothing about routes or handlers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use holdpoint_bus::Bus;
+use holdpoint_telemetry::Metrics;
+use tokio_util::sync::CancellationToken;
+
+use crate::identity::IdentityMode;
+
+/// Ingress settings.
+#[derive(Debug, Clone)]
+pub struct IngressConfig {
+    /// How long a request waits for the worker's outcome before answering 503.
+    pub outcome_timeout: Duration,
+    /// Largest request body, in bytes.
+    pub body_limit: usize,
+    /// How callers are identified.
+    pub identity: IdentityMode,
+    /// The public base URL (`https://holdpoint.example.com`) the agent card
+    /// advertises; `None` derives it from each request's `Host` header.
+    pub public_url: Option<String>,
+    /// Where requests are counted (shared with the worker in `holdpoint up`).
+    pub metrics: Arc<Metrics>,
+    /// Most event streams one caller (organisation and person) may have open at
+    /// once: `GET /v1/events`, `SubscribeToTask` and `SendStreamingMessage`
+    /// together; one more is `429 NRY-0017` (see [`crate::limits::StreamCounts`]).
+    pub max_streams_per_caller: usize,
+    /// Compatibility switch, off by default: read an A2A request without
+    /// `A2A-Version` as 1.0. Off, it is read as 0.3, as the A2A v1.0 specification
+    /// asks, and refused with `VersionNotSupportedError` (-32009); see
+    /// [`crate::a2a::negotiate`].
+    pub a2a_missing_version_is_1_0: bool,
+}
+
+/// Default of [`IngressConfig::max_streams_per_caller`].
+pub const DEFAULT_MAX_STREAMS_PER_CALLER: usize = 16;
+
+impl Default for IngressConfig {
+    fn default() -> Self {
+        IngressConfig {
+            outcome_timeout: Duration::from_secs(5),
+            body_limit: 64 * 1024,
+            identity: IdentityMode::default(),
+            public_url: None,
+            metrics: Arc::new(Metrics::new()),
+            max_streams_per_caller: DEFAULT_MAX_STREAMS_PER_CALLER,
+            a2a_missing_version_is_1_0: false,
+        }
+    }
+}
+
+/// Shared state of the handlers.
+#[derive(Clone)]
+pub struct AppState {
+    /// NATS handle.
+    pub bus: Bus,
+    /// Settings.
+    pub cfg: Arc<IngressConfig>,
+    /// Outcome waiter.
+    pub outcomes: Arc<holdpoint_bus::outcome::Waiter>,
+    /// Cancelled when the server shuts down: ends every open event stream, so the
+    /// graceful shutdown does not wait for clients that never hang up.
+    pub streams: CancellationToken,
+    /// The event streams open now, per caller.
+    pub stream_counts: Arc<crate::limits::StreamCounts>,
+}
+
+impl AppState {
+    /// Builds the state and starts the outcome listener.
+    ///
+    /// # Errors
+    /// When the reply subscription cannot be made.
+    pub async fn new(bus: Bus, cfg: IngressConfig) -> anyhow::Result<Self> {
+        // An outcome read from a record relays that transition's effects first when
+        // they are not confirmed yet: a 2xx never precedes the events it implies.
+        let outcomes = Arc::new(
+            holdpoint_bus::outcome::Waiter::start(&bus.client)
+                .await?
+                .relaying(),
+        );
+        if let Some(verifier) = &cfg.identity.jwt {
+            cfg.metrics.watch_jwks(verifier.clone());
+        }
+        Ok(AppState {
+            bus,
+            cfg: Arc::new(cfg),
+            outcomes,
+            streams: CancellationToken::new(),
+            stream_counts: Arc::default(),
+        })
+    }
+
+    /// What the admin endpoints need: the bus and the metrics.
+    pub fn admin(&self) -> crate::admin::Admin {
+        crate::admin::Admin {
+            bus: self.bus.clone(),
+            metrics: self.cfg.metrics.clone(),
+        }
+    }
+}

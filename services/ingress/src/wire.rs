@@ -1,0 +1,151 @@
+//! The REST API's request bodies, queries and response bodies: the Rust types the
+//! handlers read and write, and that `holdpoint-contracts` turns into
+//! `schemas/rest/*.json` and the OpenAPI document (feature `schema`). Every
+//! request type refuses unknown fields.
+//!
+//! | type | where |
+//! |---|---|
+//! | [`AnswerBody`] | `POST /v1/questions/{questionId}/answer` (seed 003) |
+//! | [`ApproveBody`] | `POST /v1/interactions/{id}/approve` |
+//! | [`RespondBody`] | `POST /v1/interactions/{id}/respond` |
+//! | [`ListQuery`], [`Page`] | `GET /v1/interactions` |
+//! | [`MessageBody`], [`MessageAccepted`] | `POST /v1/sessions/{sessionId}/messages` |
+//! | [`EventsQuery`] | `GET /v1/events` |
+
+use holdpoint_domain::{InteractionView, OptionAnswer};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Largest page of `GET /v1/interactions`.
+pub const MAX_PAGE: usize = 500;
+
+/// Default page of `GET /v1/interactions`.
+pub const DEFAULT_PAGE: usize = 50;
+
+/// Most records one listing request reads; a page may come back short (even empty)
+/// with a `nextCursor` to continue from.
+pub const SCAN_CAP: usize = 10_000;
+
+/// `POST /v1/questions/{questionId}/answer` body (seed 003).
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AnswerBody {
+    /// One entry per question, in the order asked (1 to 4): `options` are indices
+    /// into the option list as `question-asked` sent it, `text` only where the
+    /// question allows it.
+    pub answers: Vec<OptionAnswer>,
+}
+
+/// `POST /v1/interactions/{id}/approve` body (seed 000: `approved`, or a boolean
+/// `value`); exactly one of the two.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ApproveBody {
+    /// `true` releases the held call exactly as shown; `false` fails it as
+    /// `tool.denied`.
+    #[serde(default)]
+    pub approved: Option<bool>,
+    /// A boolean reads as `approved`; anything else is `NRY-0001`.
+    #[serde(default)]
+    pub value: Option<Value>,
+    /// Travels with the decision.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// `call.argumentsDigest` of `GET /v1/interactions/{id}`: when the held
+    /// arguments are not those, the answer is `409 NRY-0010`.
+    #[serde(default)]
+    pub arguments_digest: Option<String>,
+}
+
+/// `POST /v1/interactions/{id}/respond` body (seed 000: `value`, or `approved`
+/// read as the value); exactly one of the two.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RespondBody {
+    /// Any JSON, read by the interaction's kind (`{"answers": [...]}` is checked
+    /// like the answer body; `{"connected": true}` or `true` connects).
+    #[serde(default)]
+    pub value: Option<Value>,
+    /// Read as the value.
+    #[serde(default)]
+    pub approved: Option<bool>,
+    /// Travels with the answer.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// Query of `GET /v1/interactions`.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// `pending` (default), `resolved`, `finished`, `closed` or `all`.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// Page size, 1 to 500 (default 50).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_PAGE)))]
+    pub limit: Option<usize>,
+    /// The previous page's `nextCursor`.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// A page of interactions, in the order of their last change (for pending ones:
+/// the order they were opened).
+#[derive(Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Page {
+    /// The interactions.
+    pub items: Vec<InteractionView>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// `POST /v1/sessions/{sessionId}/messages` body: a person's message on a
+/// session's lane (the message road's createMessage).
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MessageBody {
+    /// What the person writes.
+    pub text: String,
+    /// The lane (default `main`).
+    #[serde(default)]
+    pub lane: Option<String>,
+    /// The message id, the idempotency key on the lane (default: a new UUID).
+    #[serde(default)]
+    pub message_id: Option<String>,
+}
+
+/// Accepted message.
+#[derive(Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct MessageAccepted {
+    /// The message id.
+    pub message_id: String,
+    /// `admitted`: its turn started.
+    pub admission: String,
+}
+
+/// Query of `GET /v1/events`.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    /// Only this task's events.
+    #[serde(default)]
+    pub task: Option<String>,
+    /// Only events of this short name.
+    #[serde(default, rename = "type")]
+    pub name: Option<String>,
+    /// Resume after this sequence (as `Last-Event-ID`).
+    #[serde(default)]
+    pub after: Option<u64>,
+}
