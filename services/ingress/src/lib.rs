@@ -13,6 +13,8 @@
 //!   interactions/v1 extension (seed 000).
 //! - [`sse`]: server-sent event streams: `GET /v1/events` (an organisation's
 //!   CloudEvents, resumable with `Last-Event-ID`) and the A2A task streams.
+//! - [`inbox`]: the web inbox at `/inbox`, a page embedded in the binary that
+//!   answers through the API like any client.
 //!
 //! The ingress never decides whether an answer fits an interaction: it turns a
 //! request into a command, publishes it to `HP_COMMANDS` with its idempotency key as
@@ -23,6 +25,7 @@ pub mod admin;
 pub mod api;
 pub mod auth;
 pub mod identity;
+pub mod inbox;
 pub mod json_guard;
 pub mod observe;
 pub mod socket;
@@ -110,9 +113,9 @@ impl AppState {
     }
 }
 
-/// The API router.
+/// The API router, with the web inbox's files ([`inbox`]).
 pub fn router(state: AppState) -> Router {
-    api::routes(state)
+    api::routes(state).merge(inbox::router())
 }
 
 /// The admin router: `/healthz` (process up), `/readyz` (NATS, streams and buckets
