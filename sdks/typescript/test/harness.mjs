@@ -149,11 +149,11 @@ export class Holdpoint {
     return w;
   }
 
-  /** `holdpoint ingress --dev-jwt` on `port` (free when omitted) against this test's NATS. */
-  async ingress(port) {
+  /** `holdpoint ingress --dev-jwt` on `port` (free when omitted) against this test's NATS, with `extra` flags. */
+  async ingress(port, extra = []) {
     const listen = `127.0.0.1:${port ?? (await freePort())}`;
     const ingress = this.spawn('holdpoint ingress', [
-      'ingress', '--dev-jwt', '--nats-url', this.natsUrl, '--listen', listen, '--admin-listen', '127.0.0.1:0',
+      'ingress', '--dev-jwt', '--nats-url', this.natsUrl, '--listen', listen, '--admin-listen', '127.0.0.1:0', ...extra,
     ]);
     const [, api] = await ingress.line(/api (http:\/\/\S+)/);
     this.api = api;

@@ -10,6 +10,9 @@
 //      interaction (`GET /v1/interactions/{id}`, which holds the call's arguments)
 //      and show it; `interaction-resolved` / `interaction-closed`: take it away;
 //   4. on a drop, reconnect with `Last-Event-ID` (no gap, no repeat).
+// While the stream cannot be opened at all (a proxy that refuses long-lived
+// responses, say), the list is still shown and read again every
+// `RESYNC_MS`, so the page stays usable, only not live.
 //
 // Every piece of data reaches the page through `textContent` (the page's
 // Content-Security-Policy requires Trusted Types, so an HTML sink would throw).
@@ -20,6 +23,7 @@ const TOKEN_KEY = 'holdpoint.inbox.token';
 const INTERACTION_EVENTS = new Set(['approval-requested', 'question-asked', 'connection-requested']);
 const GONE_EVENTS = new Set(['interaction-resolved', 'interaction-closed']);
 const MAX_RETRIES = 5;
+const RESYNC_MS = 10000;
 
 const $ = (id) => document.getElementById(id);
 
@@ -31,6 +35,7 @@ let token = takeToken();
 let lastSequence = null; // `id:` of the last event seen, for Last-Event-ID
 let stream = null; // the AbortController of the open event stream
 let cardSeq = 0;
+let lastSync = 0; // when the pending list was last read (ms)
 const cards = new Map(); // interactionId -> { li, view }
 const gone = new Set(); // answered or closed: never shown again
 
@@ -59,15 +64,18 @@ function remember(value) {
   }
 }
 
+const C0 = ['NUL', 'SOH', 'STX', 'ETX', 'EOT', 'ENQ', 'ACK', 'BEL', 'BS', 'HT', 'LF', 'VT', 'FF', 'CR', 'SO', 'SI',
+  'DLE', 'DC1', 'DC2', 'DC3', 'DC4', 'NAK', 'SYN', 'ETB', 'CAN', 'EM', 'SUB', 'ESC', 'FS', 'GS', 'RS', 'US'];
+
 /**
- * Text as a person should see it: C0 controls (but tab and newlines) and DEL
- * become their visible Unicode pictures (ESC -> ␛), and bidirectional overrides
- * are named, so a runtime-supplied string can neither hide nor reorder text.
+ * Text as a person should see it: C0 controls (but tab and newlines) and DEL are
+ * named (ESC -> ⟨ESC⟩), and so are bidirectional controls (⟨U+202E⟩), so a
+ * runtime-supplied string can neither hide nor reorder text. Any font shows it.
  */
 function visible(value) {
   return String(value)
     .replace(/[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/g, (c) =>
-      String.fromCharCode(c === '\u007F' ? 0x2421 : 0x2400 + c.charCodeAt(0)))
+      `⟨${c === '\u007F' ? 'DEL' : C0[c.charCodeAt(0)]}⟩`)
     .replace(/[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g, (c) =>
       `⟨U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}⟩`);
 }
@@ -243,15 +251,18 @@ async function follow() {
       setConnection('live', 'Live');
       delay = 500;
       // The stream is open (its consumer exists), so listing now misses nothing.
-      if (lastSequence === null) await loadPending();
+      if (lastSequence === null) await syncPending();
       await readEvents(response.body, mine.signal);
       if (!mine.signal.aborted) setConnection('down', 'Connection lost; reconnecting…');
     } catch (error) {
       if (mine.signal.aborted) return;
       const what = error instanceof Problem
         ? `${error.title} (${error.code}): ${error.message}`
-        : 'Holdpoint is not reachable';
+        : 'Live updates are not reachable';
       setConnection('down', `${what}; reconnecting…`);
+      if (lastSequence === null && Date.now() - lastSync >= RESYNC_MS) {
+        await syncPending().catch(() => {});
+      }
     }
     await sleep(delay);
     delay = Math.min(delay * 2, 8000);
@@ -297,15 +308,24 @@ async function handle(event) {
   }
 }
 
-async function loadPending() {
+/** Reads every page of pending interactions: shows new ones, drops the rest. */
+async function syncPending() {
+  lastSync = Date.now();
+  const listed = new Set();
   let cursor = null;
   do {
     const query = new URLSearchParams({ state: 'pending', limit: '100' });
     if (cursor) query.set('cursor', cursor);
     const page = await call('GET', `/v1/interactions?${query}`);
-    for (const view of page.items) show(view, false);
+    for (const view of page.items) {
+      listed.add(view.interactionId);
+      show(view, false);
+    }
     cursor = page.nextCursor ?? null;
   } while (cursor);
+  for (const [id, card] of cards) {
+    if (!listed.has(id) && card.article.getAttribute('aria-busy') !== 'true') take(id, 'no longer waiting');
+  }
   updateCount();
 }
 
