@@ -49,7 +49,7 @@ if [[ "${HOLDPOINT_SKIP_NODE:-}" != "1" ]]; then
     CHROMIUM="${HOLDPOINT_CHROMIUM:-/usr/bin/chromium}"
     if [[ ! -x "$CHROMIUM" ]]; then
         echo "test: installing Debian's chromium for the inbox's browser tests"
-        if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
+        if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
             >.tools/chromium-install.log 2>&1; then
             cat .tools/chromium-install.log >&2
             echo "test: could not install chromium (as root: apt-get install chromium);" \
