@@ -36,10 +36,47 @@ if [[ "${HOLDPOINT_SKIP_PYTHON:-}" != "1" ]]; then
     export HOLDPOINT_A2A_PYTHON
 fi
 
+# The TypeScript SDK and the web inbox's browser tests (sdks/typescript, Node's
+# test runner): npm packages from the committed lockfile, and Debian's chromium
+# for playwright-core to drive (never a browser download of its own).
+# HOLDPOINT_SKIP_NODE=1 skips them; HOLDPOINT_CHROMIUM names another Chromium.
+SDK_DIR="sdks/typescript"
+if [[ "${HOLDPOINT_SKIP_NODE:-}" != "1" ]]; then
+    if ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' 2>/dev/null; then
+        echo "test: the SDK tests need Node.js 20 or newer (HOLDPOINT_SKIP_NODE=1 skips them)" >&2
+        exit 1
+    fi
+    CHROMIUM="${HOLDPOINT_CHROMIUM:-/usr/bin/chromium}"
+    if [[ ! -x "$CHROMIUM" ]]; then
+        echo "test: installing Debian's chromium for the inbox's browser tests"
+        if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
+            >.tools/chromium-install.log 2>&1; then
+            cat .tools/chromium-install.log >&2
+            echo "test: could not install chromium (as root: apt-get install chromium);" \
+                "HOLDPOINT_SKIP_NODE=1 skips the SDK and browser tests" >&2
+            exit 1
+        fi
+    fi
+    export HOLDPOINT_CHROMIUM="$CHROMIUM"
+    stamp="$SDK_DIR/node_modules/.holdpoint-lock.sha256"
+    lock_sum="$(sha256sum "$SDK_DIR/package-lock.json" | cut -d' ' -f1)"
+    if [[ "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]]; then
+        (cd "$SDK_DIR" && npm ci --no-audit --no-fund --loglevel=error)
+        printf '%s' "$lock_sum" >"$stamp"
+    fi
+fi
+
 cargo build --workspace --bins --examples --locked 2>/dev/null || cargo build --workspace --bins --examples
 
+status=0
 if cargo nextest --version >/dev/null 2>&1; then
-    cargo nextest run --workspace --no-fail-fast "$@"
+    cargo nextest run --workspace --no-fail-fast "$@" || status=$?
 else
-    cargo test --workspace "$@"
+    cargo test --workspace "$@" || status=$?
 fi
+
+if [[ "${HOLDPOINT_SKIP_NODE:-}" != "1" ]]; then
+    # Against the binary just built (target/debug/holdpoint, or CARGO_TARGET_DIR's).
+    (cd "$SDK_DIR" && npm run --silent build && node --test --test-concurrency=1 test/) || status=$?
+fi
+exit "$status"

@@ -367,6 +367,42 @@ pub struct UpArgs {
     /// The local nats-server.
     #[command(flatten)]
     pub local: LocalArgs,
+    /// The web inbox link printed with `--dev-jwt`.
+    #[command(flatten)]
+    pub inbox: InboxLinkArgs,
+}
+
+/// `holdpoint up --dev-jwt` prints a link to the web inbox (`/inbox`) with a
+/// development token for this person in the URL fragment (`#token=…`): browsers
+/// never send a fragment to a server, so the token reaches no URL query and no log.
+#[derive(Debug, Clone, Args)]
+pub struct InboxLinkArgs {
+    /// With --dev-jwt: the organisation of the inbox link's token.
+    #[arg(long, value_name = "ORG", default_value = "acme")]
+    pub inbox_org: String,
+    /// With --dev-jwt: the person (`sub`) of the inbox link's token.
+    #[arg(long, value_name = "PERSON", default_value = "dev")]
+    pub inbox_person: String,
+}
+
+impl InboxLinkArgs {
+    /// The inbox URL for the API at `api`, with a 12-hour development token in
+    /// its fragment (loopback when the API listens on every address).
+    ///
+    /// # Errors
+    /// When the development key cannot be read or made, or signing fails.
+    pub fn link(&self, api: SocketAddr, org_claim: &str) -> anyhow::Result<String> {
+        let key = devtoken::DevKey::load_or_create(std::path::Path::new(devtoken::DEV_DIR))?;
+        let token = key.token(&self.inbox_org, &self.inbox_person, org_claim, 12 * 3600)?;
+        let mut at = api;
+        if at.ip().is_unspecified() {
+            at.set_ip(match at {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        Ok(format!("http://{at}/inbox#token={token}"))
+    }
 }
 
 impl UpArgs {
@@ -845,6 +881,14 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     }
     if cfg.auth.dev_jwt {
         println!("identity: development JWTs (holdpoint dev-token --org ORG --person NAME)");
+        // Printed for the person at the terminal only, never logged: the token is in
+        // the fragment, which the browser keeps to itself.
+        println!(
+            "inbox: {} ({} of {})",
+            args.inbox.link(services.api, &cfg.auth.org_claim)?,
+            args.inbox.inbox_person,
+            args.inbox.inbox_org
+        );
     }
     if cfg.auth.insecure_dev_identity {
         println!("identity: INSECURE development headers X-Holdpoint-Org / X-Holdpoint-Person");

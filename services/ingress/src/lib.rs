@@ -27,6 +27,8 @@
 //! - [`routes`]: every path and the router ([`router`]); its `path` submodule, the
 //!   paths alone, is a leaf (the agent card reads the JSON-RPC path there).
 //! - [`unix`]: the Unix socket listener ([`run_unix`]).
+//! - [`inbox`]: the web inbox at `/inbox`, a page embedded in the binary that
+//!   answers through the API like any client.
 //!
 //! The ingress never decides whether an answer fits an interaction: it turns a
 //! request into a command, publishes it to `HP_COMMANDS` with its idempotency key as
@@ -38,6 +40,7 @@ pub mod conn;
 pub mod error;
 pub mod extract;
 pub mod identity;
+pub mod inbox;
 pub mod json_guard;
 pub mod limits;
 pub mod observe;
@@ -55,7 +58,7 @@ use tokio_util::sync::CancellationToken;
 pub use identity::{Caller, IdentityMode, LocalIdentity};
 pub use state::{AppState, IngressConfig};
 
-/// The API router.
+/// The API router, with the web inbox's files ([`inbox`]).
 pub fn router(state: AppState) -> Router {
     routes::router(state)
 }

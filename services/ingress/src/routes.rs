@@ -91,6 +91,8 @@ pub fn router(state: AppState) -> Router {
             (state.cfg.metrics.clone(), labels),
             crate::observe::layer,
         ))
+        // The inbox's files are public: the page asks for a token itself.
+        .merge(crate::inbox::router())
         // No route, or not this method: identity first there too.
         .fallback(|State(state): State<AppState>, req: Request| async move {
             identified(&state, req).await?;

@@ -1,0 +1,183 @@
+/**
+ * The REST client: list, read and answer interactions, and follow the
+ * organisation's events. Requests are typed by the OpenAPI document
+ * (`schemas/openapi.json`) through `openapi-fetch`; refusals throw the typed
+ * errors of `./errors.ts`.
+ *
+ * @module
+ */
+import createClient, { type Client } from 'openapi-fetch';
+
+import { errorFromResponse } from './errors.js';
+import { type EventsOptions, type StreamedEvent, followEvents } from './events.js';
+import type { paths } from './generated/openapi.js';
+import { type AnswerOptions, type CallOptions, type ClientOptions, authenticatingFetch, trimBase } from './http.js';
+import type { InteractionPage, InteractionView, ListState, OptionAnswer } from './types.js';
+
+/** Options of {@link HoldpointRest.pending} and {@link HoldpointRest.list}. */
+export interface ListOptions extends CallOptions {
+  /** Which interactions (default `pending`). */
+  state?: ListState;
+  /** Page size, 1 to 500 (default 50). */
+  limit?: number;
+  /** Where to start: a previous page's `nextCursor`. */
+  cursor?: string;
+}
+
+/** An approval's decision (`POST /v1/interactions/{id}/approve`). */
+export interface ApproveDecision {
+  /** `true` releases the held call exactly as shown; `false` fails it as `tool.denied`. */
+  approved: boolean;
+  /** Travels with the decision (and into the audit for approvals). */
+  reason?: string;
+  /**
+   * The `call.argumentsDigest` the person saw: if the held arguments are not
+   * those, the answer is refused with {@link ArgumentsChangedError} (`NRY-0010`)
+   * and nothing is released.
+   */
+  argumentsDigest?: string;
+}
+
+/** Options of {@link HoldpointRest.respond}. */
+export interface RespondOptions extends AnswerOptions {
+  /** Travels with the answer. */
+  reason?: string;
+}
+
+/**
+ * Holdpoint's REST API for a person.
+ *
+ * ```ts
+ * const rest = new HoldpointRest({ baseUrl: 'http://127.0.0.1:8080', token });
+ * for await (const item of rest.pending()) console.log(item.kind, item.prompt);
+ * ```
+ */
+export class HoldpointRest {
+  /** The typed `openapi-fetch` client underneath, for what this class does not wrap. */
+  readonly api: Client<paths>;
+  readonly #baseUrl: string;
+  readonly #fetch: typeof fetch;
+
+  constructor(options: ClientOptions) {
+    this.#baseUrl = trimBase(options.baseUrl);
+    this.#fetch = authenticatingFetch(options.token, options.fetch ?? globalThis.fetch.bind(globalThis));
+    this.api = createClient<paths>({ baseUrl: this.#baseUrl, fetch: (request: Request) => this.#fetch(request) });
+  }
+
+  /**
+   * One page of the organisation's interactions, in the order of their last
+   * change (pending ones: the order they were opened). A page may be short, even
+   * empty, and still have a `nextCursor`: follow it (or use {@link pending}).
+   *
+   * @throws {HoldpointError} e.g. {@link UnauthenticatedError}, {@link InvalidRequestError}.
+   */
+  async list(options: ListOptions = {}): Promise<InteractionPage> {
+    const query: { state?: ListState; limit?: number; cursor?: string } = {};
+    if (options.state !== undefined) query.state = options.state;
+    if (options.limit !== undefined) query.limit = options.limit;
+    if (options.cursor !== undefined) query.cursor = options.cursor;
+    const { data, error, response } = await this.api.GET('/v1/interactions', {
+      params: { query },
+      signal: options.signal,
+    });
+    if (data === undefined) throw await errorFromResponse(response, error);
+    return data;
+  }
+
+  /**
+   * Every interaction in `state` (default `pending`), page after page.
+   *
+   * @throws {HoldpointError} as {@link list}, from the page that failed.
+   */
+  async *pending(options: ListOptions = {}): AsyncGenerator<InteractionView, void, undefined> {
+    let cursor = options.cursor;
+    do {
+      const page = await this.list({ ...options, cursor });
+      yield* page.items;
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor !== undefined);
+  }
+
+  /**
+   * One interaction, with the held call's arguments for an approval
+   * (`call.arguments`, `call.argumentsDigest`).
+   *
+   * @throws {NotFoundError} when it does not exist or is another organisation's.
+   */
+  async get(id: string, options: CallOptions = {}): Promise<InteractionView> {
+    const { data, error, response } = await this.api.GET('/v1/interactions/{id}', {
+      params: { path: { id } },
+      signal: options.signal,
+    });
+    if (data === undefined) throw await errorFromResponse(response, error);
+    return data;
+  }
+
+  /**
+   * Answers an `ask_user` call (seed 003): one entry per question, in the order
+   * asked; `options` index the list exactly as `question-asked` sent it.
+   *
+   * @throws {AnswerDoesNotFitError} the answers do not fit the questions (`NRY-0003`).
+   * @throws {ConflictError} already answered or closed (`NRY-0009`), or a product answer the lane refused.
+   * @throws {UnavailableError} no outcome in time: retry with the same `idempotencyKey`.
+   */
+  async answerQuestion(id: string, answers: OptionAnswer[], options: AnswerOptions = {}): Promise<void> {
+    const { error, response } = await this.api.POST('/v1/questions/{questionId}/answer', {
+      params: { path: { questionId: id }, header: keyHeader(options) },
+      body: { answers },
+      signal: options.signal,
+    });
+    if (response.status !== 204) throw await errorFromResponse(response, error);
+  }
+
+  /**
+   * Decides an approval (the Runtime's `approve`).
+   *
+   * @throws {ArgumentsChangedError} `argumentsDigest` is not the held call's (`NRY-0010`).
+   * @throws {ConflictError} already answered with another key, or closed (`NRY-0009`).
+   * @throws {UnavailableError} no outcome in time: retry with the same `idempotencyKey`.
+   */
+  async approve(id: string, decision: ApproveDecision, options: AnswerOptions = {}): Promise<void> {
+    const body: { approved: boolean; reason?: string; argumentsDigest?: string } = { approved: decision.approved };
+    if (decision.reason !== undefined) body.reason = decision.reason;
+    if (decision.argumentsDigest !== undefined) body.argumentsDigest = decision.argumentsDigest;
+    const { error, response } = await this.api.POST('/v1/interactions/{id}/approve', {
+      params: { path: { id }, header: keyHeader(options) },
+      body,
+      signal: options.signal,
+    });
+    if (response.status !== 204) throw await errorFromResponse(response, error);
+  }
+
+  /**
+   * Answers a question or a connection with any JSON value (the Runtime's
+   * `respond`): for a connection `{connected: true}` (or `true`) connects, anything
+   * else does not; for a question `{answers: [...]}` is checked like
+   * {@link answerQuestion}'s body.
+   *
+   * @throws {HoldpointError} as {@link answerQuestion}.
+   */
+  async respond(id: string, value: unknown, options: RespondOptions = {}): Promise<void> {
+    const body: { value: unknown; reason?: string } = { value };
+    if (options.reason !== undefined) body.reason = options.reason;
+    const { error, response } = await this.api.POST('/v1/interactions/{id}/respond', {
+      params: { path: { id }, header: keyHeader(options) },
+      body,
+      signal: options.signal,
+    });
+    if (response.status !== 204) throw await errorFromResponse(response, error);
+  }
+
+  /**
+   * The organisation's events (`GET /v1/events`) as they are stored, resuming
+   * after a drop with `Last-Event-ID` so nothing repeats and nothing is lost.
+   * See {@link EventsOptions}.
+   */
+  events(options: EventsOptions = {}): AsyncGenerator<StreamedEvent, void, undefined> {
+    return followEvents(this.#baseUrl, this.#fetch, options);
+  }
+}
+
+function keyHeader(options: AnswerOptions): { 'Idempotency-Key'?: string } {
+  return options.idempotencyKey === undefined ? {} : { 'Idempotency-Key': options.idempotencyKey };
+}

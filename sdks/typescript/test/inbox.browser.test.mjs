@@ -1,0 +1,394 @@
+// The web inbox in a real headless Chromium (Debian's /usr/bin/chromium, driven
+// by playwright-core), against a real ingress, worker and nats-server. The page
+// is opened with the link `holdpoint up --dev-jwt` prints. Every request the
+// browser makes is checked to stay on the ingress's origin.
+//
+// HOLDPOINT_CHROMIUM overrides the browser; HOLDPOINT_SCREENSHOTS=<dir> saves
+// the README's screenshots there.
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+import { chromium } from 'playwright-core';
+
+import { HoldpointRest, UnavailableError } from '../dist/index.js';
+import { Holdpoint, collect, freePort, until } from './harness.mjs';
+
+const CHROMIUM = process.env.HOLDPOINT_CHROMIUM ?? '/usr/bin/chromium';
+// This machine's network is closed: nothing may try to reach out.
+const FLAGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+];
+const SHOTS = process.env.HOLDPOINT_SCREENSHOTS ? resolve(process.env.HOLDPOINT_SCREENSHOTS) : null;
+
+/** A fresh browser profile and context; records page errors and any foreign request. */
+async function browser(origin) {
+  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: run ops/test.sh (it installs Debian's chromium)`);
+  const profile = mkdtempSync(join(tmpdir(), 'holdpoint-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: FLAGS,
+    viewport: { width: 1100, height: 860 },
+    locale: 'en-GB',
+    timezoneId: 'UTC',
+  });
+  const problems = [];
+  const foreign = [];
+  await context.route('**/*', (route) => {
+    const url = new URL(route.request().url());
+    if (url.origin !== origin) {
+      foreign.push(url.href);
+      return route.abort();
+    }
+    return route.continue();
+  });
+  return {
+    context,
+    problems,
+    foreign,
+    /** A new tab; `record: false` for a tab whose own errors are the point. */
+    async page({ record = true } = {}) {
+      const page = await context.newPage();
+      if (!record) return page;
+      page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+      page.on('console', (m) => {
+        if (m.type() === 'error' && !/Failed to load resource|ERR_ABORTED|net::/.test(m.text())) problems.push(`console: ${m.text()}`);
+      });
+      return page;
+    },
+    async close() {
+      await context.close();
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The link with another token in its fragment. */
+function linkWith(link, token) {
+  return `${link.slice(0, link.indexOf('#'))}#token=${token}`;
+}
+
+const card = (page, id) => page.locator(`li[data-interaction-id="${id}"]`);
+
+async function shot(page, name) {
+  if (!SHOTS) return;
+  mkdirSync(SHOTS, { recursive: true });
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+describe('the inbox in Chromium, against holdpoint up', () => {
+  /** @type {Holdpoint} */
+  let hp;
+  let b;
+  let rest;
+  let page;
+  let origin;
+
+  before(async () => {
+    hp = await new Holdpoint().up();
+    origin = new URL(hp.api).origin;
+    rest = new HoldpointRest({ baseUrl: hp.api, token: await hp.token('acme', 'ana') });
+    await hp.session('acme', 's1');
+    b = await browser(origin);
+    page = await b.page();
+    await page.goto(hp.inboxLink);
+    await page.locator('#connection.live').waitFor();
+    await page.evaluate(() => { window.loadedOnce = true; });
+  });
+
+  after(async () => {
+    await b?.close();
+    await hp?.close();
+  });
+
+  test('the link carries the token in the fragment only; the page drops it and never logs it', async () => {
+    const link = new URL(hp.inboxLink);
+    assert.equal(link.pathname, '/inbox');
+    assert.equal(link.search, '');
+    const token = new URLSearchParams(link.hash.slice(1)).get('token');
+    assert.ok(token && token.split('.').length === 3, hp.inboxLink);
+    assert.equal(new URL(page.url()).hash, '', 'the page removed the token from the address');
+    assert.match(await page.locator('#who').textContent(), /Signed in as dev · acme/);
+    const logs = hp.logs().replace(hp.inboxLink, '');
+    assert.ok(!logs.includes(token), 'the token appears in a server log');
+  });
+
+  test('a held call appears without reload, is approved with its digest, disappears, and finishes', async () => {
+    const args = { repo: 'acme/app', title: 'Fix the <b>flaky</b> test', labels: ['ci', 'bug'], draft: false };
+    const controller = new AbortController();
+    const events = collect(rest.events({ task: 'tb1', after: 0, signal: controller.signal }), controller);
+    try {
+      await hp.hold('acme', { session: 's1', task: 'tb1', call: 'call-b1', effect: 'eff_b1', args, reason: 'writes to a repository' });
+      const c = card(page, 'eff_b1');
+      await c.waitFor();
+      assert.equal(await c.locator('h3').textContent(), 'Approve github / create_pull_request?');
+      const facts = await c.locator('dl.facts').innerText();
+      assert.match(facts, /Server\s+github/);
+      assert.match(facts, /Tool\s+create_pull_request/);
+      assert.match(facts, /Reason held\s+writes to a repository/);
+      const view = await rest.get('eff_b1');
+      assert.deepEqual(view.call.arguments, args);
+      assert.equal(await c.locator('pre.args').textContent(), JSON.stringify(view.call.arguments, null, 2));
+      assert.equal(await c.locator('pre.args b').count(), 0);
+      await shot(page, 'inbox-approval');
+
+      const posted = page.waitForRequest((r) => r.method() === 'POST' && r.url().endsWith('/v1/interactions/eff_b1/approve'));
+      // By keyboard: focus the button, press Enter.
+      await c.getByRole('button', { name: 'Approve' }).focus();
+      await page.keyboard.press('Enter');
+      const request = await posted;
+      assert.deepEqual(JSON.parse(request.postData()), { approved: true, argumentsDigest: view.call.argumentsDigest });
+      assert.match(request.headers().authorization, /^Bearer /);
+      await c.waitFor({ state: 'detached' });
+
+      const released = await events.waitFor('tool-call-released', (e) => e.name === 'tool-call-released');
+      assert.deepEqual(released.event.data.arguments, args);
+      assert.equal(released.event.data.approvedBy, 'dev');
+      await hp.toolResult('acme', 'eff_b1', { url: 'https://example.invalid/pull/7' });
+      const finished = await events.waitFor('tool-call-finished', (e) => e.name === 'tool-call-finished');
+      assert.equal(finished.event.data.callId, 'call-b1');
+      assert.equal(await page.evaluate(() => window.loadedOnce), true, 'the page was not reloaded');
+    } finally {
+      await events.stop();
+    }
+  });
+
+  test('a two-question ask_user keeps its options in order and is answered with the seed 003 body', async () => {
+    const questions = [
+      { text: 'Which environment first?', options: ['staging', 'canary', 'production'] },
+      { text: 'What should happen to duplicates?', options: ['Merge', 'Delete', 'Keep both'], multiple: true, allowText: true },
+    ];
+    const controller = new AbortController();
+    const events = collect(rest.events({ task: 'tq1', after: 0, signal: controller.signal }), controller);
+    try {
+      const q = await hp.ask('acme', { session: 's1', task: 'tq1', call: 'call-q1', questions });
+      const asked = await events.waitFor('question-asked', (e) => e.name === 'question-asked');
+      const c = card(page, q);
+      await c.waitFor();
+      const fieldsets = c.locator('fieldset');
+      assert.equal(await fieldsets.count(), 2);
+      for (const [i, sent] of asked.event.data.questions.entries()) {
+        const fs = fieldsets.nth(i);
+        assert.equal(await fs.locator('legend').textContent(), `${i + 1}. ${sent.text}`);
+        assert.deepEqual(await fs.locator('.option label').allTextContents(), sent.options, 'options in engine order');
+        const type = sent.multiple ? 'checkbox' : 'radio';
+        assert.equal(await fs.locator(`input[type=${type}]`).count(), sent.options.length);
+        assert.equal(await fs.locator('textarea').count(), sent.allowText ? 1 : 0, 'free text only where allowed');
+      }
+      await fieldsets.nth(0).getByLabel('production').check();
+      await fieldsets.nth(1).getByLabel('Merge').check();
+      await fieldsets.nth(1).getByLabel('Keep both').check();
+      await fieldsets.nth(1).getByLabel('In your own words (optional)').fill('Keep both and reconcile nightly.');
+      await shot(page, 'inbox-question');
+      const posted = page.waitForRequest((r) => r.method() === 'POST' && r.url().endsWith(`/v1/questions/${q}/answer`));
+      await c.getByRole('button', { name: 'Send answers' }).click();
+      const body = (await posted).postData();
+      assert.equal(body, JSON.stringify({ answers: [{ options: [2] }, { options: [0, 2], text: 'Keep both and reconcile nightly.' }] }));
+      await c.waitFor({ state: 'detached' });
+      await events.waitFor('tool-call-finished', (e) => e.name === 'tool-call-finished');
+      assert.deepEqual((await rest.get(q)).resolution.answer.answers, JSON.parse(body).answers);
+    } finally {
+      await events.stop();
+    }
+  });
+
+  test('a connection shows the app and the reason, and Not connected answers it', async () => {
+    const controller = new AbortController();
+    const events = collect(rest.events({ task: 'tc1', after: 0, signal: controller.signal }), controller);
+    try {
+      const id = await hp.connect('acme', { session: 's1', task: 'tc1', call: 'call-c1', app: 'Linear', reason: 'file the bugs it finds' });
+      const c = card(page, id);
+      await c.waitFor();
+      assert.equal(await c.locator('h3').textContent(), 'Connect Linear: file the bugs it finds');
+      const facts = await c.locator('dl.facts').innerText();
+      assert.match(facts, /App\s+Linear/);
+      assert.match(facts, /Reason\s+file the bugs it finds/);
+      await shot(page, 'inbox-connection');
+      await c.getByRole('button', { name: 'Not connected' }).click();
+      await c.waitFor({ state: 'detached' });
+      const finished = await events.waitFor('tool-call-finished', (e) => e.name === 'tool-call-finished');
+      assert.match(JSON.stringify(finished.event.data.result), /Not connected: Linear/);
+    } finally {
+      await events.stop();
+    }
+  });
+
+  test("another organisation's token sees nothing of acme's", async () => {
+    await hp.hold('acme', { session: 's1', task: 'tx1', call: 'call-x1', effect: 'eff_x1' });
+    await card(page, 'eff_x1').waitFor();
+    const other = await b.page();
+    await other.goto(linkWith(hp.inboxLink, await hp.token('globex', 'eve')));
+    await other.locator('#connection.live').waitFor();
+    assert.match(await other.locator('#who').textContent(), /eve · globex/);
+    await hp.session('globex', 'g1');
+    await hp.hold('acme', { session: 's1', task: 'tx2', call: 'call-x2', effect: 'eff_x2' });
+    await hp.hold('globex', { session: 'g1', task: 'tg1', call: 'call-g1', effect: 'eff_g1', tool: 'merge' });
+    // globex's own call arrives live; acme's two never do.
+    await card(other, 'eff_g1').waitFor();
+    await card(page, 'eff_x2').waitFor();
+    assert.deepEqual(await other.locator('li[data-interaction-id]').evaluateAll((l) => l.map((e) => e.dataset.interactionId)), ['eff_g1']);
+    assert.equal(await card(page, 'eff_g1').count(), 0);
+    await other.close();
+  });
+
+  // Control characters never reach a page: a runtime cannot open with them (NRY-0001,
+  // tests/integration/text.rs). HTML and a bidi override can, and show as text.
+  test('a runtime-supplied prompt holding <script> and a bidi override is shown as text', async () => {
+    const hostile = '<script>window.pwned = 1</script> <img src=x id=evil> \u202eevil';
+    const q = await hp.ask('acme', {
+      session: 's1', task: 'th1', call: 'call-h1',
+      questions: [{ text: hostile, options: ['<b>bold</b>', 'two\u202ethree'], allowText: true }],
+    });
+    await hp.hold('acme', {
+      session: 's1', task: 'th2', call: 'call-h2', effect: 'eff_h2',
+      reason: '</dd><script>window.pwned = 2</script>', args: { note: '</pre><img src=x id=evil2>' },
+    });
+    const c = card(page, q);
+    await c.waitFor();
+    const heading = await c.locator('h3').textContent();
+    assert.equal(heading, '<script>window.pwned = 1</script> <img src=x id=evil> ⟨U+202E⟩evil');
+    assert.deepEqual(await c.locator('.option label').allTextContents(), ['<b>bold</b>', 'two⟨U+202E⟩three']);
+    const held = card(page, 'eff_h2');
+    await held.waitFor();
+    assert.match(await held.locator('dl.facts').innerText(), /<\/dd><script>window\.pwned = 2<\/script>/);
+    assert.equal(await held.locator('pre.args').textContent(), JSON.stringify({ note: '</pre><img src=x id=evil2>' }, null, 2));
+    await shot(page, 'inbox-hostile-text');
+    assert.equal(await page.evaluate(() => window.pwned), undefined);
+    assert.equal(await page.locator('main script, main img, main b, #evil, #evil2').count(), 0);
+  });
+
+  test('errors show the NRY title and message: a misfit answer, then 401 for a bad token', async () => {
+    const q = await hp.ask('acme', {
+      session: 's1', task: 'tf1', call: 'call-f1',
+      questions: [{ text: 'Pick one', options: ['a', 'b'] }],
+    });
+    const c = card(page, q);
+    await c.waitFor();
+    await c.getByRole('button', { name: 'Send answer' }).click();
+    const alert = c.getByRole('alert');
+    await alert.waitFor();
+    assert.match(await alert.textContent(), /^Answer does not fit \(NRY-0003\)/);
+    assert.equal(await c.getByRole('button', { name: 'Send answer' }).isEnabled(), true);
+
+    const bad = await b.page();
+    await bad.goto(linkWith(hp.inboxLink, 'not-a-token'));
+    await bad.locator('#sign-in').waitFor();
+    assert.match(await bad.locator('#sign-in-why').textContent(), /^Unauthenticated \(NRY-0011\): /);
+    await bad.close();
+  });
+
+  test('the browser enforces the policy: no HTML sinks, no inline script', async () => {
+    const response = await fetch(`${origin}/inbox`);
+    assert.match(response.headers.get('content-security-policy'), /require-trusted-types-for 'script'/);
+    const probe = await b.page({ record: false });
+    await probe.goto(`${origin}/inbox`);
+    const outcome = await probe.evaluate(() => {
+      const tried = {};
+      try {
+        document.body.insertAdjacentHTML('beforeend', '<b id="sink">x</b>');
+        tried.sink = 'allowed';
+      } catch (e) {
+        tried.sink = e.name;
+      }
+      const s = document.createElement('script');
+      try {
+        s.textContent = 'window.inline = 1';
+        document.body.append(s);
+      } catch (e) {
+        tried.inline = e.name;
+      }
+      tried.ran = window.inline === 1;
+      return tried;
+    });
+    assert.equal(outcome.sink, 'TypeError');
+    assert.equal(outcome.ran, false);
+    await probe.close();
+  });
+
+  test('the page asked for nothing outside the ingress and raised no errors', () => {
+    assert.deepEqual(b.foreign, []);
+    assert.deepEqual(b.problems, []);
+  });
+});
+
+describe('the inbox in Chromium, against separate processes', () => {
+  let hp;
+  let b;
+  let rest;
+  let page;
+
+  before(async () => {
+    hp = new Holdpoint();
+    await hp.nats();
+    await hp.worker();
+    await hp.ingress(await freePort(), ['--outcome-timeout-ms', '1000']);
+    rest = new HoldpointRest({ baseUrl: hp.api, token: await hp.token('acme', 'ana') });
+    await hp.session('acme', 's1');
+    b = await browser(new URL(hp.api).origin);
+    page = await b.page();
+    await page.goto(`${hp.api}/inbox#token=${await hp.token('acme', 'dev')}`);
+    await page.locator('#connection.live').waitFor();
+  });
+
+  after(async () => {
+    await b?.close();
+    await hp?.close();
+  });
+
+  test('503: the page shows it, retries with the same key, and the answer resolves once', async () => {
+    await hp.hold('acme', { session: 's1', task: 'tu1', call: 'call-u1', effect: 'eff_u1' });
+    const c = card(page, 'eff_u1');
+    await c.waitFor();
+    await hp.procs.find((p) => p.name === 'holdpoint worker').stop();
+    const keys = [];
+    page.on('request', (r) => {
+      if (r.url().endsWith('/v1/interactions/eff_u1/approve')) keys.push(r.headers()['idempotency-key']);
+    });
+    await c.getByRole('button', { name: 'Approve' }).click();
+    const alert = c.getByRole('alert');
+    // Two attempts answered 503 (the third is waiting): then the worker comes back.
+    await until('two 503s', async () => /^Temporarily unavailable \(NRY-0050\).*Retrying in 1 s \(attempt 3 of 5\)/s.test(await alert.textContent()));
+    await shot(page, 'inbox-retrying');
+    await hp.worker();
+    await c.waitFor({ state: 'detached', timeout: 20000 });
+    assert.ok(keys.length >= 2, `retried: ${keys.length} request(s)`);
+    assert.equal(new Set(keys).size, 1, 'every attempt used the same Idempotency-Key');
+    const view = await rest.get('eff_u1');
+    assert.equal(view.resolution.answer.approved, true);
+  });
+
+  test('409: an interaction someone else answered shows No longer waiting', async () => {
+    // Without the live stream (refused here, as a proxy might), the page still
+    // shows the list, so it can be answered after someone else did.
+    const live = await b.page();
+    await live.route('**/v1/events**', (route) => route.abort());
+    await hp.hold('acme', { session: 's1', task: 'tv1', call: 'call-v1', effect: 'eff_v1' });
+    await live.goto(`${hp.api}/inbox#token=${await hp.token('acme', 'dev')}`);
+    const c = card(live, 'eff_v1');
+    await c.waitFor();
+    assert.match(await live.locator('#connection').textContent(), /reconnecting/);
+    // This ingress gives the worker 1 s: a busy machine may answer 503, retried with the same key.
+    const decision = { approved: false, reason: 'someone else was faster' };
+    await until('the other answer', () => rest.approve('eff_v1', decision, { idempotencyKey: 'other:eff_v1' }).then(
+      () => true,
+      (e) => { if (e instanceof UnavailableError) return false; throw e; },
+    ));
+    await c.getByRole('button', { name: 'Approve' }).click();
+    const alert = c.getByRole('alert');
+    await alert.waitFor();
+    assert.match(await alert.textContent(), /^No longer waiting \(NRY-0009\)/);
+    assert.equal(await c.getByRole('button', { name: 'Approve' }).isDisabled(), true);
+    await shot(live, 'inbox-conflict');
+    assert.equal((await rest.get('eff_v1')).resolution.answer.approved, false);
+    await live.close();
+  });
+
+  test('this page too asked for nothing outside the ingress', () => {
+    assert.deepEqual(b.foreign, []);
+    assert.deepEqual(b.problems, []);
+  });
+});

@@ -1,0 +1,612 @@
+// Holdpoint inbox: the organisation's pending interactions, live, answered through
+// the REST API. A client like any other: every request carries the person's
+// `Authorization: Bearer` token (or none, when a proxy in front adds it).
+//
+// Data flow:
+//   1. open `GET /v1/events` (SSE over fetch, parsed by eventsource-parser);
+//   2. once it is open, list `GET /v1/interactions?state=pending` (paged), so
+//      nothing opened in between is missed;
+//   3. `approval-requested` / `question-asked` / `connection-requested`: load the
+//      interaction (`GET /v1/interactions/{id}`, which holds the call's arguments)
+//      and show it; `interaction-resolved` / `interaction-closed`: take it away;
+//   4. on a drop, reconnect with `Last-Event-ID` (no gap, no repeat).
+// While the stream cannot be opened at all (a proxy that refuses long-lived
+// responses, say), the list is still shown and read again every
+// `RESYNC_MS`, so the page stays usable, only not live.
+//
+// Every piece of data reaches the page through `textContent` (the page's
+// Content-Security-Policy requires Trusted Types, so an HTML sink would throw).
+
+import { createParser } from './vendor/eventsource-parser.js';
+
+const TOKEN_KEY = 'holdpoint.inbox.token';
+const INTERACTION_EVENTS = new Set(['approval-requested', 'question-asked', 'connection-requested']);
+const GONE_EVENTS = new Set(['interaction-resolved', 'interaction-closed']);
+const MAX_RETRIES = 5;
+const RESYNC_MS = 10000;
+
+const $ = (id) => document.getElementById(id);
+
+// The API is next to the page: `/inbox` -> `/v1/...`, `/hp/inbox` -> `/hp/v1/...`.
+const apiRoot = location.pathname.replace(/\/inbox\/?$/, '');
+const apiUrl = (path) => new URL(apiRoot + path, location.origin).toString();
+
+let token = takeToken();
+let lastSequence = null; // `id:` of the last event seen, for Last-Event-ID
+let stream = null; // the AbortController of the open event stream
+let cardSeq = 0;
+let lastSync = 0; // when the pending list was last read (ms)
+const cards = new Map(); // interactionId -> { li, view }
+const gone = new Set(); // answered or closed: never shown again
+
+/** The token from `#token=…` (then dropped from the address bar), else the tab's. */
+function takeToken() {
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  const given = fragment.get('token');
+  if (given) {
+    history.replaceState(null, '', location.pathname + location.search);
+    remember(given);
+    return given;
+  }
+  try {
+    return sessionStorage.getItem(TOKEN_KEY) || '';
+  } catch {
+    return '';
+  }
+}
+
+function remember(value) {
+  try {
+    if (value) sessionStorage.setItem(TOKEN_KEY, value);
+    else sessionStorage.removeItem(TOKEN_KEY);
+  } catch {
+    // Storage refused (private mode): the token lives in this page only.
+  }
+}
+
+const C0 = ['NUL', 'SOH', 'STX', 'ETX', 'EOT', 'ENQ', 'ACK', 'BEL', 'BS', 'HT', 'LF', 'VT', 'FF', 'CR', 'SO', 'SI',
+  'DLE', 'DC1', 'DC2', 'DC3', 'DC4', 'NAK', 'SYN', 'ETB', 'CAN', 'EM', 'SUB', 'ESC', 'FS', 'GS', 'RS', 'US'];
+
+/**
+ * Text as a person should see it: C0 controls (but tab and newlines) and DEL are
+ * named (ESC -> ⟨ESC⟩), and so are bidirectional controls (⟨U+202E⟩), so a
+ * runtime-supplied string can neither hide nor reorder text. Any font shows it.
+ */
+function visible(value) {
+  return String(value)
+    .replace(/[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/g, (c) =>
+      `⟨${c === '\u007F' ? 'DEL' : C0[c.charCodeAt(0)]}⟩`)
+    .replace(/[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g, (c) =>
+      `⟨U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}⟩`);
+}
+
+/** An element with attributes and children; strings become text nodes. */
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === false || value === undefined || value === null) continue;
+    if (name === 'text') node.textContent = visible(value);
+    else node.setAttribute(name, value === true ? '' : String(value));
+  }
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(typeof child === 'string' ? document.createTextNode(visible(child)) : child);
+  }
+  return node;
+}
+
+function announce(message) {
+  const a = $('announcer');
+  a.textContent = '';
+  // A separate task, so screen readers notice the change.
+  setTimeout(() => { a.textContent = visible(message); }, 50);
+}
+
+function setConnection(state, message) {
+  const c = $('connection');
+  c.className = `connection ${state}`;
+  c.textContent = visible(message);
+}
+
+/** An error the API answered: `{code, title, message}` and the status. */
+class Problem extends Error {
+  constructor(status, code, title, message, retryAfter) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.title = title;
+    this.retryAfter = retryAfter;
+  }
+}
+
+async function problemOf(response) {
+  let body = {};
+  try {
+    body = await response.json();
+  } catch {
+    // Not JSON (a proxy's page): the status speaks.
+  }
+  const retryAfter = Number.parseInt(response.headers.get('Retry-After') ?? '', 10);
+  return new Problem(
+    response.status,
+    typeof body.code === 'string' ? body.code : `HTTP ${response.status}`,
+    typeof body.title === 'string' ? body.title : (response.statusText || 'Request failed'),
+    typeof body.message === 'string' ? body.message : '',
+    Number.isFinite(retryAfter) ? retryAfter : null,
+  );
+}
+
+function headers(extra = {}) {
+  const h = { Accept: 'application/json', ...extra };
+  if (token) h.Authorization = `Bearer ${token}`;
+  return h;
+}
+
+/** Calls the API; resolves to the JSON body (null on 204), throws a Problem. */
+async function call(method, path, body, idempotencyKey) {
+  const extra = {};
+  if (body !== undefined) extra['Content-Type'] = 'application/json';
+  if (idempotencyKey) extra['Idempotency-Key'] = idempotencyKey;
+  const response = await fetch(apiUrl(path), {
+    method,
+    headers: headers(extra),
+    body: body === undefined ? undefined : JSON.stringify(body),
+    cache: 'no-store',
+  });
+  if (response.status === 204) return null;
+  if (response.ok) return response.json();
+  const problem = await problemOf(response);
+  if (problem.status === 401) signIn(problem);
+  throw problem;
+}
+
+/** A fresh idempotency key (also outside secure contexts, unlike randomUUID). */
+function newKey() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return `inbox-${Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('')}`;
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// ---------------------------------------------------------------------------
+// Identity
+
+function showIdentity() {
+  const who = $('who');
+  $('forget').hidden = !token;
+  if (!token) {
+    who.textContent = 'No token: requests go without one (for a sign-in proxy in front of Holdpoint).';
+    return;
+  }
+  try {
+    const payload = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+    const claims = JSON.parse(atob(payload));
+    const org = typeof claims.org === 'string' ? ` · ${claims.org}` : '';
+    who.textContent = visible(`Signed in as ${claims.sub}${org}`);
+  } catch {
+    who.textContent = 'Signed in with a token';
+  }
+}
+
+function signIn(problem) {
+  stopStream();
+  const section = $('sign-in');
+  section.hidden = false;
+  $('sign-in-why').textContent = visible(problem
+    ? `${problem.title} (${problem.code}): ${problem.message}`
+    : 'Paste a token to see what waits for you.');
+  setConnection('down', 'Signed out');
+  $('sign-in-heading').focus();
+}
+
+function useToken(value) {
+  token = value.trim();
+  remember(token);
+  $('sign-in').hidden = true;
+  $('token-input').value = '';
+  showIdentity();
+  clearCards();
+  follow();
+}
+
+function clearCards() {
+  for (const { li } of cards.values()) li.remove();
+  cards.clear();
+  gone.clear();
+  lastSequence = null;
+  updateCount();
+}
+
+// ---------------------------------------------------------------------------
+// The event stream
+
+function stopStream() {
+  if (stream) stream.abort();
+  stream = null;
+}
+
+/** Follows `/v1/events` until signed out, reconnecting after drops. */
+async function follow() {
+  stopStream();
+  const mine = new AbortController();
+  stream = mine;
+  let delay = 500;
+  while (!mine.signal.aborted) {
+    try {
+      const extra = { Accept: 'text/event-stream' };
+      if (lastSequence !== null) extra['Last-Event-ID'] = String(lastSequence);
+      const response = await fetch(apiUrl('/v1/events'), {
+        headers: headers(extra),
+        cache: 'no-store',
+        signal: mine.signal,
+      });
+      if (!response.ok) {
+        const problem = await problemOf(response);
+        if (problem.status === 401) {
+          signIn(problem);
+          return;
+        }
+        throw problem;
+      }
+      setConnection('live', 'Live');
+      delay = 500;
+      // The stream is open (its consumer exists), so listing now misses nothing.
+      if (lastSequence === null) await syncPending();
+      await readEvents(response.body, mine.signal);
+      if (!mine.signal.aborted) setConnection('down', 'Connection lost; reconnecting…');
+    } catch (error) {
+      if (mine.signal.aborted) return;
+      const what = error instanceof Problem
+        ? `${error.title} (${error.code}): ${error.message}`
+        : 'Live updates are not reachable';
+      setConnection('down', `${what}; reconnecting…`);
+      if (lastSequence === null && Date.now() - lastSync >= RESYNC_MS) {
+        await syncPending().catch(() => {});
+      }
+    }
+    await sleep(delay);
+    delay = Math.min(delay * 2, 8000);
+  }
+}
+
+async function readEvents(body, signal) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let chain = Promise.resolve();
+  const parser = createParser({
+    onEvent: (event) => {
+      chain = chain.then(() => handle(event)).catch(() => {});
+    },
+  });
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done || signal.aborted) break;
+      parser.feed(value);
+    }
+  } finally {
+    reader.releaseLock();
+  }
+  await chain;
+}
+
+async function handle(event) {
+  if (event.id) lastSequence = event.id;
+  let cloudEvent;
+  try {
+    cloudEvent = JSON.parse(event.data);
+  } catch {
+    return;
+  }
+  const data = cloudEvent.data ?? {};
+  if (INTERACTION_EVENTS.has(event.event)) {
+    await open(event.event === 'question-asked' ? data.questionId : data.interactionId, true);
+  } else if (GONE_EVENTS.has(event.event)) {
+    const why = event.event === 'interaction-resolved'
+      ? `answered by ${data.by}`
+      : `closed (${data.reason})`;
+    take(data.interactionId, why);
+  }
+}
+
+/** Reads every page of pending interactions: shows new ones, drops the rest. */
+async function syncPending() {
+  lastSync = Date.now();
+  const listed = new Set();
+  let cursor = null;
+  do {
+    const query = new URLSearchParams({ state: 'pending', limit: '100' });
+    if (cursor) query.set('cursor', cursor);
+    const page = await call('GET', `/v1/interactions?${query}`);
+    for (const view of page.items) {
+      listed.add(view.interactionId);
+      show(view, false);
+    }
+    cursor = page.nextCursor ?? null;
+  } while (cursor);
+  for (const [id, card] of cards) {
+    if (!listed.has(id) && card.article.getAttribute('aria-busy') !== 'true') take(id, 'no longer waiting');
+  }
+  updateCount();
+}
+
+async function open(id, fresh) {
+  if (typeof id !== 'string' || cards.has(id) || gone.has(id)) return;
+  try {
+    const view = await call('GET', `/v1/interactions/${encodeURIComponent(id)}`);
+    show(view, fresh);
+  } catch {
+    // Not visible to this person (or gone): nothing to show.
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Cards
+
+function updateCount() {
+  const n = cards.size;
+  $('count').textContent = n ? `(${n})` : '';
+  $('empty').hidden = n > 0;
+}
+
+function show(view, fresh) {
+  const id = view.interactionId;
+  if (view.state !== 'pending' || cards.has(id) || gone.has(id)) return;
+  const n = ++cardSeq;
+  const render = { approval: approvalCard, question: questionCard, connection: connectionCard }[view.kind];
+  if (!render) return;
+  const titleId = `card-${n}-title`;
+  const article = el('article', { 'aria-labelledby': titleId });
+  const li = el('li', { class: `card kind-${view.kind}`, 'data-interaction-id': id }, article);
+  const card = { li, view, n, article };
+  render(card, titleId);
+  cards.set(id, card);
+  $('pending').append(li);
+  updateCount();
+  if (fresh) announce(`New ${view.kind}: ${view.prompt}`);
+}
+
+function facts(pairs) {
+  const dl = el('dl', { class: 'facts' });
+  for (const [term, value] of pairs) {
+    if (value === undefined || value === null || value === '') continue;
+    dl.append(el('dt', { text: term }), el('dd', { text: value }));
+  }
+  return dl;
+}
+
+function problemBox() {
+  return el('div', { class: 'problem', role: 'alert', hidden: true });
+}
+
+function header(card, titleId, kindLabel, title) {
+  card.article.append(
+    el('p', { class: 'kind', text: kindLabel }),
+    el('h3', { id: titleId, tabindex: '-1', text: title }),
+  );
+}
+
+function placement(view) {
+  return [['Task', view.taskId], ['Session', view.sessionId], ['Opened', new Date(view.openedAt).toLocaleString()]];
+}
+
+function approvalCard(card, titleId) {
+  const { view, n } = card;
+  const detail = view.detail ?? {};
+  const held = view.call ?? {};
+  header(card, titleId, 'Approval', view.prompt);
+  const argsId = `card-${n}-args`;
+  const reasonId = `card-${n}-reason`;
+  const approve = el('button', { type: 'button', class: 'go', text: 'Approve' });
+  const deny = el('button', { type: 'button', class: 'stop', text: 'Deny' });
+  const reason = el('textarea', { id: reasonId, rows: '2' });
+  card.article.append(
+    facts([
+      ['Server', detail.server ?? held.server],
+      ['Tool', detail.tool ?? held.tool],
+      ['Reason held', detail.reason],
+      ...placement(view),
+    ]),
+    el('p', { class: 'args-label', id: argsId, text: 'Arguments' }),
+    el('pre', { class: 'args', tabindex: '0', 'aria-labelledby': argsId, text: JSON.stringify(held.arguments ?? null, null, 2) }),
+    el('label', { class: 'field-label', for: reasonId, text: 'Reason (optional; sent with your decision)' }),
+    reason,
+    el('div', { class: 'actions' }, approve, deny),
+  );
+  card.buttons = [approve, deny];
+  card.problem = problemBox();
+  card.article.append(card.problem);
+  const decide = (approved) => {
+    const body = { approved, argumentsDigest: held.argumentsDigest };
+    const text = reason.value.trim();
+    if (text) body.reason = text;
+    submit(card, `/v1/interactions/${encodeURIComponent(view.interactionId)}/approve`, body,
+      approved ? 'Approved' : 'Denied');
+  };
+  approve.addEventListener('click', () => decide(true));
+  deny.addEventListener('click', () => decide(false));
+}
+
+function questionCard(card, titleId) {
+  const { view, n } = card;
+  const questions = Array.isArray(view.detail?.questions) ? view.detail.questions : [];
+  header(card, titleId, questions.length > 1 ? `Questions (${questions.length})` : 'Question',
+    questions.length === 1 ? questions[0].text : 'The agent asks');
+  card.article.append(facts(placement(view)));
+  const read = [];
+  questions.forEach((q, qi) => {
+    const name = `card-${n}-q${qi}`;
+    const multiple = q.multiple === true;
+    const fieldset = el('fieldset', {},
+      el('legend', { text: questions.length === 1 ? 'Your answer' : `${qi + 1}. ${q.text}` }),
+      el('p', { class: 'hint', text: multiple ? 'Choose any that apply.' : 'Choose one.' }));
+    const inputs = [];
+    // In the order the engine sent them: the index is the answer.
+    (q.options ?? []).forEach((option, oi) => {
+      const id = `${name}-o${oi}`;
+      const input = el('input', { type: multiple ? 'checkbox' : 'radio', name, id, value: String(oi) });
+      inputs.push(input);
+      fieldset.append(el('div', { class: 'option' }, input, el('label', { for: id, text: option })));
+    });
+    let text = null;
+    if (q.allowText === true) {
+      const textId = `${name}-text`;
+      text = el('textarea', { id: textId, rows: '2' });
+      fieldset.append(el('label', { class: 'field-label', for: textId, text: 'In your own words (optional)' }), text);
+    }
+    card.article.append(fieldset);
+    read.push(() => {
+      const answer = { options: inputs.filter((i) => i.checked).map((i) => Number(i.value)) };
+      const words = text ? text.value.trim() : '';
+      if (words) answer.text = words;
+      return answer;
+    });
+  });
+  const send = el('button', { type: 'button', class: 'go', text: questions.length > 1 ? 'Send answers' : 'Send answer' });
+  card.article.append(el('div', { class: 'actions' }, send));
+  card.buttons = [send];
+  card.problem = problemBox();
+  card.article.append(card.problem);
+  send.addEventListener('click', () => {
+    submit(card, `/v1/questions/${encodeURIComponent(view.interactionId)}/answer`,
+      { answers: read.map((r) => r()) }, 'Answered');
+  });
+}
+
+function connectionCard(card, titleId) {
+  const { view } = card;
+  const detail = view.detail ?? {};
+  header(card, titleId, 'Connection', view.prompt);
+  const yes = el('button', { type: 'button', class: 'go', text: 'Connected' });
+  const no = el('button', { type: 'button', class: 'stop', text: 'Not connected' });
+  card.article.append(
+    facts([['App', detail.app], ['Reason', detail.reason], ...placement(view)]),
+    el('p', { class: 'hint', text: 'Connect the app where your product keeps its connections, then say so here.' }),
+    el('div', { class: 'actions' }, yes, no),
+  );
+  card.buttons = [yes, no];
+  card.problem = problemBox();
+  card.article.append(card.problem);
+  const path = `/v1/interactions/${encodeURIComponent(view.interactionId)}/respond`;
+  yes.addEventListener('click', () => submit(card, path, { value: { connected: true } }, 'Connected'));
+  no.addEventListener('click', () => submit(card, path, { value: { connected: false } }, 'Not connected'));
+}
+
+function showProblem(card, problem, note) {
+  const box = card.problem;
+  box.replaceChildren(
+    el('strong', { text: `${problem.title} (${problem.code})` }),
+    problem.message,
+    note ? `\n${note}` : null,
+  );
+  box.hidden = false;
+}
+
+function setBusy(card, busy) {
+  for (const b of card.buttons) b.disabled = busy;
+  card.article.setAttribute('aria-busy', busy ? 'true' : 'false');
+}
+
+/**
+ * Sends one answer. A 503 is retried after its Retry-After with the same
+ * idempotency key (so it resolves once); other errors are shown as they are.
+ */
+async function submit(card, path, body, done) {
+  const key = newKey();
+  setBusy(card, true);
+  card.problem.hidden = true;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await call('POST', path, body, key);
+      take(card.view.interactionId, done.toLowerCase());
+      return;
+    } catch (error) {
+      if (!(error instanceof Problem)) {
+        showProblem(card, new Problem(0, 'network', 'Holdpoint is not reachable', String(error.message ?? error)),
+          'Nothing was confirmed; try again.');
+        setBusy(card, false);
+        return;
+      }
+      if (error.code === 'NRY-0050' && attempt < MAX_RETRIES) {
+        const wait = Math.max(1, error.retryAfter ?? 1);
+        showProblem(card, error, `Retrying in ${wait} s (attempt ${attempt + 1} of ${MAX_RETRIES})…`);
+        await sleep(wait * 1000);
+        continue;
+      }
+      if (error.status === 409 && error.code !== 'NRY-0010') {
+        // No longer waiting: someone answered it, or the host closed it.
+        showProblem(card, error, 'This request is no longer waiting for you.');
+        card.article.setAttribute('aria-busy', 'false');
+        return;
+      }
+      if (error.code === 'NRY-0010') {
+        showProblem(card, error, 'The call changed since it was shown; review it again below.');
+        await refresh(card);
+        return;
+      }
+      showProblem(card, error, error.status === 401 ? 'Sign in again, then retry.' : null);
+      setBusy(card, false);
+      return;
+    }
+  }
+}
+
+/** Re-reads an interaction and draws its card again (its problem kept). */
+async function refresh(card) {
+  const id = card.view.interactionId;
+  try {
+    const view = await call('GET', `/v1/interactions/${encodeURIComponent(id)}`);
+    const problem = card.problem;
+    cards.delete(id);
+    const before = card.li;
+    show(view, false);
+    const fresh = cards.get(id);
+    if (fresh) {
+      before.replaceWith(fresh.li);
+      fresh.problem.replaceWith(problem);
+      fresh.problem = problem;
+      fresh.li.querySelector('h3')?.focus();
+    } else {
+      before.remove();
+    }
+  } catch {
+    setBusy(card, false);
+  }
+}
+
+/** Takes an interaction off the page (answered or closed), keeping focus sensible. */
+function take(id, why) {
+  if (typeof id !== 'string') return;
+  gone.add(id);
+  const card = cards.get(id);
+  if (!card) return;
+  const hadFocus = card.li.contains(document.activeElement);
+  const next = card.li.nextElementSibling ?? card.li.previousElementSibling;
+  card.li.remove();
+  cards.delete(id);
+  updateCount();
+  announce(`${card.view.prompt}: ${why}`);
+  if (hadFocus) {
+    const target = next?.querySelector('h3') ?? $('pending-heading');
+    target.focus();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Start
+
+$('token-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  const value = $('token-input').value;
+  if (value.trim()) useToken(value);
+});
+$('forget').addEventListener('click', () => {
+  token = '';
+  remember('');
+  clearCards();
+  showIdentity();
+  signIn(null);
+});
+
+showIdentity();
+updateCount();
+follow();
