@@ -38,6 +38,11 @@ pub use topology::{Capabilities, Topology};
 pub const MIN_SERVER: (u64, u64, u64) = (2, 9, 0);
 /// Header carrying the subject the worker replies the outcome to.
 pub const REPLY_HEADER: &str = "Hp-Reply-To";
+/// The header a record's KV write carries when its outbox still owes effects: the
+/// partitions owing them (`holdpoint_domain::Outbox::unconfirmed_marker`). Relay
+/// sweeps read the buckets' streams headers only and load just the keys whose last
+/// write carries it.
+pub const UNCONFIRMED_HEADER: &str = "Hp-Unconfirmed";
 /// Header carrying the W3C trace context.
 pub const TRACEPARENT_HEADER: &str = "traceparent";
 

@@ -186,7 +186,8 @@ impl Bus {
 
     /// Starts writing `value` at `key` of bucket `b` if the key is still at
     /// `revision` (0: it must not exist). Many writes can be in flight at once;
-    /// [`PendingWrite::landed`] gives each one's result.
+    /// [`PendingWrite::landed`] gives each one's result. `unconfirmed` is the record's
+    /// [`crate::UNCONFIRMED_HEADER`] value, when its outbox owes effects.
     ///
     /// # Errors
     /// Transient when the publish cannot be sent.
@@ -196,12 +197,16 @@ impl Bus {
         key: &str,
         revision: u64,
         value: Bytes,
+        unconfirmed: Option<&str>,
     ) -> Result<PendingWrite, BusError> {
         let mut headers = HeaderMap::new();
         headers.insert(
             "Nats-Expected-Last-Subject-Sequence",
             revision.to_string().as_str(),
         );
+        if let Some(u) = unconfirmed {
+            headers.insert(crate::UNCONFIRMED_HEADER, u);
+        }
         let subject = format!("$KV.{}.{key}", self.bucket_name(b));
         self.js
             .publish_with_headers(subject, headers, value)
@@ -210,7 +215,8 @@ impl Bus {
             .map_err(|e| BusError::publish("kv write", &e))
     }
 
-    /// Writes `value` at `key` if the key is still at `revision` (0: must not exist).
+    /// Writes `value` at `key` if the key is still at `revision` (0: must not exist),
+    /// with `unconfirmed` as in [`Bus::cas_start`].
     ///
     /// # Errors
     /// Transient or permanent failures; a lost race is [`Cas::Conflict`], not an error.
@@ -220,9 +226,10 @@ impl Bus {
         key: &str,
         revision: u64,
         value: Bytes,
+        unconfirmed: Option<&str>,
     ) -> Result<Cas, BusError> {
         match self
-            .cas_start(b, key, revision, value)
+            .cas_start(b, key, revision, value, unconfirmed)
             .await?
             .landed()
             .await

@@ -148,6 +148,30 @@ impl Outbox {
         changed
     }
 
+    /// The partitions whose transitions here still owe effects, as the
+    /// `Hp-Unconfirmed` header of the record's write carries them: partition numbers
+    /// separated by `,`, `-` for an unpartitioned worker's; `None` when everything is
+    /// confirmed (or owes nothing). A relay sweep reads only this header
+    /// (`holdpoint_worker::relay`), never the records without it.
+    pub fn unconfirmed_marker(&self) -> Option<String> {
+        let mut parts: Vec<Option<u32>> = self
+            .0
+            .iter()
+            .filter(|t| !t.confirmed && !t.effects.is_empty())
+            .map(|t| t.partition)
+            .collect();
+        if parts.is_empty() {
+            return None;
+        }
+        parts.sort_unstable();
+        parts.dedup();
+        let labels: Vec<String> = parts
+            .iter()
+            .map(|p| p.map_or_else(|| "-".to_owned(), |p| p.to_string()))
+            .collect();
+        Some(labels.join(","))
+    }
+
     /// Every kept transition, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &Transition> {
         self.0.iter()

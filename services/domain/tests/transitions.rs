@@ -2445,3 +2445,44 @@ fn a_redelivered_command_replays_its_recorded_transition() {
         assert_eq!(direct.effects, first.effects, "{}", env.verb());
     }
 }
+
+#[test]
+fn the_unconfirmed_marker_names_each_partition_that_owes_effects_once() {
+    use holdpoint_domain::{Outbox, Outcome, Transition};
+    let at = time::OffsetDateTime::UNIX_EPOCH;
+    let org = OrgId::parse("acme").expect("org");
+    let owing = |id: &str, partition: Option<u32>| {
+        let mut effects = Effects::default();
+        effects.audit.push(Event::new(
+            &org,
+            None,
+            id,
+            "marker",
+            at,
+            EventData::DeadLetter {
+                subject: "s".into(),
+                stream_sequence: 1,
+                reason: "r".into(),
+            },
+        ));
+        Transition {
+            command_id: id.into(),
+            at,
+            partition,
+            confirmed: false,
+            outcome: Outcome::ok(id, Accepted::Unchanged),
+            effects,
+        }
+    };
+    let mut outbox = Outbox::default();
+    assert_eq!(outbox.unconfirmed_marker(), None);
+    outbox.push(owing("a", Some(3)));
+    outbox.push(owing("b", Some(3)));
+    outbox.push(owing("c", None));
+    outbox.push(owing("d", Some(1)));
+    assert_eq!(outbox.unconfirmed_marker().as_deref(), Some("-,1,3"));
+    outbox.confirm(|t| t.command_id != "b");
+    assert_eq!(outbox.unconfirmed_marker().as_deref(), Some("3"));
+    outbox.confirm(|_| true);
+    assert_eq!(outbox.unconfirmed_marker(), None);
+}

@@ -48,7 +48,7 @@ use tracing::{debug, warn};
 use crate::cache::{Record, RecordCache, SessionCache};
 use crate::delivery::Delivery;
 use crate::relay::{self, Owed};
-use crate::working::{Key, KeysOf, WorkingSet, encode};
+use crate::working::{Key, KeysOf, WorkingSet, encode, outbox_of};
 use crate::{Failpoint, WorkerConfig};
 
 /// How many times a batch decides again the commands that lost a race.
@@ -468,10 +468,17 @@ impl Runner {
                 let Some(record) = slot.record.as_deref() else {
                     continue;
                 };
+                let marker = outbox_of(record).and_then(|o| o.unconfirmed_marker());
                 let started = match encode(record) {
                     Ok(body) => {
                         self.bus
-                            .cas_start(key.bucket(), key.kv(), slot.revision, body)
+                            .cas_start(
+                                key.bucket(),
+                                key.kv(),
+                                slot.revision,
+                                body,
+                                marker.as_deref(),
+                            )
                             .await
                     }
                     Err(e) => Err(e),

@@ -22,6 +22,7 @@
 //! window. In that one case a copy it did manage to store is stored again, with the
 //! same CloudEvents `id` (RELIABILITY.md).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer;
@@ -106,6 +107,12 @@ pub enum Scope {
 /// owners committed since `checkpoint`, in records written since then, and records
 /// them confirmed. Returns how many transitions it relayed.
 ///
+/// The sweep reads the buckets' streams headers only: a write whose record owes
+/// effects carries [`holdpoint_bus::UNCONFIRMED_HEADER`] naming the partitions that
+/// owe them, so only the keys whose last write in the range names `p` (any
+/// partition, for [`Scope::Recent`]) are loaded, and the cost of a takeover is the
+/// number of writes since, not their size.
+///
 /// # Errors
 /// Transient when the buckets cannot be read or a publish fails (the caller tries
 /// again later; every publish is deduplicated).
@@ -125,8 +132,24 @@ pub async fn sweep(
     let mut relayed = 0;
     let traceparent = holdpoint_telemetry::trace::TraceContext::new_root().header_value();
     for bucket in [Bucket::Interactions, Bucket::Sessions] {
-        let found = scan(bus, bucket, since, horizon, scope, checkpoint).await?;
-        for (key, revision, mut record, owed) in found {
+        for key in marked(bus, bucket, since, scope).await? {
+            let Some((revision, mut record)) = load(bus, bucket, &key).await? else {
+                continue;
+            };
+            let owed: Vec<Owed> = match scope {
+                Scope::Partition(p) => due(&record, horizon, p, checkpoint)
+                    .into_iter()
+                    .filter(|t| t.partition == p)
+                    .map(Owed::of)
+                    .collect(),
+                Scope::Recent => due(&record, horizon, None, None)
+                    .into_iter()
+                    .map(Owed::of)
+                    .collect(),
+            };
+            if owed.is_empty() {
+                continue;
+            }
             for o in &owed {
                 bus.publish_effects(&o.effects, &traceparent)
                     .await?
@@ -137,9 +160,12 @@ pub async fn sweep(
             // Record them confirmed, unless the record moved on meanwhile (its
             // writer confirms what it knows).
             let ids: Vec<&str> = owed.iter().map(|o| o.command_id.as_str()).collect();
-            let changed = confirm(&mut record, &ids);
-            if changed {
-                match bus.cas(bucket, &key, revision, encode(&record)?).await {
+            if confirm(&mut record, &ids) {
+                let marker = outbox_of(&record).and_then(|o| o.unconfirmed_marker());
+                match bus
+                    .cas(bucket, &key, revision, encode(&record)?, marker.as_deref())
+                    .await
+                {
                     Ok(_) => {}
                     Err(e) if e.kind() == ErrorKind::Conflict => {}
                     Err(e) => return Err(e),
@@ -165,18 +191,26 @@ fn confirm(record: &mut Record, ids: &[&str]) -> bool {
     }
 }
 
-type Found = (String, u64, Record, Vec<Owed>);
+/// Whether an [`holdpoint_bus::UNCONFIRMED_HEADER`] value names a partition `scope`
+/// sweeps.
+fn names(marker: &str, scope: Scope) -> bool {
+    match scope {
+        Scope::Recent => !marker.is_empty(),
+        Scope::Partition(p) => {
+            let want = p.map_or_else(|| "-".to_owned(), |p| p.to_string());
+            marker.split(',').any(|m| m.trim() == want)
+        }
+    }
+}
 
-/// Reads the records of `bucket` written since `since` and keeps those holding
-/// transitions of partition `p` that are due.
-async fn scan(
+/// The keys of `bucket` whose last write since `since` carries a marker `scope`
+/// sweeps, read from the bucket's stream headers only (no values).
+async fn marked(
     bus: &Bus,
     bucket: Bucket,
     since: OffsetDateTime,
-    horizon: OffsetDateTime,
     scope: Scope,
-    checkpoint: Option<OffsetDateTime>,
-) -> Result<Vec<Found>, BusError> {
+) -> Result<Vec<String>, BusError> {
     let name = match bucket {
         Bucket::Interactions => bus.topo.interactions_bucket(),
         _ => bus.topo.sessions_bucket(),
@@ -190,13 +224,15 @@ async fn scan(
         .create_consumer(consumer::pull::OrderedConfig {
             filter_subject: format!("$KV.{name}.>"),
             deliver_policy: consumer::DeliverPolicy::ByStartTime { start_time: since },
+            headers_only: true,
             ..Default::default()
         })
         .await
         .map_err(|e| BusError::transient("relay sweep", e))?;
-    let mut found = Vec::new();
+    // Each key's last write decides: a later write without the marker confirmed it.
+    let mut last: HashMap<String, bool> = HashMap::new();
     if consumer.cached_info().num_pending == 0 {
-        return Ok(found);
+        return Ok(Vec::new());
     }
     let prefix = format!("$KV.{name}.");
     let mut messages = consumer
@@ -209,45 +245,50 @@ async fn scan(
     {
         let msg = msg.map_err(|e| BusError::transient("relay sweep", e))?;
         let Ok(info) = msg.info() else { continue };
-        let (revision, remaining) = (info.stream_sequence, info.pending);
-        let key = msg.subject.strip_prefix(&prefix).unwrap_or("").to_owned();
-        if let Some(record) = decode(bucket, &key, &msg.payload) {
-            let owed: Vec<Owed> = match scope {
-                Scope::Partition(p) => due(&record, horizon, p, checkpoint)
-                    .into_iter()
-                    .filter(|t| t.partition == p)
-                    .map(Owed::of)
-                    .collect(),
-                Scope::Recent => due(&record, horizon, None, None)
-                    .into_iter()
-                    .map(Owed::of)
-                    .collect(),
-            };
-            if !owed.is_empty() {
-                found.push((key, revision, record, owed));
-            }
+        let remaining = info.pending;
+        if let Some(key) = msg.subject.strip_prefix(&prefix) {
+            let owes = msg
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(holdpoint_bus::UNCONFIRMED_HEADER))
+                .is_some_and(|v| names(v.as_str(), scope));
+            last.insert(key.to_owned(), owes);
         }
         if remaining == 0 {
             break;
         }
     }
-    Ok(found)
+    let mut keys: Vec<String> = last
+        .into_iter()
+        .filter_map(|(k, owes)| owes.then_some(k))
+        .collect();
+    keys.sort_unstable();
+    Ok(keys)
 }
 
-fn decode(bucket: Bucket, key: &str, payload: &[u8]) -> Option<Record> {
-    match bucket {
-        Bucket::Interactions => serde_json::from_slice::<Interaction>(payload)
-            .ok()
-            .map(Record::Interaction),
-        _ if key.split('.').count() == 3 => serde_json::from_slice::<Lane>(payload)
-            .ok()
-            .map(Record::Lane),
-        _ => serde_json::from_slice::<Session>(payload)
-            .ok()
-            .map(Record::Session),
+/// The latest value of `key` and its revision (`None`: deleted, or a value that
+/// does not decode, which is logged and skipped).
+async fn load(bus: &Bus, bucket: Bucket, key: &str) -> Result<Option<(u64, Record)>, BusError> {
+    let key = key.to_owned();
+    let loaded = match bucket {
+        Bucket::Interactions => bus
+            .load::<Interaction>(bucket, key.clone())
+            .await
+            .map(|l| l.value.map(|v| (l.revision, Record::Interaction(v)))),
+        _ if key.split('.').count() == 3 => bus
+            .load::<Lane>(bucket, key.clone())
+            .await
+            .map(|l| l.value.map(|v| (l.revision, Record::Lane(v)))),
+        _ => bus
+            .load::<Session>(bucket, key.clone())
+            .await
+            .map(|l| l.value.map(|v| (l.revision, Record::Session(v)))),
+    };
+    match loaded {
+        Err(e) if e.kind() == ErrorKind::Permanent => {
+            warn!(key, error = %e, "relay sweep skipped a record that does not decode");
+            Ok(None)
+        }
+        other => other,
     }
-    .or_else(|| {
-        warn!(key, "relay sweep skipped a record that does not decode");
-        None
-    })
 }
