@@ -7,12 +7,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
 
+use crate::digest::digest;
 use crate::ids::{
     CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
-    SessionId, TaskId, digest,
+    SessionId, TaskId,
 };
-use crate::model::{Answer, CallResult, CloseReason, Kind, LaneContent, SessionMode, TaskState};
-use crate::session::Admission;
+use crate::vocab::{
+    Admission, Answer, CallResult, CloseReason, Kind, LaneContent, SessionMode, TaskState,
+};
 
 /// The seed 000 extension URI, under which status messages carry the open interaction.
 pub const EXTENSION_URI: &str = "https://docs.nylorun.com/a2a/interactions/v1";

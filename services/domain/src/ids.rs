@@ -161,7 +161,7 @@ macro_rules! ascii_id {
             }
 
             fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-                crate::schema::ascii_id_schema(concat!($($doc, "\n",)* ""))
+                crate::schema::ascii_id_schema(concat!($($doc, "\n",)* ""), MAX_ID_LEN)
             }
         }
     };
@@ -284,21 +284,8 @@ impl schemars::JsonSchema for PersonId {
     }
 
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        crate::schema::person_schema()
+        crate::schema::person_schema(MAX_PERSON_LEN)
     }
-}
-
-/// Lower-case hex SHA-256 of the parts, each followed by a NUL separator.
-///
-/// Used for command ids and event ids, so the same inputs always give the same id.
-pub fn digest(parts: &[&str]) -> String {
-    use sha2::{Digest as _, Sha256};
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update(p.as_bytes());
-        h.update([0u8]);
-    }
-    hex::encode(h.finalize())
 }
 
 #[cfg(test)]
@@ -365,5 +352,18 @@ mod tests {
         assert!(bad.is_err());
         let good: OrgId = serde_json::from_str("\"acme\"").expect("valid");
         assert_eq!(good.as_str(), "acme");
+    }
+
+    #[cfg(feature = "schema")]
+    #[test]
+    fn ids_say_string_with_pattern_and_length() {
+        let s = schemars::schema_for!(OrgId);
+        let v = s.as_value();
+        assert_eq!(v["type"], "string");
+        assert_eq!(v["minLength"], 1);
+        assert_eq!(v["maxLength"], MAX_ID_LEN);
+        assert_eq!(v["pattern"], crate::schema::ASCII_ID_PATTERN);
+        let p = schemars::schema_for!(PersonId);
+        assert_eq!(p.as_value()["maxLength"], MAX_PERSON_LEN);
     }
 }

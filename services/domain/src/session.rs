@@ -20,8 +20,8 @@ use std::collections::VecDeque;
 use crate::ids::{
     IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId, SessionId, TaskId,
 };
-use crate::model::{Answer, SessionMode};
 use crate::transition::{Outbox, Transition};
+use crate::vocab::{Admission, Answer, SessionMode};
 use serde::{Deserialize, Serialize};
 
 /// How many recent deliveries a lane remembers, to recognise a redelivered message.
@@ -79,17 +79,6 @@ impl Session {
     pub(crate) fn push_outbox(&mut self, t: Transition) {
         self.outbox.push(t);
     }
-}
-
-/// How the lane took a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "lowercase")]
-pub enum Admission {
-    /// Its turn started.
-    Admitted,
-    /// Kept; its turn starts when the running one ends.
-    Queued,
 }
 
 /// A message the lane took, remembered so a redelivery is recognised by message id.

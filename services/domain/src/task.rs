@@ -20,7 +20,7 @@ use time::OffsetDateTime;
 
 use crate::event::{OpenInteractionRef, TaskStatusData};
 use crate::ids::{CallId, ContextId, InteractionId, OrgId, TaskId};
-use crate::model::{Kind, TaskState};
+use crate::vocab::{Kind, TaskState};
 
 /// How many tool calls one task may hold over its life.
 pub const MAX_TASK_CALLS: usize = 1024;
@@ -62,7 +62,7 @@ pub struct Left {
 
 impl Waiting {
     /// The entry for interaction `i`, listed by `command_id`.
-    pub fn of(i: &crate::model::Interaction, command_id: &str) -> Self {
+    pub fn of(i: &crate::interaction::Interaction, command_id: &str) -> Self {
         Waiting {
             interaction_id: i.id.clone(),
             kind: i.kind(),
@@ -187,7 +187,11 @@ impl Task {
     /// list and its decision was not committed (the worker died between the task's
     /// write and the interaction's, and the redelivered command was refused). Returns
     /// whether it did.
-    pub(crate) fn restore(&mut self, i: &crate::model::Interaction, command_id: &str) -> bool {
+    pub(crate) fn restore(
+        &mut self,
+        i: &crate::interaction::Interaction,
+        command_id: &str,
+    ) -> bool {
         let Some(at) = self
             .left
             .iter()

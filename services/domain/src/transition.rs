@@ -22,9 +22,10 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::command::{CommandEnvelope, Outcome};
+use crate::command::CommandEnvelope;
 use crate::event::Event;
-use crate::model::LaneMessage;
+use crate::outcome::Outcome;
+use crate::vocab::LaneMessage;
 
 /// How many recent transitions a record keeps (confirmed ones without their effects).
 pub const OUTBOX_KEEP: usize = 8;

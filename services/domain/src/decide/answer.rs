@@ -9,17 +9,18 @@
 use serde_json::Value;
 use time::format_description::well_known::Rfc3339;
 
-use crate::command::{Accepted, AnswerCommand, AnswerInput, AnswerRoute};
+use crate::Admission;
 use crate::error::ErrorCode;
 use crate::event::EventData;
 use crate::ids::MessageId;
-use crate::model::{
-    Answer, CallResult, Interaction, Kind, LaneContent, LaneMessage, Resolution, Spec, State,
-};
 use crate::rules::{question_output, read_answer};
-use crate::session::{Admission, DeliveredAnswer, Delivery, Lane, Session, SessionStatus};
+use crate::session::{DeliveredAnswer, Delivery, Lane, Session, SessionStatus};
 use crate::task::Task;
 use crate::transition::Effects;
+use crate::{Accepted, AnswerCommand, AnswerInput, AnswerRoute};
+use crate::{
+    Answer, CallResult, Interaction, Kind, LaneContent, LaneMessage, Resolution, Spec, State,
+};
 
 use super::events::{self, LaneNote};
 use super::{Ctx, Decision, Snapshot, Writes, blocks, live_session, reject, session_missing};
@@ -148,7 +149,7 @@ fn resolution(
     ctx: &Ctx,
     a: &AnswerCommand,
     answer: Answer,
-    outcome: &crate::command::Outcome,
+    outcome: &crate::Outcome,
 ) -> Resolution {
     Resolution {
         key: a.key.clone(),

@@ -2,12 +2,12 @@
 //! interrupted, a lane message superseded it, it expired, it was canceled), and the
 //! tool executor reports the result of a released call.
 
-use crate::command::Accepted;
+use crate::Accepted;
 use crate::error::ErrorCode;
 use crate::event::EventData;
 use crate::ids::{InteractionId, MessageId};
-use crate::model::{Answer, CallResult, CloseReason, Closure, Spec, State};
 use crate::transition::Effects;
+use crate::{Answer, CallResult, CloseReason, Closure, Spec, State};
 
 use super::answer::leave_pending;
 use super::{Ctx, Decision, Snapshot, Writes, accept, blocks, events, reject};

@@ -5,11 +5,11 @@
 use serde_json::Value;
 use time::OffsetDateTime;
 
+use crate::Admission;
 use crate::event::{Event, EventData};
 use crate::ids::{LaneId, MessageId, OrgId, PersonId, SessionId};
-use crate::model::{CallResult, Interaction, LaneContent, Spec};
-use crate::session::Admission;
 use crate::task::Task;
+use crate::{CallResult, Interaction, LaneContent, Spec};
 
 /// The event announcing a new interaction (`approval-requested`,
 /// `question-asked` or `connection-requested`).

@@ -6,13 +6,14 @@
 //! an ended or unknown session is `NRY-0002`. A message on a product session's lane
 //! closes the questions open on it (superseded). Message ids are keys of their lane.
 
-use crate::command::{Accepted, Command, CommandEnvelope, Outcome};
+use crate::Admission;
 use crate::error::{ErrorCode, Rejection};
 use crate::ids::{InteractionId, LaneId, MessageId, PersonId, SessionId};
-use crate::model::{CloseReason, LaneContent, LaneMessage, SessionMode};
 use crate::rules::{MAX_TEXT_CHARS, forbidden_control};
-use crate::session::{Admission, Delivery, Lane, Session, SessionStatus};
+use crate::session::{Delivery, Lane, Session, SessionStatus};
 use crate::transition::Effects;
+use crate::{Accepted, Command, CommandEnvelope, Outcome};
+use crate::{CloseReason, LaneContent, LaneMessage, SessionMode};
 
 use super::events::{self, LaneNote};
 use super::{Ctx, Decision, Snapshot, Writes, accept, live_session, reject, session_missing};

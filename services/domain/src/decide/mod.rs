@@ -33,13 +33,13 @@ mod session;
 
 use time::OffsetDateTime;
 
-use crate::command::{Command, CommandEnvelope, Outcome};
 use crate::error::{ErrorCode, Rejection};
 use crate::ids::{LaneId, OrgId, SessionId, TaskId};
-use crate::model::{Interaction, Kind, SessionMode};
 use crate::session::{Lane, Session};
 use crate::task::Task;
 use crate::transition::{Effects, Transition};
+use crate::{Command, CommandEnvelope, Outcome};
+use crate::{Interaction, Kind, SessionMode};
 
 /// The records a command touches, as loaded (revisions are the worker's business).
 #[derive(Debug, Clone, Copy, Default)]
@@ -79,7 +79,7 @@ impl Ctx {
         }
     }
 
-    fn outcome(&self, result: Result<crate::command::Accepted, Rejection>) -> Outcome {
+    fn outcome(&self, result: Result<crate::Accepted, Rejection>) -> Outcome {
         Outcome {
             command_id: self.command_id.clone(),
             result,
@@ -181,7 +181,7 @@ fn reject(ctx: &Ctx, code: ErrorCode, message: impl Into<String>) -> Decision {
     Decision::reply(ctx.outcome(Err(Rejection::new(code, message))))
 }
 
-fn accept(ctx: &Ctx, a: crate::command::Accepted) -> Decision {
+fn accept(ctx: &Ctx, a: crate::Accepted) -> Decision {
     Decision::reply(ctx.outcome(Ok(a)))
 }
 
@@ -237,7 +237,7 @@ fn undo_partial_task_write(snap: Snapshot<'_>, env: &CommandEnvelope, ctx: &Ctx,
     };
     let mut fixed = task.clone();
     let changed = match snap.interaction {
-        Some(i) if i.state == crate::model::State::Pending => fixed.restore(i, &ctx.command_id),
+        Some(i) if i.state == crate::State::Pending => fixed.restore(i, &ctx.command_id),
         None => fixed.forget_opening(id, &ctx.command_id),
         Some(_) => false,
     };
@@ -324,7 +324,7 @@ pub fn needs(
         },
         Command::Open(o) => {
             let product = mode == Some(SessionMode::Product)
-                && matches!(o.request, crate::command::OpenRequest::Question { .. });
+                && matches!(o.request, crate::OpenRequest::Question { .. });
             Needs {
                 task: Some(o.task_id.clone()),
                 session: Some(o.session.clone()),

@@ -6,15 +6,15 @@
 //! in the context it was first opened in. Reopening the same interaction with the
 //! same content is a no-op; with other content, a conflict.
 
-use crate::command::{Accepted, OpenInteraction};
+use crate::digest::digest;
 use crate::error::ErrorCode;
 use crate::event::EventData;
-use crate::ids::digest;
-use crate::model::{CloseReason, Closure, Interaction, State};
 use crate::rules::{canonical_json, spec_from_request};
 use crate::session::{Lane, MAX_OPEN_QUESTIONS, OpenQuestion, SessionStatus};
 use crate::task::{MAX_TASK_CALLS, Task, Waiting};
 use crate::transition::Effects;
+use crate::{Accepted, OpenInteraction};
+use crate::{CloseReason, Closure, Interaction, State};
 
 use super::{
     Ctx, Decision, Snapshot, Writes, accept, blocks, events, live_session, reject, session_missing,

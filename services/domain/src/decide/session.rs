@@ -1,13 +1,13 @@
 //! A session opens, closes (refuses new messages and interactions) or ends (answers
 //! as not found from then on).
 
-use crate::command::{Accepted, DEFAULT_LANE_CAPACITY};
+use crate::SessionMode;
 use crate::error::ErrorCode;
 use crate::event::{Event, EventData};
 use crate::ids::SessionId;
-use crate::model::SessionMode;
 use crate::session::{MAX_LANE_CAPACITY, Session, SessionStatus};
 use crate::transition::Effects;
+use crate::{Accepted, DEFAULT_LANE_CAPACITY};
 
 use super::{Ctx, Decision, Writes, accept, live_session, reject, session_missing};
 

@@ -1,0 +1,226 @@
+//! The interaction record, the source of truth for one interaction (KV
+//! `HP_INTERACTIONS`, key `<org>.<interactionId>`), and the views the APIs show of it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::ids::{
+    CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
+    SessionId, TaskId,
+};
+use crate::outcome::Outcome;
+use crate::transition::{Outbox, Transition};
+use crate::vocab::{Answer, CallResult, CloseReason, Kind, SessionMode, Spec, State};
+
+/// The resolving answer, kept forever on the record (DESIGN guarantee 2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Resolution {
+    /// The idempotency key that resolved it.
+    pub key: IdempotencyKey,
+    /// The command id that resolved it.
+    pub command_id: String,
+    /// Who answered (`approvedBy` for approvals).
+    pub by: PersonId,
+    /// When, RFC 3339.
+    #[serde(with = "crate::timestamp")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
+    pub at: OffsetDateTime,
+    /// The recorded answer; a later body never changes it.
+    pub answer: Answer,
+    /// What the answer returned, replayed to every retry with the same key.
+    pub outcome: Outcome,
+}
+
+/// The closing of an interaction without an answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Closure {
+    /// Why.
+    pub reason: CloseReason,
+    /// When.
+    #[serde(with = "crate::timestamp")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
+    pub at: OffsetDateTime,
+    /// The lane message that superseded it, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_message: Option<MessageId>,
+}
+
+/// The interaction record (KV `<org>.<interactionId>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Interaction {
+    /// The id (effect id for approvals, UUID for questions).
+    pub id: InteractionId,
+    /// The owning organisation.
+    pub org: OrgId,
+    /// The session.
+    pub session: SessionId,
+    /// The session's mode when opened.
+    pub mode: SessionMode,
+    /// The lane.
+    pub lane: LaneId,
+    /// The A2A task.
+    pub task_id: TaskId,
+    /// The A2A context.
+    pub context_id: ContextId,
+    /// The tool call it blocks.
+    pub call_id: CallId,
+    /// What it is about.
+    pub spec: Spec,
+    /// The prompt shown to the person.
+    pub prompt: String,
+    /// Lifecycle state.
+    pub state: State,
+    /// When it opened.
+    #[serde(with = "crate::timestamp")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
+    pub opened_at: OffsetDateTime,
+    /// Digest of the open command's content: reopening with the same content is a
+    /// no-op, with other content a conflict.
+    pub open_digest: String,
+    /// The answer that resolved it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<Resolution>,
+    /// How it closed without an answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closure: Option<Closure>,
+    /// How the blocked call finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<CallResult>,
+    /// Recent transitions, newest last (see [`crate::transition`]).
+    #[serde(default)]
+    pub outbox: Outbox,
+}
+
+impl Interaction {
+    /// This interaction's kind.
+    pub fn kind(&self) -> Kind {
+        self.spec.kind()
+    }
+
+    /// The public view (no outbox; arguments only under `call`).
+    pub fn view(&self) -> InteractionView {
+        let call = match &self.spec {
+            Spec::Approval {
+                server,
+                tool,
+                arguments,
+                arguments_digest,
+                ..
+            } => Some(HeldCall {
+                server: server.clone(),
+                tool: tool.clone(),
+                arguments: arguments.clone(),
+                arguments_digest: arguments_digest.clone(),
+            }),
+            _ => None,
+        };
+        InteractionView {
+            interaction_id: self.id.clone(),
+            kind: self.kind(),
+            state: self.state,
+            prompt: self.prompt.clone(),
+            detail: self.spec.detail(),
+            task_id: self.task_id.clone(),
+            context_id: self.context_id.clone(),
+            session_id: self.session.clone(),
+            mode: self.mode,
+            lane: self.lane.clone(),
+            call_id: self.call_id.clone(),
+            opened_at: self.opened_at,
+            call,
+            resolution: self.resolution.as_ref().map(|r| ResolutionView {
+                by: r.by.clone(),
+                at: r.at,
+                answer: r.answer.clone(),
+            }),
+            closure: self.closure.clone(),
+            result: self.result.clone(),
+        }
+    }
+
+    pub(crate) fn push_outbox(&mut self, t: Transition) {
+        self.outbox.push(t);
+    }
+}
+
+/// The held call as the person sees it before approving.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HeldCall {
+    /// MCP server.
+    pub server: String,
+    /// Tool.
+    pub tool: String,
+    /// The exact arguments that approval releases.
+    pub arguments: Value,
+    /// Their digest; send it back as `argumentsDigest` to bind the approval to it.
+    pub arguments_digest: String,
+}
+
+/// Who answered what, when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ResolutionView {
+    /// The person (`approvedBy` for approvals).
+    pub by: PersonId,
+    /// When.
+    #[serde(with = "crate::timestamp")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
+    pub at: OffsetDateTime,
+    /// The recorded answer.
+    pub answer: Answer,
+}
+
+/// `GET /v1/interactions/{id}` body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct InteractionView {
+    /// The id.
+    pub interaction_id: InteractionId,
+    /// Kind.
+    pub kind: Kind,
+    /// State.
+    pub state: State,
+    /// Prompt.
+    pub prompt: String,
+    /// Seed 000 `detail`.
+    pub detail: Value,
+    /// A2A task.
+    pub task_id: TaskId,
+    /// A2A context.
+    pub context_id: ContextId,
+    /// Session.
+    pub session_id: SessionId,
+    /// Session mode.
+    pub mode: SessionMode,
+    /// Lane.
+    pub lane: LaneId,
+    /// The blocked call.
+    pub call_id: CallId,
+    /// When it opened.
+    #[serde(with = "crate::timestamp")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
+    pub opened_at: OffsetDateTime,
+    /// For approvals: the held call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<HeldCall>,
+    /// The resolution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<ResolutionView>,
+    /// The closure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closure: Option<Closure>,
+    /// The blocked call's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<CallResult>,
+}

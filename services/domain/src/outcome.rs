@@ -1,0 +1,57 @@
+//! What a command achieved: its [`Outcome`], success ([`Accepted`]) or a
+//! [`Rejection`]. The worker replies with it, stores it with the transition, and the
+//! ingress turns it into an HTTP status and body.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{ErrorCode, Rejection};
+
+/// What a command achieved, when it succeeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum Accepted {
+    /// A session or interaction was opened (or already was, with the same content).
+    Opened,
+    /// An answer resolved the interaction (blocking) or its turn was admitted
+    /// (product).
+    Resolved,
+    /// An interaction or session was closed.
+    Closed,
+    /// A released call's result was recorded.
+    Finished,
+    /// A lane message was admitted and its turn started.
+    Admitted,
+    /// Nothing to do (e.g. a turn that already ended).
+    Unchanged,
+}
+
+/// The worker's reply for one command: HTTP status and body derive from it. Stored
+/// with the resolution, so a retry with the same key gets the same outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Outcome {
+    /// The command.
+    pub command_id: String,
+    /// Success or a rejection.
+    pub result: Result<Accepted, Rejection>,
+}
+
+impl Outcome {
+    /// Success.
+    pub fn ok(command_id: &str, a: Accepted) -> Self {
+        Self {
+            command_id: command_id.to_owned(),
+            result: Ok(a),
+        }
+    }
+
+    /// A rejection.
+    pub fn err(command_id: &str, code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            command_id: command_id.to_owned(),
+            result: Err(Rejection::new(code, message)),
+        }
+    }
+}
