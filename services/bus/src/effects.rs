@@ -46,16 +46,29 @@ impl Inflight {
     /// # Errors
     /// The first failed PubAck, typed (see [`BusError::publish`]).
     pub async fn confirmed(self) -> Result<(), BusError> {
+        self.stored_new().await.map(|_| ())
+    }
+
+    /// Waits for every PubAck, like [`Inflight::confirmed`], and counts the messages
+    /// JetStream stored anew (not dropped as duplicates inside its duplicate window).
+    ///
+    /// # Errors
+    /// As [`Inflight::confirmed`].
+    pub async fn stored_new(self) -> Result<usize, BusError> {
         let results = futures::future::join_all(
             self.0
                 .into_iter()
                 .map(|(op, f)| async move { (op, f.await) }),
         )
         .await;
+        let mut fresh = 0;
         for (op, r) in results {
-            r.map_err(|e| BusError::publish(op, &e))?;
+            let ack = r.map_err(|e| BusError::publish(op, &e))?;
+            if !ack.duplicate {
+                fresh += 1;
+            }
         }
-        Ok(())
+        Ok(fresh)
     }
 }
 
