@@ -57,10 +57,16 @@ async fn question_answer_follows_seed_003() {
         State::Pending
     );
 
-    let r = ana.post(&path, &seed_answer()).await;
+    let r = ana.post_keyed(&path, "k-seed", &seed_answer()).await;
     assert_eq!(r.status, 204, "{r:?}");
-    // Same body again: the recorded outcome, not a conflict.
-    assert_eq!(ana.post(&path, &seed_answer()).await.status, 204);
+    // The same key again: the recorded outcome, not a conflict.
+    assert_eq!(
+        ana.post_keyed(&path, "k-seed", &seed_answer()).await.status,
+        204
+    );
+    // The same body without a key: a second press on a blocking session, a conflict.
+    let r = ana.post(&path, &seed_answer()).await;
+    assert_eq!((r.status, r.code()), (409, "NRY-0009"), "{r:?}");
     // A different answer: conflict.
     let r = ana
         .post(

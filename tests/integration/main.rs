@@ -25,4 +25,5 @@ mod product;
 mod schemas;
 mod shutdown;
 mod streams;
+mod task_view;
 mod text;

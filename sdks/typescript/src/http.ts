@@ -32,8 +32,9 @@ export interface CallOptions {
 export interface AnswerOptions extends CallOptions {
   /**
    * The answer's idempotency key (`Idempotency-Key`, 1-128 printable ASCII). A
-   * retry with the same key answers once and returns as the first did; without
-   * one, Holdpoint derives a key from (person, operation, body).
+   * retry with the same key answers once and returns as the first did. Without
+   * one each call is a new press: a second answer on a blocking session is a
+   * `ConflictError` (`NRY-0009`).
    */
   idempotencyKey?: string;
 }

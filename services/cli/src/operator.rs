@@ -62,7 +62,8 @@ pub struct AnswerArgs {
     /// optionally `:` and free text. E.g. `--answer 0 --answer "2:Keep both"`.
     #[arg(long = "answer", required = true)]
     pub answers: Vec<String>,
-    /// Idempotency key (default: derived from you and the body).
+    /// Idempotency key (default: a fresh one for this invocation, printed when the
+    /// outcome is unknown, so a retry with it answers once).
     #[arg(long)]
     pub key: Option<String>,
 }
@@ -81,7 +82,8 @@ pub struct ApproveArgs {
     /// Why.
     #[arg(long)]
     pub reason: Option<String>,
-    /// Idempotency key (default: derived from you and the body).
+    /// Idempotency key (default: a fresh one for this invocation, printed when the
+    /// outcome is unknown, so a retry with it answers once).
     #[arg(long)]
     pub key: Option<String>,
 }
@@ -159,13 +161,17 @@ impl Client {
         json_or_error(resp).await
     }
 
+    /// POSTs an answer with `Idempotency-Key: key` (or a fresh `cli-<uuid>`): a `503`
+    /// names the key to retry with.
     async fn post(&self, path: &str, body: &Value, key: Option<&str>) -> anyhow::Result<u16> {
-        let mut r = self
+        let key = key.map_or_else(
+            || format!("cli-{}", uuid::Uuid::new_v4().simple()),
+            str::to_owned,
+        );
+        let r = self
             .req(self.http.post(format!("{}{path}", self.args.url)))
+            .header("Idempotency-Key", &key)
             .json(body);
-        if let Some(k) = key {
-            r = r.header("Idempotency-Key", k);
-        }
         let spinner = waiting(!self.args.json);
         let resp = r
             .send()
@@ -177,7 +183,10 @@ impl Client {
         let resp = resp?;
         let status = resp.status().as_u16();
         if status >= 400 {
-            json_or_error(resp).await?;
+            json_or_error(resp).await.map_err(|e| match status {
+                503 => anyhow::anyhow!("{e} (retry with --key {})", terminal::line(&key)),
+                _ => e,
+            })?;
         }
         Ok(status)
     }
@@ -202,13 +211,8 @@ async fn json_or_error(resp: reqwest::Response) -> anyhow::Result<Value> {
     let code = body["code"].as_str().unwrap_or("?");
     let title = body["title"].as_str().unwrap_or("");
     let msg = body["message"].as_str().unwrap_or("");
-    let retry = if code == "NRY-0050" {
-        " (retry with the same --key)"
-    } else {
-        ""
-    };
     bail!(
-        "{} {} {}: {}{retry}",
+        "{} {} {}: {}",
         status.as_u16(),
         terminal::line(code),
         terminal::line(title),

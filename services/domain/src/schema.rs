@@ -3,7 +3,7 @@
 //! Every wire type derives [`schemars::JsonSchema`] when this feature is on; this
 //! module holds what the derives cannot say by themselves: the validated ids
 //! (`#[serde(try_from = "String")]`) are strings with a pattern and a length, and
-//! timestamps written with `time::serde::rfc3339` are `date-time` strings. The
+//! timestamps (written by [`crate::timestamp`]) are `date-time` strings. The
 //! documents under `schemas/` are generated from these impls by
 //! `holdpoint-contracts`.
 
@@ -61,7 +61,7 @@ pub fn person_schema(max_len: usize) -> Schema {
     })
 }
 
-/// Stands for an `OffsetDateTime` written with `time::serde::rfc3339`, in
+/// Stands for an `OffsetDateTime` written as RFC 3339 (see [`crate::timestamp`]), in
 /// `#[schemars(with = "...")]`.
 #[derive(Debug)]
 pub struct Rfc3339;

@@ -42,7 +42,7 @@ pub struct Waiting {
     /// Seed 000 `detail`: never a call's arguments.
     pub detail: Value,
     /// When it was opened, RFC 3339; the oldest is named first.
-    #[serde(with = "time::serde::rfc3339")]
+    #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub opened_at: OffsetDateTime,
     /// The command that listed it (its opening).
@@ -105,7 +105,7 @@ pub struct Task {
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     pub left: VecDeque<Left>,
     /// When the task's status last changed, RFC 3339 (A2A `status.timestamp`).
-    #[serde(with = "time::serde::rfc3339")]
+    #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub updated_at: OffsetDateTime,
 }

@@ -13,13 +13,12 @@
 use axum::extract::{FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
-use holdpoint_domain::{IdempotencyKey, digest, rules::canonical_json};
+use holdpoint_domain::IdempotencyKey;
 use holdpoint_telemetry::TraceContext;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::ApiError;
-use crate::identity::Caller;
 use crate::json_guard;
 use holdpoint_domain::ErrorCode;
 
@@ -38,7 +37,7 @@ pub fn is_json(headers: &HeaderMap, also: &[&str]) -> bool {
 /// `limit` bytes (else `413 NRY-0013`), no repeated key and no nesting deeper than
 /// [`json_guard::MAX_DEPTH`] (else `400 NRY-0001`), then typed as `T` (a struct
 /// that refuses unknown fields; else `400 NRY-0001`). Returns the typed body and
-/// the parsed value (the implicit idempotency key digests it).
+/// the parsed value.
 ///
 /// # Errors
 /// As listed.
@@ -74,18 +73,18 @@ pub async fn json_body<T: DeserializeOwned>(
 }
 
 /// The idempotency key of an answer: the `Idempotency-Key` header (exactly one,
-/// 1 to 128 printable ASCII characters), else `body-` + a digest of (person, `op`,
-/// canonical body), so the same person retrying the same body gets the same
-/// outcome (README "Idempotency keys").
+/// 1 to 128 printable ASCII characters), else a fresh `auto-<uuid>` for this request
+/// alone (README "Idempotency keys").
+///
+/// Without a key of the client's, every request is a new press: on a blocking
+/// session a second answer to an interaction already answered is `409 NRY-0009`
+/// ("already answered at …"), identical body or not, because the blocked call no
+/// longer waits (seed 003); only the same explicit key replays the recorded outcome.
+/// A product session still replays the recorded answer to any second press.
 ///
 /// # Errors
 /// `400 NRY-0001` for several headers or a malformed key.
-pub fn idempotency_key(
-    headers: &HeaderMap,
-    caller: &Caller,
-    op: &str,
-    body: &Value,
-) -> Result<IdempotencyKey, ApiError> {
+pub fn idempotency_key(headers: &HeaderMap) -> Result<IdempotencyKey, ApiError> {
     let mut given = headers.get_all("idempotency-key").iter();
     match (given.next(), given.next()) {
         (Some(_), Some(_)) => Err(ApiError::invalid("more than one Idempotency-Key header")),
@@ -96,10 +95,8 @@ pub fn idempotency_key(
             .ok_or_else(|| {
                 ApiError::invalid("Idempotency-Key must be 1 to 128 printable ASCII characters")
             }),
-        (None, _) => {
-            let d = digest(&[caller.person.as_str(), op, &canonical_json(body)]);
-            IdempotencyKey::parse(format!("body-{}", &d[..40])).map_err(ApiError::internal)
-        }
+        (None, _) => IdempotencyKey::parse(format!("auto-{}", uuid::Uuid::new_v4().simple()))
+            .map_err(ApiError::internal),
     }
 }
 

@@ -155,7 +155,7 @@ export interface paths {
         put?: never;
         /**
          * Answer an agent's question (ask_user)
-         * @description One entry per question, in the order asked. On a blocking session the 204 means the blocked call runs again; on a product session the answer becomes the person's next message on the lane. The idempotency key is the `Idempotency-Key` header, else a digest of (person, operation, body).
+         * @description One entry per question, in the order asked. On a blocking session the 204 means the blocked call runs again; on a product session the answer becomes the person's next message on the lane. The idempotency key is the `Idempotency-Key` header; without one, each request is a new press (a second answer on a blocking session is `409 NRY-0009`).
          */
         post: operations["answerQuestion"];
         delete?: never;
@@ -1042,7 +1042,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The answer's idempotency key (1 to 128 printable ASCII). Without it, a digest of (person, operation, body): the same person retrying the same body gets the same outcome. */
+                /** @description The answer's idempotency key (1 to 128 printable ASCII): the same key replays the recorded outcome, so send one and retry a 503 with it. Without it each request is a new press: on a blocking session, an answer to an interaction already answered is `409 NRY-0009` ("already answered at …"), identical body or not; a product session replays the recorded answer. */
                 "Idempotency-Key"?: components["schemas"]["IdempotencyKey"];
             };
             path: {
@@ -1145,7 +1145,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The answer's idempotency key (1 to 128 printable ASCII). Without it, a digest of (person, operation, body): the same person retrying the same body gets the same outcome. */
+                /** @description The answer's idempotency key (1 to 128 printable ASCII): the same key replays the recorded outcome, so send one and retry a 503 with it. Without it each request is a new press: on a blocking session, an answer to an interaction already answered is `409 NRY-0009` ("already answered at …"), identical body or not; a product session replays the recorded answer. */
                 "Idempotency-Key"?: components["schemas"]["IdempotencyKey"];
             };
             path: {
@@ -1248,7 +1248,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The answer's idempotency key (1 to 128 printable ASCII). Without it, a digest of (person, operation, body): the same person retrying the same body gets the same outcome. */
+                /** @description The answer's idempotency key (1 to 128 printable ASCII): the same key replays the recorded outcome, so send one and retry a 503 with it. Without it each request is a new press: on a blocking session, an answer to an interaction already answered is `409 NRY-0009` ("already answered at …"), identical body or not; a product session replays the recorded answer. */
                 "Idempotency-Key"?: components["schemas"]["IdempotencyKey"];
             };
             path: {

@@ -5,7 +5,7 @@
 //! ([`holdpoint_domain::rules::read_answer`]).
 
 use a2a_lf::{
-    Message, Part, PartContent, Role, SendMessageRequest, SendMessageResponse, Task, error_code,
+    Message, Part, PartContent, Role, SendMessageRequest, SendMessageResponse, error_code,
 };
 use async_nats::jetstream::consumer;
 use futures::StreamExt as _;
@@ -231,9 +231,11 @@ async fn resolved_by_key(
     Ok(found)
 }
 
-/// Answers the task with `msg`: validates, finds the interaction, submits the
-/// answer and waits for the worker's outcome. Returns the task as it now is.
-pub async fn answer(ctx: &Ctx, req: SendMessageRequest) -> Result<Task, RpcError> {
+/// Answers the task with `msg`: validates, finds the interaction (the one named,
+/// else the one the task waits on: its oldest pending), submits the answer and waits
+/// for the worker's outcome. Returns the task as it now is: waiting on its next
+/// pending interaction, or `TASK_STATE_WORKING` when none is left.
+pub async fn answer(ctx: &Ctx, req: SendMessageRequest) -> Result<TaskView, RpcError> {
     check_history_length(req.configuration.as_ref().and_then(|c| c.history_length))?;
     let msg = req.message;
     if msg.role != Role::User {
@@ -334,27 +336,30 @@ pub async fn answer(ctx: &Ctx, req: SendMessageRequest) -> Result<Task, RpcError
         )
         .await
         .map_err(RpcError::unavailable)?;
-    match outcome.result {
-        Ok(_) => Ok(a2a_task(
-            &TaskView {
-                task_id: task,
-                context_id: view.context_id,
-                state: DTaskState::Working,
-                interaction: None,
-                at: OffsetDateTime::now_utc(),
-                sequence: 0,
-            },
-            false,
-        )),
-        Err(r) => Err(RpcError::from_rejection(r)),
+    if let Err(r) = outcome.result {
+        return Err(RpcError::from_rejection(r));
     }
+    // The task as it is now: waiting on its next pending interaction, if any.
+    let after = load_view(&ctx.state, org, &task).await?;
+    Ok(after.unwrap_or(TaskView {
+        task_id: task,
+        context_id: view.context_id,
+        state: DTaskState::Working,
+        interaction: None,
+        at: OffsetDateTime::now_utc(),
+        sequence: 0,
+    }))
 }
 
-/// `SendMessage`: answers, returns `{"task": …}` in `TASK_STATE_WORKING`.
+/// `SendMessage`: answers, returns `{"task": …}` as the task now is: waiting on its
+/// next pending interaction, else `TASK_STATE_WORKING`.
 pub async fn send_message(ctx: &Ctx, params: Value) -> Result<Value, RpcError> {
     let req: SendMessageRequest = parse_params(params)?;
-    let task = answer(ctx, req).await?;
-    to_json(&SendMessageResponse::Task(task))
+    let view = answer(ctx, req).await?;
+    to_json(&SendMessageResponse::Task(a2a_task(
+        &view,
+        ctx.negotiated.interactions(),
+    )))
 }
 
 #[cfg(test)]

@@ -131,8 +131,9 @@ pub async fn subscribe_to_task(
     ))
 }
 
-/// `SendStreamingMessage`: answers as `SendMessage`, then streams the task
-/// (`TASK_STATE_WORKING` first) until it waits for a person again.
+/// `SendStreamingMessage`: answers as `SendMessage` and streams the task as it then
+/// is; while it is working, its status updates follow until it waits for a person
+/// again. When it still waits (another interaction pending) the stream ends at once.
 pub async fn send_streaming_message(
     ctx: &Ctx,
     id: JsonRpcId,
@@ -144,26 +145,19 @@ pub async fn send_streaming_message(
         Err(refused) => return Ok(refused.into_response()),
     };
     let answered = answer(ctx, req).await?;
-    let task = parse_task_id(answered.id.clone())?;
     let ext = ctx.negotiated.interactions();
-    let now = load_view(&ctx.state, &ctx.caller.org, &task).await?;
-    let after = now.as_ref().map_or(0, |v| v.sequence);
-    let stored = task_stream(ctx, &task, after).await?;
-    let mut first = vec![StreamResponse::Task(answered)];
-    let mut last = (DTaskState::Working, None);
-    if let Some(v) = now.filter(|v| v.key() != last) {
-        last = v.key();
-        let waiting = v.waiting();
-        first.push(status_update(&v, ext));
-        if waiting {
-            return Ok(sse_items(
-                id,
-                first,
-                futures::stream::empty().boxed(),
-                permit,
-            ));
-        }
+    let first = vec![StreamResponse::Task(a2a_task(&answered, ext))];
+    // Still waiting (on the task's next pending interaction): the stream ends there.
+    if answered.waiting() {
+        return Ok(sse_items(
+            id,
+            first,
+            futures::stream::empty().boxed(),
+            permit,
+        ));
     }
+    let stored = task_stream(ctx, &answered.task_id, answered.sequence).await?;
+    let last = answered.key();
     Ok(sse_items(
         id,
         first,

@@ -1,10 +1,8 @@
 //! `GetTask`, `ListTasks` and `CancelTask`.
 
-use std::collections::BTreeMap;
-
 use a2a_lf::{CancelTaskRequest, GetTaskRequest, ListTasksRequest, ListTasksResponse, error_code};
-use holdpoint_domain::event::OpenInteractionRef;
-use holdpoint_domain::{State as IState, TaskId};
+use holdpoint_bus::records::Bucket;
+use holdpoint_domain::TaskId;
 use serde_json::Value;
 use time::OffsetDateTime;
 
@@ -54,8 +52,8 @@ fn parse_page_cursor(c: &str) -> Option<(i128, String)> {
     Some((t.parse().ok()?, id.to_owned()))
 }
 
-/// `ListTasks`: the caller's organisation's tasks that wait for a person now (from
-/// the pending interactions), most recently updated first.
+/// `ListTasks`: the caller's organisation's tasks that wait for a person now (their
+/// records in `HP_TASKS` with something pending), most recently updated first.
 pub async fn list_tasks(ctx: &Ctx, params: Value) -> Result<Value, RpcError> {
     let req: ListTasksRequest = parse_params(params)?;
     check_history_length(req.history_length)?;
@@ -74,37 +72,24 @@ pub async fn list_tasks(ctx: &Ctx, params: Value) -> Result<Value, RpcError> {
             parse_page_cursor(c).ok_or_else(|| RpcError::invalid_params("invalid pageToken"))?,
         ),
     };
-    let pending = ctx
+    let waiting = ctx
         .state
         .bus
-        .list_interactions(&ctx.caller.org)
+        .list_page(
+            Bucket::Tasks,
+            &ctx.caller.org,
+            |t: &holdpoint_domain::Task| !t.pending.is_empty(),
+            0,
+            usize::MAX,
+            usize::MAX,
+        )
         .await
-        .map_err(RpcError::unavailable)?;
-    // The newest pending interaction of each task is what the task waits for.
-    let mut newest: BTreeMap<String, holdpoint_domain::Interaction> = BTreeMap::new();
-    for i in pending.into_iter().filter(|i| i.state == IState::Pending) {
-        let replace = newest
-            .get(i.task_id.as_str())
-            .is_none_or(|n| (n.opened_at, n.id.as_str()) < (i.opened_at, i.id.as_str()));
-        if replace {
-            newest.insert(i.task_id.to_string(), i);
-        }
-    }
-    let mut views: Vec<TaskView> = newest
-        .into_values()
-        .map(|i| TaskView {
-            task_id: i.task_id.clone(),
-            context_id: i.context_id.clone(),
-            state: i.kind().task_state(),
-            interaction: Some(OpenInteractionRef {
-                interaction_id: i.id.clone(),
-                kind: i.kind(),
-                prompt: i.prompt.clone(),
-                detail: i.spec.detail(),
-            }),
-            at: i.opened_at,
-            sequence: 0,
-        })
+        .map_err(RpcError::unavailable)?
+        .items;
+    // Each names its oldest pending interaction, as GetTask does.
+    let mut views: Vec<TaskView> = waiting
+        .iter()
+        .map(|t| TaskView::of_record(t, 0))
         .filter(|v| {
             req.context_id
                 .as_deref()

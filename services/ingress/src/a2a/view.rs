@@ -1,8 +1,9 @@
-//! The task view. Holdpoint keeps no task store: a task is what its last
-//! `task-status` event on `hp.evt.<org>.<task>.task-status` says, read from the
-//! events stream ([`load_view`]), corrected by the interactions bucket when that
-//! event's open interaction is no longer pending (then `TASK_STATE_WORKING`). The
-//! subject is built from the caller's organisation, so another organisation's task
+//! The task view. A task is what its record in `HP_TASKS` says ([`load_view`]):
+//! while any of its interactions is pending it waits, naming the oldest pending one
+//! (the same one its `task-status` events name, and the one an answer without
+//! `interactionId` goes to); it shows `TASK_STATE_WORKING` only when none is
+//! pending. Status streams follow the task's `task-status` events from the last one.
+//! The key is built from the caller's organisation, so another organisation's task
 //! is simply not found. A waiting task's status message is the prompt as text;
 //! with the extension, it also lists the URI and carries
 //! `metadata[URI] = {interactionId, kind, prompt, detail}` (never arguments).
@@ -14,7 +15,7 @@ use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use holdpoint_domain::event::{OpenInteractionRef, TaskStatusData};
 use holdpoint_domain::timestamp;
 use holdpoint_domain::{
-    ContextId, EXTENSION_URI, Event, EventData, InteractionId, OrgId, State as IState, TaskId,
+    ContextId, EXTENSION_URI, Event, EventData, InteractionId, OrgId, TaskId,
     TaskState as DTaskState,
 };
 use serde_json::{Value, json};
@@ -53,6 +54,18 @@ impl TaskView {
         }
     }
 
+    /// The view of a task record: its oldest pending interaction, else working.
+    pub fn of_record(t: &holdpoint_domain::Task, sequence: u64) -> Self {
+        TaskView {
+            task_id: t.id.clone(),
+            context_id: t.context_id.clone(),
+            state: t.state(),
+            interaction: t.waiting_on().map(holdpoint_domain::Waiting::reference),
+            at: t.updated_at,
+            sequence,
+        }
+    }
+
     /// True while the task waits for a person.
     pub fn waiting(&self) -> bool {
         self.state != DTaskState::Working && self.interaction.is_some()
@@ -74,16 +87,38 @@ pub fn decode_status(payload: &[u8]) -> Option<(Event, TaskStatusData)> {
     }
 }
 
-/// The task `org/task` as its last `task-status` event shows it (see the module
-/// docs); `None` when the organisation has no such task.
+/// The task `org/task` as its record (`HP_TASKS`) shows it: waiting on its oldest
+/// pending interaction, else working (see the module docs); `None` when the
+/// organisation has no such task. `sequence` is the events-stream sequence of the
+/// task's last `task-status` event (or of the stream's end when it has none), where
+/// a status stream picks up.
 ///
 /// # Errors
-/// [`RpcError`] (internal, retryable) when NATS does not answer.
+/// [`RpcError`] (unavailable, retryable) when NATS does not answer.
 pub async fn load_view(
     state: &AppState,
     org: &OrgId,
     task: &TaskId,
 ) -> Result<Option<TaskView>, RpcError> {
+    let loaded = state
+        .bus
+        .load_task(org, task)
+        .await
+        .map_err(RpcError::unavailable)?;
+    let Some(record) = loaded.value.filter(|t| &t.org == org && &t.id == task) else {
+        return Ok(None);
+    };
+    let sequence = last_status_sequence(state, org, task).await?;
+    Ok(Some(TaskView::of_record(&record, sequence)))
+}
+
+/// The sequence of the last `task-status` event of `org/task`, else the events
+/// stream's last sequence (a stream from there on misses nothing newer).
+async fn last_status_sequence(
+    state: &AppState,
+    org: &OrgId,
+    task: &TaskId,
+) -> Result<u64, RpcError> {
     let subject = sse::event_filter(&state.bus.topo, org, Some(task), Some("task-status"));
     let stream = state
         .bus
@@ -91,34 +126,17 @@ pub async fn load_view(
         .get_stream_no_info(state.bus.topo.events_stream())
         .await
         .map_err(RpcError::unavailable)?;
-    let msg = match stream.get_last_raw_message_by_subject(&subject).await {
-        Ok(m) => m,
-        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(None),
-        Err(e) => return Err(RpcError::unavailable(e)),
-    };
-    let Some((event, data)) = decode_status(&msg.payload) else {
-        return Err(RpcError::internal(format!(
-            "undecodable task-status event at sequence {}",
-            msg.sequence
-        )));
-    };
-    if &event.orgid != org || &data.task_id != task {
-        return Ok(None);
-    }
-    let mut view = TaskView::from_status(data, event.time, msg.sequence);
-    if let Some(open) = &view.interaction {
-        let loaded = state
+    match stream.get_last_raw_message_by_subject(&subject).await {
+        Ok(m) => Ok(m.sequence),
+        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => state
             .bus
-            .load_interaction(org, &open.interaction_id)
+            .js
+            .get_stream(state.bus.topo.events_stream())
             .await
-            .map_err(RpcError::unavailable)?;
-        if loaded.value.is_some_and(|i| i.state != IState::Pending) {
-            // Answered or closed: the runtime carries on.
-            view.state = DTaskState::Working;
-            view.interaction = None;
-        }
+            .map(|s| s.cached_info().state.last_sequence)
+            .map_err(RpcError::unavailable),
+        Err(e) => Err(RpcError::unavailable(e)),
     }
-    Ok(Some(view))
 }
 
 pub fn a2a_state(s: DTaskState) -> a2a_lf::TaskState {

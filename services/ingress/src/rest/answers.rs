@@ -20,22 +20,22 @@ use crate::wire::{AnswerBody, ApproveBody, RespondBody};
 
 /// The shape of every answer operation: validates the path id (named `what`),
 /// reads the body `B`, turns it into the input with `input`, derives the
-/// idempotency key (operation `op`), submits one `Answer` command through `route`
+/// idempotency key, submits one `Answer` command through `route`
 /// and maps the outcome: 204 on success, the refusal's code otherwise.
 async fn answer_with<B: DeserializeOwned>(
     state: &AppState,
     (what, raw_id): (&str, String),
     caller: Caller,
     req: Request,
-    (op, route): (&str, AnswerRoute),
+    route: AnswerRoute,
     input: impl FnOnce(B) -> Result<AnswerInput, ApiError>,
 ) -> Result<StatusCode, ApiError> {
     let interaction_id = parse_id(what, InteractionId::parse, raw_id)?;
     let headers = req.headers().clone();
     let trace = trace_of(&req);
-    let (body, raw): (B, Value) = json_body(state.cfg.body_limit, req).await?;
+    let (body, _): (B, Value) = json_body(state.cfg.body_limit, req).await?;
     let input = input(body)?;
-    let key = idempotency_key(&headers, &caller, op, &raw)?;
+    let key = idempotency_key(&headers)?;
     let env = CommandEnvelope {
         org: caller.org,
         command: Command::Answer(Box::new(AnswerCommand {
@@ -62,7 +62,7 @@ pub async fn answer_question(
     caller: Caller,
     req: Request,
 ) -> Result<StatusCode, ApiError> {
-    let route = ("answer", AnswerRoute::Question);
+    let route = AnswerRoute::Question;
     answer_with(
         &state,
         ("questionId", id),
@@ -100,7 +100,7 @@ pub async fn approve(
     caller: Caller,
     req: Request,
 ) -> Result<StatusCode, ApiError> {
-    let route = ("approve", AnswerRoute::Approve);
+    let route = AnswerRoute::Approve;
     answer_with(
         &state,
         ("interactionId", id),
@@ -122,7 +122,7 @@ pub async fn respond(
     caller: Caller,
     req: Request,
 ) -> Result<StatusCode, ApiError> {
-    let route = ("respond", AnswerRoute::Respond);
+    let route = AnswerRoute::Respond;
     answer_with(
         &state,
         ("interactionId", id),
