@@ -181,6 +181,21 @@ async fn approve_and_respond_follow_seed_000() {
         )
         .await;
     assert_eq!((r.status, r.code()), (409, "NRY-0010"));
+    // A boolean value carries the digest as approved does; another value cannot.
+    let r = ana
+        .post(
+            &format!("/v1/interactions/{eff}/approve"),
+            &json!({"value": true, "argumentsDigest": "00"}),
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (409, "NRY-0010"), "{r:?}");
+    let r = ana
+        .post(
+            &format!("/v1/interactions/{eff}/respond"),
+            &json!({"value": {"ok": 1}, "argumentsDigest": "00"}),
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (400, "NRY-0001"), "{r:?}");
     let r = ana
         .post(
             &format!("/v1/interactions/{eff}/respond"),

@@ -75,7 +75,9 @@ pub async fn answer_question(
 }
 
 /// Exactly one of `approved` and `value` (seed 000 reads each as the other where
-/// the kind allows): the input, or `400 NRY-0001` naming the two (`names`).
+/// the kind allows): the input, or `400 NRY-0001` naming the two (`names`). An
+/// `argumentsDigest` binds a decision, so it comes with `approved` or a boolean
+/// `value` (read as `approved`); with any other `value` it is `400 NRY-0001`.
 fn one_of(
     (approved, value): (Option<bool>, Option<Value>),
     reason: Option<String>,
@@ -88,6 +90,17 @@ fn one_of(
             reason,
             arguments_digest,
         }),
+        (None, Some(Value::Bool(approved))) if arguments_digest.is_some() => {
+            Ok(AnswerInput::Approved {
+                approved,
+                reason,
+                arguments_digest,
+            })
+        }
+        (None, Some(_)) if arguments_digest.is_some() => Err(ApiError::invalid(
+            "argumentsDigest binds an approval decision: give it with `approved` \
+             (or a boolean `value`)",
+        )),
         (None, Some(value)) => Ok(AnswerInput::Value { value, reason }),
         _ => Err(ApiError::invalid(format!("give exactly one of {names}"))),
     }
