@@ -14,6 +14,7 @@ use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use tracing::{debug, warn};
 
+use crate::backoff::Backoff;
 use crate::{Bus, BusError};
 
 /// Where a followed stream starts.
@@ -36,8 +37,92 @@ pub struct Stored {
     pub payload: Bytes,
 }
 
-/// How long a follower waits before resuming after the server went away, at most.
-const RESUME_PAUSE_MAX: Duration = Duration::from_secs(2);
+/// How often a follower checks whether the NATS connection was re-made.
+const RECONNECT_CHECK: Duration = Duration::from_millis(500);
+
+/// One follower: where it is, and the consumer it reads (none while it re-makes
+/// one).
+struct Follower {
+    bus: Bus,
+    filter: String,
+    /// The next sequence to deliver (`None`: new events only, nothing seen yet):
+    /// nothing below it is delivered again.
+    next: Option<u64>,
+    messages: Option<consumer::pull::Ordered>,
+    /// The NATS client's connection count when `messages` was made.
+    connects: u64,
+    check: tokio::time::Interval,
+    attempt: i64,
+}
+
+impl Follower {
+    fn connects(&self) -> u64 {
+        self.bus
+            .client
+            .statistics()
+            .connects
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn start(&self) -> Start {
+        self.next.map_or(Start::New, Start::At)
+    }
+
+    /// The next stored event. Never ends by itself: it re-creates its consumer
+    /// until the server answers again.
+    async fn next_event(&mut self) -> Stored {
+        loop {
+            let Some(messages) = self.messages.as_mut() else {
+                let connects = self.connects();
+                match self.bus.ordered(&self.filter, self.start()).await {
+                    Ok(m) => {
+                        self.messages = Some(m);
+                        self.connects = connects;
+                        self.attempt = 0;
+                        debug!(filter = %self.filter, "event follower resumed");
+                    }
+                    Err(e) => {
+                        self.attempt += 1;
+                        debug!(filter = %self.filter, error = %e, "event follower cannot resume yet");
+                        tokio::time::sleep(Backoff::RECONNECT.delay(self.attempt)).await;
+                    }
+                }
+                continue;
+            };
+            tokio::select! {
+                _ = self.check.tick() => {
+                    // A re-made connection may be to a restarted server that lost the
+                    // (in-memory) consumer: make a new one from where we are, rather
+                    // than wait for missed heartbeats to tell.
+                    if self.connects() != self.connects {
+                        debug!(filter = %self.filter, next = ?self.next, "NATS reconnected; re-creating the event consumer");
+                        self.messages = None;
+                    }
+                }
+                m = messages.next() => match m {
+                    Some(Ok(m)) => {
+                        let Ok(info) = m.info() else { continue };
+                        let sequence = info.stream_sequence;
+                        if self.next.is_some_and(|n| sequence < n) {
+                            continue;
+                        }
+                        self.next = Some(sequence + 1);
+                        return Stored {
+                            sequence,
+                            subject: m.subject.to_string(),
+                            payload: m.payload.clone(),
+                        };
+                    }
+                    Some(Err(e)) => {
+                        warn!(filter = %self.filter, error = %e, next = ?self.next, "event follower lost its consumer; re-creating it");
+                        self.messages = None;
+                    }
+                    None => self.messages = None,
+                },
+            }
+        }
+    }
+}
 
 impl Bus {
     async fn ordered(
@@ -70,12 +155,17 @@ impl Bus {
             .map_err(|e| BusError::transient("follow events", e))
     }
 
-    /// Follows the events stream through an ordered consumer filtered to `filter`,
-    /// from `start`, for as long as the caller reads. The first consumer is created
-    /// before this returns, so a caller that got `Ok` sees every event stored from
-    /// then on. When the server goes away (a restart, a leader change), the follower
-    /// resumes after the last sequence it yielded, with a growing pause (at most
-    /// 2 s): nothing repeats, nothing is skipped.
+    /// Follows the events stream through an ordered consumer filtered to `filter`
+    /// (build it with [`Topology::event_filter`](crate::Topology::event_filter): the
+    /// tenant boundary), from `start`, for as long as the caller reads. The first
+    /// consumer is created before this returns, so a caller that got `Ok` sees every
+    /// event stored from then on.
+    ///
+    /// The follower survives a lost connection, a restarted nats-server and consumer
+    /// errors: it re-creates its consumer from the next sequence it has not yielded
+    /// (checking the connection every 500 ms, pausing as [`Backoff::RECONNECT`] while
+    /// the server does not answer), so nothing is skipped and nothing repeats. The
+    /// stream never ends by itself; stop reading it (or wrap it in `take_until`).
     ///
     /// # Errors
     /// Transient when the first consumer cannot be created.
@@ -84,67 +174,33 @@ impl Bus {
         filter: String,
         start: Start,
     ) -> Result<BoxStream<'static, Stored>, BusError> {
-        let first = self.ordered(&filter, start).await?;
-        let bus = self.clone();
-        let resume_from = match start {
-            Start::At(s) => Some(s),
-            Start::New => None,
+        // "New" is pinned to a sequence now, so a resume after an outage also
+        // delivers what was stored while the follower had no consumer.
+        let start = match start {
+            Start::New => Start::At(self.events_last_sequence().await? + 1),
+            at => at,
         };
-        let state = (
-            bus,
+        let first = self.ordered(&filter, start).await?;
+        let mut check = tokio::time::interval(RECONNECT_CHECK);
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut follower = Follower {
+            bus: self.clone(),
             filter,
-            Some(first),
-            resume_from,
-            Duration::from_millis(50),
-        );
-        let s = futures::stream::unfold(
-            state,
-            |(bus, filter, mut current, mut next, mut pause)| async move {
-                loop {
-                    let messages = match current.as_mut() {
-                        Some(m) => m,
-                        None => {
-                            tokio::time::sleep(pause).await;
-                            pause = (pause * 2).min(RESUME_PAUSE_MAX);
-                            // Resume after the last yielded sequence; a follower that saw
-                            // nothing yet resumes with new events only.
-                            let start = next.map_or(Start::New, Start::At);
-                            match bus.ordered(&filter, start).await {
-                                Ok(m) => {
-                                    debug!(filter = %filter, "event follower resumed");
-                                    current = Some(m);
-                                    continue;
-                                }
-                                Err(e) => {
-                                    debug!(filter = %filter, error = %e, "event follower cannot resume yet");
-                                    continue;
-                                }
-                            }
-                        }
-                    };
-                    match messages.next().await {
-                        Some(Ok(m)) => {
-                            let Ok(info) = m.info() else { continue };
-                            let sequence = info.stream_sequence;
-                            next = Some(sequence + 1);
-                            pause = Duration::from_millis(50);
-                            let stored = Stored {
-                                sequence,
-                                subject: m.subject.to_string(),
-                                payload: m.payload.clone(),
-                            };
-                            return Some((stored, (bus, filter, current, next, pause)));
-                        }
-                        Some(Err(e)) => {
-                            warn!(filter = %filter, error = %e, "event follower lost its consumer; resuming");
-                            current = None;
-                        }
-                        None => current = None,
-                    }
-                }
+            next: match start {
+                Start::At(s) => Some(s.max(1)),
+                Start::New => None,
             },
-        );
-        Ok(s.boxed())
+            messages: Some(first),
+            connects: 0,
+            check,
+            attempt: 0,
+        };
+        follower.connects = follower.connects();
+        Ok(futures::stream::unfold(follower, |mut f| async move {
+            let stored = f.next_event().await;
+            Some((stored, f))
+        })
+        .boxed())
     }
 
     /// The last event stored on exactly `subject` (no wildcards), with its sequence.
@@ -166,5 +222,66 @@ impl Bus {
             Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
             Err(e) => Err(BusError::transient("last event", e)),
         }
+    }
+
+    /// The events stream's last sequence (0 when empty): a follower started at the
+    /// next one sees only events stored after this call.
+    ///
+    /// # Errors
+    /// Transient when NATS does not answer.
+    pub async fn events_last_sequence(&self) -> Result<u64, BusError> {
+        let stream = self
+            .js
+            .get_stream(self.topo.events_stream())
+            .await
+            .map_err(|e| BusError::transient("events stream info", e))?;
+        Ok(stream.cached_info().state.last_sequence)
+    }
+
+    /// Every event stored on `filter` (wildcards allowed) up to now, oldest first:
+    /// for small per-task subjects (a task's resolutions), not for an organisation's
+    /// whole history. Each read waits at most 5 s.
+    ///
+    /// # Errors
+    /// Transient when NATS does not answer in time.
+    pub async fn stored_events(&self, filter: &str) -> Result<Vec<Stored>, BusError> {
+        let stream = self
+            .js
+            .get_stream_no_info(self.topo.events_stream())
+            .await
+            .map_err(|e| BusError::transient("read events", e))?;
+        let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                filter_subject: filter.to_owned(),
+                deliver_policy: consumer::DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| BusError::transient("read events", e))?;
+        let mut out = Vec::new();
+        if consumer.cached_info().num_pending == 0 {
+            return Ok(out);
+        }
+        let mut messages = consumer
+            .messages()
+            .await
+            .map_err(|e| BusError::transient("read events", e))?;
+        while let Some(msg) = tokio::time::timeout(Duration::from_secs(5), messages.next())
+            .await
+            .map_err(|_| BusError::transient("read events", "timed out"))?
+        {
+            let msg = msg.map_err(|e| BusError::transient("read events", e))?;
+            let Ok(info) = msg.info() else { continue };
+            let (sequence, pending) = (info.stream_sequence, info.pending);
+            out.push(Stored {
+                sequence,
+                subject: msg.subject.to_string(),
+                payload: msg.payload.clone(),
+            });
+            if pending == 0 {
+                break;
+            }
+        }
+        Ok(out)
     }
 }

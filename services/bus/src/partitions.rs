@@ -120,6 +120,28 @@ impl Bus {
             .map_err(|e| BusError::transient("unpin partition", e))
     }
 
+    /// The id the server pinned partition `p`'s consumer to (its priority group's
+    /// `pinned_client_id`), if any: a worker compares it with the `Nats-Pin-Id` of
+    /// the messages it got to know it still owns the partition.
+    ///
+    /// # Errors
+    /// Transient when the consumer's info cannot be read.
+    pub async fn pinned_client(&self, p: u32) -> Result<Option<String>, BusError> {
+        let stream = self
+            .js
+            .get_stream_no_info(self.topo.commands_stream())
+            .await
+            .map_err(|e| BusError::transient("consumer info", e))?;
+        let info = stream
+            .consumer_info(self.topo.partition_consumer(p))
+            .await
+            .map_err(|e| BusError::transient("consumer info", e))?;
+        Ok(info
+            .priority_groups
+            .iter()
+            .find_map(|g| g.pinned_client_id.clone()))
+    }
+
     /// Commands waiting and commands delivered but not yet acknowledged, over every
     /// partition (or the shared consumer).
     ///

@@ -240,6 +240,77 @@ impl Bus {
         }
     }
 
+    /// The keys of bucket `b` whose last write since `since` carries the
+    /// [`crate::UNCONFIRMED_HEADER`] with a value `accept` takes, read from the
+    /// bucket's stream headers only (no values are sent), oldest write first.
+    /// A key written again later without the header is not returned: that write
+    /// confirmed it. Each read waits at most 5 s.
+    ///
+    /// # Errors
+    /// Transient when the bucket's stream cannot be read in time.
+    pub async fn keys_marked(
+        &self,
+        b: Bucket,
+        since: time::OffsetDateTime,
+        accept: impl Fn(&str) -> bool,
+    ) -> Result<Vec<String>, BusError> {
+        let name = self.bucket_name(b);
+        let stream = self
+            .js
+            .get_stream(format!("KV_{name}"))
+            .await
+            .map_err(|e| BusError::transient("scan marked records", e))?;
+        let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                filter_subject: format!("$KV.{name}.>"),
+                deliver_policy: consumer::DeliverPolicy::ByStartTime { start_time: since },
+                headers_only: true,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| BusError::transient("scan marked records", e))?;
+        if consumer.cached_info().num_pending == 0 {
+            return Ok(Vec::new());
+        }
+        // Each key's last write decides.
+        let mut last: Vec<(String, bool)> = Vec::new();
+        let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        let prefix = format!("$KV.{name}.");
+        let mut messages = consumer
+            .messages()
+            .await
+            .map_err(|e| BusError::transient("scan marked records", e))?;
+        while let Some(msg) = tokio::time::timeout(Duration::from_secs(5), messages.next())
+            .await
+            .map_err(|_| BusError::transient("scan marked records", "timed out"))?
+        {
+            let msg = msg.map_err(|e| BusError::transient("scan marked records", e))?;
+            let Ok(info) = msg.info() else { continue };
+            let remaining = info.pending;
+            if let Some(key) = msg.subject.strip_prefix(&prefix) {
+                let marked = msg
+                    .headers
+                    .as_ref()
+                    .and_then(|h| h.get(crate::UNCONFIRMED_HEADER))
+                    .is_some_and(|v| accept(v.as_str()));
+                match at.get(key) {
+                    Some(&i) => last[i].1 = marked,
+                    None => {
+                        at.insert(key.to_owned(), last.len());
+                        last.push((key.to_owned(), marked));
+                    }
+                }
+            }
+            if remaining == 0 {
+                break;
+            }
+        }
+        Ok(last
+            .into_iter()
+            .filter_map(|(k, marked)| marked.then_some(k))
+            .collect())
+    }
+
     /// The stored outcome of a command publish (keyed by its `Nats-Msg-Id`), if a
     /// worker stored one (it does for decisions that wrote no record).
     ///

@@ -320,6 +320,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn filters_are_scoped_and_encoded() {
+        let topo = Topology::default();
+        let org = holdpoint_domain::OrgId::parse("acme").expect("org");
+        assert_eq!(topo.event_filter(&org, None, None), "hp.evt.acme.*.*");
+        let task = holdpoint_domain::TaskId::parse("t1.x").expect("task");
+        let f = topo.event_filter(&org, Some(&task), Some("task-status"));
+        assert!(f.starts_with("hp.evt.acme._"), "{f}");
+        assert!(f.ends_with(".task-status"));
+        assert_eq!(f.split('.').count(), 5);
+    }
+
+
+    #[test]
     fn partitioned_subjects_round_trip() {
         let t = Topology::default();
         let (src, dest) = t.command_transform();

@@ -22,17 +22,14 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use async_nats::jetstream::consumer;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt as _};
-use holdpoint_bus::Topology;
-use holdpoint_domain::{ErrorCode, OrgId, TaskId, event::EVENT_NAMES};
-use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use holdpoint_domain::{ErrorCode, TaskId, event::EVENT_NAMES};
+use tracing::warn;
 
 use crate::error::ApiError;
 use crate::identity::Caller;
@@ -46,227 +43,24 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// The resume header a reconnecting `EventSource` sends.
 pub const LAST_EVENT_ID: &str = "last-event-id";
 
-/// The filter subject for an organisation's events: `hp.evt.<org>.<task>.<name>`,
-/// with `*` for "any task" or "any name". Every token is a validated id passed
-/// through [`holdpoint_domain::subject_token`], or a known event name.
-pub fn event_filter(
-    topo: &Topology,
-    org: &OrgId,
-    task: Option<&TaskId>,
-    name: Option<&str>,
-) -> String {
-    let task = task.map_or_else(|| "*".to_owned(), |t| t.token().into_owned());
-    format!(
-        "{}.evt.{}.{}.{}",
-        topo.subject_prefix,
-        org.token(),
-        task,
-        name.unwrap_or("*")
-    )
-}
+pub use holdpoint_bus::events::{Start, Stored};
 
-/// Where a followed stream starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Start {
-    /// Only events stored from now on.
-    New,
-    /// From this events-stream sequence on (inclusive).
-    At(u64),
-}
-
-/// One stored event: its sequence in the events stream, subject and payload.
-#[derive(Debug, Clone)]
-pub struct Stored {
-    /// Sequence in `HP_EVENTS`.
-    pub sequence: u64,
-    /// The NATS subject (`hp.evt.<org>.<task>.<name>`).
-    pub subject: String,
-    /// The CloudEvent JSON as stored.
-    pub payload: bytes::Bytes,
-}
-
-/// Why a stream could not be followed.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot follow {filter}: {message}")]
-pub struct FollowError {
-    /// The filter subject.
-    pub filter: String,
-    /// What NATS said.
-    pub message: String,
-}
-
-/// How often a followed stream checks whether the NATS connection was re-made.
-const RECONNECT_CHECK: Duration = Duration::from_millis(500);
-
-/// Longest wait between two attempts to re-create a follower's consumer.
-const REOPEN_BACKOFF_MAX: Duration = Duration::from_secs(2);
-
-/// Creates an ordered consumer on the events stream, filtered to `filter`, that
-/// delivers from sequence `from` on.
-async fn open_consumer(
-    bus: &holdpoint_bus::Bus,
-    filter: &str,
-    from: u64,
-) -> Result<consumer::pull::Ordered, String> {
-    let stream = bus
-        .js
-        .get_stream_no_info(bus.topo.events_stream())
-        .await
-        .map_err(|e| e.to_string())?;
-    let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
-        .create_consumer(consumer::pull::OrderedConfig {
-            filter_subject: filter.to_owned(),
-            deliver_policy: consumer::DeliverPolicy::ByStartSequence {
-                start_sequence: from.max(1),
-            },
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-    consumer.messages().await.map_err(|e| e.to_string())
-}
-
-/// One follower: where it is, and the consumer it reads (none while it re-makes
-/// one).
-struct Follower {
-    bus: holdpoint_bus::Bus,
-    filter: String,
-    /// The next sequence to deliver: nothing below it is delivered again.
-    next: u64,
-    messages: Option<consumer::pull::Ordered>,
-    /// The NATS client's connection count when `messages` was made.
-    connects: u64,
-    check: tokio::time::Interval,
-    backoff: Duration,
-    stop: CancellationToken,
-}
-
-impl Follower {
-    fn connects(&self) -> u64 {
-        self.bus
-            .client
-            .statistics()
-            .connects
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// The next stored event, or `None` once the ingress shuts down.
-    async fn next_event(&mut self) -> Option<Stored> {
-        loop {
-            let Some(messages) = self.messages.as_mut() else {
-                let connects = self.connects();
-                let opened = tokio::select! {
-                    () = self.stop.cancelled() => return None,
-                    opened = open_consumer(&self.bus, &self.filter, self.next) => opened,
-                };
-                match opened {
-                    Ok(m) => {
-                        self.messages = Some(m);
-                        self.connects = connects;
-                        self.backoff = RECONNECT_CHECK / 2;
-                    }
-                    Err(e) => {
-                        warn!(filter = %self.filter, error = %e, "event stream: cannot re-create the consumer yet");
-                        tokio::select! {
-                            () = self.stop.cancelled() => return None,
-                            () = tokio::time::sleep(self.backoff) => {}
-                        }
-                        self.backoff = (self.backoff * 2).min(REOPEN_BACKOFF_MAX);
-                    }
-                }
-                continue;
-            };
-            tokio::select! {
-                () = self.stop.cancelled() => return None,
-                _ = self.check.tick() => {
-                    // A re-made connection may be to a restarted server that lost the
-                    // (in-memory) consumer: make a new one from where we are, rather
-                    // than wait for missed heartbeats to tell.
-                    if self.connects() != self.connects {
-                        debug!(filter = %self.filter, next = self.next, "event stream: NATS reconnected; re-creating the consumer");
-                        self.messages = None;
-                    }
-                }
-                m = messages.next() => match m {
-                    Some(Ok(m)) => {
-                        let Ok(info) = m.info() else { continue };
-                        let sequence = info.stream_sequence;
-                        if sequence < self.next {
-                            continue;
-                        }
-                        self.next = sequence + 1;
-                        return Some(Stored {
-                            sequence,
-                            subject: m.subject.to_string(),
-                            payload: m.payload.clone(),
-                        });
-                    }
-                    Some(Err(e)) => {
-                        warn!(filter = %self.filter, error = %e, next = self.next, "event stream: consumer error; re-creating it");
-                        self.messages = None;
-                    }
-                    None => self.messages = None,
-                },
-            }
-        }
-    }
-}
-
-/// Follows the events stream through an ordered consumer filtered to `filter`,
-/// from `start`. The first consumer is created before this returns, so a caller
-/// that got `Ok` sees every event stored from then on. The follower survives a
-/// lost NATS connection, a restarted nats-server and consumer errors: it re-creates
-/// its consumer from the next sequence it has not delivered (checking the
-/// connection every half second), so nothing is skipped and nothing repeats. It
-/// ends only when the ingress shuts down (or the client hangs up).
+/// Follows `filter` (built by [`holdpoint_bus::Topology::event_filter`] from the
+/// caller's organisation: the tenant boundary) from `start` with
+/// [`holdpoint_bus::Bus::follow`], which survives NATS restarts without repeats or
+/// gaps; the stream ends when the ingress shuts down.
 ///
 /// # Errors
-/// [`FollowError`] when the stream or the first consumer cannot be had.
+/// Transient when the stream or the first consumer cannot be had.
 pub async fn follow(
     state: &AppState,
     filter: String,
     start: Start,
-) -> Result<BoxStream<'static, Stored>, FollowError> {
-    let fail = |e: &dyn std::fmt::Display| FollowError {
-        filter: filter.clone(),
-        message: e.to_string(),
-    };
-    let bus = state.bus.clone();
-    let next = match start {
-        Start::At(sequence) => sequence.max(1),
-        Start::New => {
-            let stream = bus
-                .js
-                .get_stream(bus.topo.events_stream())
-                .await
-                .map_err(|e| fail(&e))?;
-            stream.cached_info().state.last_sequence + 1
-        }
-    };
-    let mut follower = Follower {
-        connects: 0,
-        messages: None,
-        bus,
-        filter: filter.clone(),
-        next,
-        check: tokio::time::interval(RECONNECT_CHECK),
-        backoff: RECONNECT_CHECK / 2,
-        stop: state.streams.clone(),
-    };
-    follower
-        .check
-        .set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    follower.connects = follower.connects();
-    follower.messages = Some(
-        open_consumer(&follower.bus, &filter, next)
-            .await
-            .map_err(|e| fail(&e))?,
-    );
-    Ok(futures::stream::unfold(follower, |mut f| async move {
-        let stored = f.next_event().await?;
-        Some((stored, f))
-    })
-    .boxed())
+) -> Result<BoxStream<'static, Stored>, holdpoint_bus::BusError> {
+    let stored = state.bus.follow(filter, start).await?;
+    Ok(stored
+        .take_until(state.streams.clone().cancelled_owned())
+        .boxed())
 }
 
 /// Wraps SSE events in axum's [`Sse`] with keep-alive comments; `permit` is held
@@ -337,7 +131,10 @@ pub async fn events(
     let permit = state
         .stream_counts
         .acquire(&caller, state.cfg.max_streams_per_caller)?;
-    let filter = event_filter(&state.bus.topo, &caller.org, task.as_ref(), name.as_deref());
+    let filter = state
+        .bus
+        .topo
+        .event_filter(&caller.org, task.as_ref(), name.as_deref());
     let stored = follow(&state, filter, start).await.map_err(|e| {
         warn!(error = %e, "answering 503");
         ApiError::new(
@@ -367,18 +164,6 @@ pub async fn events(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn filters_are_scoped_and_encoded() {
-        let topo = Topology::default();
-        let org = OrgId::parse("acme").expect("org");
-        assert_eq!(event_filter(&topo, &org, None, None), "hp.evt.acme.*.*");
-        let task = TaskId::parse("t1.x").expect("task");
-        let f = event_filter(&topo, &org, Some(&task), Some("task-status"));
-        assert!(f.starts_with("hp.evt.acme._"), "{f}");
-        assert!(f.ends_with(".task-status"));
-        assert_eq!(f.split('.').count(), 5);
-    }
 
     #[test]
     fn resume_points() {

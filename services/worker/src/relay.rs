@@ -22,11 +22,8 @@
 //! window. In that one case a copy it did manage to store is stored again, with the
 //! same CloudEvents `id` (RELIABILITY.md).
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use async_nats::jetstream::consumer;
-use futures::StreamExt as _;
 use holdpoint_bus::records::Bucket;
 use holdpoint_bus::{Bus, BusError, ErrorKind};
 use holdpoint_domain::{Effects, Interaction, Lane, Session, Transition};
@@ -132,7 +129,10 @@ pub async fn sweep(
     let mut relayed = 0;
     let traceparent = holdpoint_telemetry::trace::TraceContext::new_root().header_value();
     for bucket in [Bucket::Interactions, Bucket::Sessions] {
-        for key in marked(bus, bucket, since, scope).await? {
+        for key in bus
+            .keys_marked(bucket, since, |marker| names(marker, scope))
+            .await?
+        {
             let Some((revision, mut record)) = load(bus, bucket, &key).await? else {
                 continue;
             };
@@ -209,69 +209,6 @@ fn names(marker: &str, scope: Scope) -> bool {
             marker.split(',').any(|m| m.trim() == want)
         }
     }
-}
-
-/// The keys of `bucket` whose last write since `since` carries a marker `scope`
-/// sweeps, read from the bucket's stream headers only (no values).
-async fn marked(
-    bus: &Bus,
-    bucket: Bucket,
-    since: OffsetDateTime,
-    scope: Scope,
-) -> Result<Vec<String>, BusError> {
-    let name = match bucket {
-        Bucket::Interactions => bus.topo.interactions_bucket(),
-        _ => bus.topo.sessions_bucket(),
-    };
-    let stream = bus
-        .js
-        .get_stream(format!("KV_{name}"))
-        .await
-        .map_err(|e| BusError::transient("relay sweep", e))?;
-    let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
-        .create_consumer(consumer::pull::OrderedConfig {
-            filter_subject: format!("$KV.{name}.>"),
-            deliver_policy: consumer::DeliverPolicy::ByStartTime { start_time: since },
-            headers_only: true,
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| BusError::transient("relay sweep", e))?;
-    // Each key's last write decides: a later write without the marker confirmed it.
-    let mut last: HashMap<String, bool> = HashMap::new();
-    if consumer.cached_info().num_pending == 0 {
-        return Ok(Vec::new());
-    }
-    let prefix = format!("$KV.{name}.");
-    let mut messages = consumer
-        .messages()
-        .await
-        .map_err(|e| BusError::transient("relay sweep", e))?;
-    while let Some(msg) = tokio::time::timeout(Duration::from_secs(5), messages.next())
-        .await
-        .map_err(|_| BusError::transient("relay sweep", "timed out"))?
-    {
-        let msg = msg.map_err(|e| BusError::transient("relay sweep", e))?;
-        let Ok(info) = msg.info() else { continue };
-        let remaining = info.pending;
-        if let Some(key) = msg.subject.strip_prefix(&prefix) {
-            let owes = msg
-                .headers
-                .as_ref()
-                .and_then(|h| h.get(holdpoint_bus::UNCONFIRMED_HEADER))
-                .is_some_and(|v| names(v.as_str(), scope));
-            last.insert(key.to_owned(), owes);
-        }
-        if remaining == 0 {
-            break;
-        }
-    }
-    let mut keys: Vec<String> = last
-        .into_iter()
-        .filter_map(|(k, owes)| owes.then_some(k))
-        .collect();
-    keys.sort_unstable();
-    Ok(keys)
 }
 
 /// The latest value of `key` and its revision (`None`: deleted, or a value that

@@ -308,24 +308,9 @@ async fn notice_pin(runner: &mut Runner, own: &mut Ownership, batch: &[jetstream
 /// Checks with the server that this runner still holds partition `p`'s pin (it may
 /// have moved while a batch took long); forgets the partition if not.
 async fn lost_pin(runner: &mut Runner, own: &mut Ownership, p: u32) -> bool {
-    let Ok(stream) = runner
-        .bus
-        .js
-        .get_stream_no_info(runner.bus.topo.commands_stream())
-        .await
-    else {
+    let Ok(pinned) = runner.bus.pinned_client(p).await else {
         return false;
     };
-    let Ok(info) = stream
-        .consumer_info(runner.bus.topo.partition_consumer(p))
-        .await
-    else {
-        return false;
-    };
-    let pinned = info
-        .priority_groups
-        .iter()
-        .find_map(|g| g.pinned_client_id.clone());
     if pinned.is_some() && pinned == own.pin {
         return false;
     }

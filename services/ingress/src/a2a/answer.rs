@@ -7,8 +7,6 @@
 use a2a_lf::{
     Message, Part, PartContent, Role, SendMessageRequest, SendMessageResponse, error_code,
 };
-use async_nats::jetstream::consumer;
-use futures::StreamExt as _;
 use holdpoint_domain::{
     AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, ContextId, EXTENSION_URI,
     ErrorCode, Event, EventData, IdempotencyKey, InteractionId, OrgId, TaskId,
@@ -20,7 +18,6 @@ use time::OffsetDateTime;
 use super::call::{Ctx, check_history_length, parse_params, parse_task_id, to_json};
 use super::error::RpcError;
 use super::view::{TaskView, a2a_task, load_view};
-use crate::sse;
 use crate::state::AppState;
 
 /// How a message answers: the interaction it names (if any) and the input.
@@ -180,55 +177,29 @@ async fn resolved_by_key(
     task: &TaskId,
     key: &IdempotencyKey,
 ) -> Result<Option<InteractionId>, RpcError> {
-    let filter = sse::event_filter(
-        &state.bus.topo,
-        org,
-        Some(task),
-        Some("interaction-resolved"),
-    );
-    let stream = state
+    let filter = state
         .bus
-        .js
-        .get_stream_no_info(state.bus.topo.events_stream())
+        .topo
+        .event_filter(org, Some(task), Some("interaction-resolved"));
+    let stored = state
+        .bus
+        .stored_events(&filter)
         .await
         .map_err(RpcError::unavailable)?;
-    let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
-        .create_consumer(consumer::pull::OrderedConfig {
-            filter_subject: filter,
-            deliver_policy: consumer::DeliverPolicy::All,
-            ..Default::default()
-        })
-        .await
-        .map_err(RpcError::unavailable)?;
-    if consumer.cached_info().num_pending == 0 {
-        return Ok(None);
-    }
-    let mut messages = consumer.messages().await.map_err(RpcError::unavailable)?;
-    let mut found = None;
-    loop {
-        let next = tokio::time::timeout(std::time::Duration::from_secs(5), messages.next())
-            .await
-            .map_err(|_| RpcError::unavailable("reading resolutions timed out"))?;
-        let Some(msg) = next else { break };
-        let msg = msg.map_err(RpcError::unavailable)?;
-        if let Ok(Event {
-            body:
-                EventData::InteractionResolved {
-                    interaction_id,
-                    key: k,
-                    ..
-                },
-            ..
-        }) = serde_json::from_slice::<Event>(&msg.payload)
-            && &k == key
-        {
-            found = Some(interaction_id);
+    Ok(stored.iter().rev().find_map(|s| {
+        match serde_json::from_slice::<Event>(&s.payload) {
+            Ok(Event {
+                body:
+                    EventData::InteractionResolved {
+                        interaction_id,
+                        key: k,
+                        ..
+                    },
+                ..
+            }) if &k == key => Some(interaction_id),
+            _ => None,
         }
-        if msg.info().map(|i| i.pending).unwrap_or(0) == 0 {
-            break;
-        }
-    }
-    Ok(found)
+    }))
 }
 
 /// Answers the task with `msg`: validates, finds the interaction (the one named,

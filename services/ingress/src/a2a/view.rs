@@ -11,7 +11,6 @@
 use std::collections::HashMap;
 
 use a2a_lf::{Message, Part, Role, StreamResponse, Task, TaskStatus, TaskStatusUpdateEvent};
-use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use holdpoint_domain::event::{OpenInteractionRef, TaskStatusData};
 use holdpoint_domain::timestamp;
 use holdpoint_domain::{
@@ -22,7 +21,6 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use super::error::RpcError;
-use crate::sse;
 use crate::state::AppState;
 
 /// What a task waits for, from its last `task-status` event.
@@ -119,21 +117,16 @@ async fn last_status_sequence(
     org: &OrgId,
     task: &TaskId,
 ) -> Result<u64, RpcError> {
-    let subject = sse::event_filter(&state.bus.topo, org, Some(task), Some("task-status"));
-    let stream = state
+    let subject = state
         .bus
-        .js
-        .get_stream_no_info(state.bus.topo.events_stream())
-        .await
-        .map_err(RpcError::unavailable)?;
-    match stream.get_last_raw_message_by_subject(&subject).await {
-        Ok(m) => Ok(m.sequence),
-        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => state
+        .topo
+        .event_filter(org, Some(task), Some("task-status"));
+    match state.bus.last_event(&subject).await {
+        Ok(Some(last)) => Ok(last.sequence),
+        Ok(None) => state
             .bus
-            .js
-            .get_stream(state.bus.topo.events_stream())
+            .events_last_sequence()
             .await
-            .map(|s| s.cached_info().state.last_sequence)
             .map_err(RpcError::unavailable),
         Err(e) => Err(RpcError::unavailable(e)),
     }
