@@ -8,9 +8,13 @@
 //! meanwhile SIGKILL a random worker at random moments (respawning it) and restart
 //! the nats-server once mid-round (SIGKILL or SIGTERM, at random). After each
 //! round the workers settle and `holdpoint_tests::chaos::check` verifies the
-//! guarantees over the round's interactions. At the end it prints the figures
-//! (kills, restarts, answers, 2xx, lost, duplicated effects, stuck, wall time) and
-//! exits 1 if any guarantee was violated or a target was not reached.
+//! guarantees over the round's interactions, while two live readers (a core
+//! subscriber on `hp.evt.>` and a durable consumer on `HP_EVENTS`) count event ids
+//! received twice and the effect delay (2xx, or NATS back after an outage, to the
+//! first reader seeing the answer's effect; bound 5 s). At the end it prints the
+//! figures (kills, restarts, answers, 2xx, lost, duplicated effects, stuck, reader
+//! duplicates, effect delay, wall time) and exits 1 if any guarantee was violated
+//! or a target was not reached.
 //!
 //! ```text
 //! holdpoint-soak [--answers 10000] [--worker-kills 100] [--nats-restarts 20]
@@ -27,6 +31,11 @@ use holdpoint_bus::Topology;
 use holdpoint_tests::app::{AppOptions, TestApp};
 use holdpoint_tests::chaos::{self, ClientOptions, Figures, Rng, WorkerPool};
 use holdpoint_tests::nats::NatsServerOptions;
+use holdpoint_tests::readers::{self, ReaderFigures, Readers};
+
+/// The longest an answer's effect may take to reach a live reader after its 2xx,
+/// counted from when NATS was back if it was away meanwhile.
+const EFFECT_DELAY_BOUND: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 struct Args {
@@ -138,6 +147,7 @@ async fn soak(args: Args) -> anyhow::Result<bool> {
     let started = Instant::now();
     let budget = Duration::from_secs(args.max_minutes * 60);
     let mut totals = Figures::default();
+    let mut seen_totals = ReaderFigures::default();
     let (mut kills_sigkill, mut kills_sigterm) = (0u64, 0u64);
     let mut outage_503 = 0u64;
     let orgs = ["acme", "globex", "initech"];
@@ -157,6 +167,8 @@ async fn soak(args: Args) -> anyhow::Result<bool> {
         let jobs = chaos::plan_jobs(&targets, 0.15, &mut rng);
         let n_jobs = jobs.len() as u64;
         let targets = Arc::new(targets);
+        let live = Readers::start(&app.nats.url()).await;
+        let mut outages = Vec::new();
         let (progress, clients) = chaos::run_clients(
             chaos::persons_for(&app, &targets),
             targets.clone(),
@@ -188,6 +200,7 @@ async fn soak(args: Args) -> anyhow::Result<bool> {
                 restart_at = None;
                 let kill = rng.chance(0.5);
                 let before_503 = progress.unavailable.load(Ordering::SeqCst);
+                let down = Instant::now();
                 if kill {
                     app.nats.kill().await;
                     kills_sigkill += 1;
@@ -206,6 +219,7 @@ async fn soak(args: Args) -> anyhow::Result<bool> {
                 }
                 let away = Instant::now();
                 app.nats.try_restart().await?;
+                outages.push((down, Instant::now()));
                 outage = format!(
                     "nats {} after {} of {n_jobs} answers, restarted in {:?}",
                     if kill { "SIGKILL" } else { "SIGTERM" },
@@ -229,12 +243,25 @@ async fn soak(args: Args) -> anyhow::Result<bool> {
         app.wait_idle_within(Duration::from_secs(120)).await;
         chaos::finish_released(&app, &targets).await?;
         app.wait_idle_within(Duration::from_secs(120)).await;
-        let figures = chaos::check(&app, &targets, &results, bound).await;
+        let mut figures = chaos::check(&app, &targets, &results, bound).await;
+        let approved = chaos::approvals(&app, &targets).await;
+        let (core, durable) = live.finish(Duration::from_millis(500)).await;
+        let seen = readers::judge_around(
+            &core,
+            &durable,
+            &targets,
+            &results,
+            &approved,
+            EFFECT_DELAY_BOUND,
+            &outages,
+        );
         println!(
-            "round {round:>3} ({org}, {:>6.1}s flow, {:>3} kills, {outage}): {figures}",
+            "round {round:>3} ({org}, {:>6.1}s flow, {:>3} kills, {outage}): {figures}\n          {seen}",
             flow.as_secs_f64(),
             pool.kills - round_kills
         );
+        figures.violations.extend(seen.violations.iter().cloned());
+        seen_totals.add(&seen);
         for v in figures.violations.iter().take(20) {
             println!("  VIOLATION {v}");
         }
@@ -274,6 +301,22 @@ async fn soak(args: Args) -> anyhow::Result<bool> {
         totals.events
     );
     println!("  longest request:      {:?}", totals.max_request);
+    println!(
+        "  core subscriber:      {} events, {} ids received twice",
+        seen_totals.core_events, seen_totals.core_duplicates
+    );
+    println!(
+        "  durable consumer:     {} deliveries, {} ids stored twice",
+        seen_totals.durable_events, seen_totals.durable_duplicates
+    );
+    println!(
+        "  effects unseen:       {} (by either reader)",
+        seen_totals.unseen_effects
+    );
+    println!(
+        "  longest effect delay: {:?} (2xx, or NATS back, to the first reader seeing it; bound {:?})",
+        seen_totals.max_effect_delay, EFFECT_DELAY_BOUND
+    );
     println!("  violations:           {}", totals.violations.len());
     let reached = totals.answers >= args.answers
         && pool.kills >= args.worker_kills

@@ -64,6 +64,19 @@ pub struct ReaderFigures {
     pub violations: Vec<String>,
 }
 
+impl ReaderFigures {
+    /// Adds another run's figures to these (counts summed, the longest delay kept).
+    pub fn add(&mut self, other: &ReaderFigures) {
+        self.core_events += other.core_events;
+        self.core_duplicates += other.core_duplicates;
+        self.durable_events += other.durable_events;
+        self.durable_duplicates += other.durable_duplicates;
+        self.unseen_effects += other.unseen_effects;
+        self.max_effect_delay = self.max_effect_delay.max(other.max_effect_delay);
+        self.violations.extend(other.violations.iter().cloned());
+    }
+}
+
 impl std::fmt::Display for ReaderFigures {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -199,6 +212,22 @@ pub fn judge(
     approved: &HashMap<String, bool>,
     delay_bound: Duration,
 ) -> ReaderFigures {
+    judge_around(core, durable, targets, results, approved, delay_bound, &[])
+}
+
+/// [`judge`] for a run with NATS outages: each `(down, back)` is when the
+/// nats-server went away and when it served again. An effect whose 2xx came before
+/// `back` and which no reader saw before `down` is measured from `back`: the effect
+/// delay counts the time after the system is back, not the outage itself.
+pub fn judge_around(
+    core: &[Seen],
+    durable: &[Seen],
+    targets: &[Target],
+    results: &[JobResult],
+    approved: &HashMap<String, bool>,
+    delay_bound: Duration,
+    outages: &[(Instant, Instant)],
+) -> ReaderFigures {
     let mut f = ReaderFigures {
         core_events: core.len() as u64,
         durable_events: durable.len() as u64,
@@ -248,7 +277,11 @@ pub fn judge(
         };
         match first.get(&(t.id.as_str(), effect)) {
             Some(at) => {
-                let delay = at.saturating_duration_since(ok.done);
+                let from = outages
+                    .iter()
+                    .filter(|(down, back)| ok.done < *back && *at > *down)
+                    .fold(ok.done, |from, (_, back)| from.max(*back));
+                let delay = at.saturating_duration_since(from);
                 f.max_effect_delay = f.max_effect_delay.max(delay);
                 if delay > delay_bound {
                     f.violations.push(format!(

@@ -79,6 +79,17 @@ pub struct Runner {
     /// True once the takeover sweep relayed what the previous owners left
     /// unconfirmed: from then on this runner vouches for its partition itself.
     pub swept: bool,
+    /// Set at a takeover: when this runner took the partition. Until the fence sweep
+    /// (see [`relay::zombie_bound`]) ran, what the previous owner may still have
+    /// committed after that moment is not known to be confirmed, so the runner
+    /// vouches for nothing later.
+    pub fence: Option<OffsetDateTime>,
+}
+
+/// True when some command of the batch is still on its way and writes a record.
+fn has_writes(cmds: &[Cmd]) -> bool {
+    cmds.iter()
+        .any(|c| c.failure.is_none() && !c.writes.is_empty())
 }
 
 /// One command of a batch.
@@ -294,11 +305,7 @@ impl Runner {
     }
 
     fn failpoint(&self, at: Failpoint, cmds: &[Cmd]) {
-        if self.cfg.failpoint == Some(at)
-            && cmds
-                .iter()
-                .any(|c| c.failure.is_none() && !c.writes.is_empty())
-        {
+        if self.cfg.failpoint == Some(at) && has_writes(cmds) {
             eprintln!("holdpoint worker: failpoint {at:?} reached, aborting");
             std::process::abort();
         }
@@ -795,6 +802,14 @@ impl Runner {
             .min()
             .unwrap_or(now)
             .min(now)
+    }
+
+    /// The checkpoint to save for the partition's next owners: [`Runner::vouched`],
+    /// but no later than the takeover until the fence sweep ran (what a previous
+    /// owner committed late is not this runner's to vouch for before that).
+    pub fn checkpoint_to_save(&self, now: OffsetDateTime) -> OffsetDateTime {
+        let own = self.vouched(now);
+        self.fence.map_or(own, |taken| own.min(taken))
     }
 
     /// The effects owed, for tests and metrics.

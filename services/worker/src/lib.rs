@@ -139,8 +139,9 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
             background.clone(),
         ));
     }
-    // A worker that starts publishes again what recent transitions left unconfirmed
-    // (safe inside the duplicate window, whoever committed them).
+    // A worker that starts publishes again what was left unconfirmed, even on a
+    // partition no command comes to (so that no runner takes it over): each
+    // partition from its checkpoint, or, unpartitioned, the duplicate window.
     tasks.spawn(start_sweep(bus.clone(), shutdown.clone()));
     let partitions: Vec<Option<u32>> = if bus.partitioned() {
         (0..bus.topo.partitions).map(Some).collect()
@@ -182,10 +183,27 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
     Ok(())
 }
 
+/// The sweep of a worker that starts. Partitioned: each partition's records written
+/// since its checkpoint (what its owners vouched for needs nothing), transitions
+/// inside the duplicate window only ([`relay::Scope::Window`]: the partition may
+/// have a live owner), so a crash loop costs the writes since the checkpoints, not
+/// the whole window per restart. What is older is the takeover sweep's.
+/// Unpartitioned: everybody's recent transitions ([`relay::Scope::Recent`]).
 async fn start_sweep(bus: Bus, shutdown: CancellationToken) {
+    let partitions: Vec<u32> = if bus.partitioned() {
+        (0..bus.topo.partitions).collect()
+    } else {
+        Vec::new()
+    };
     let mut attempt = 0;
     loop {
-        match relay::sweep(&bus, relay::Scope::Recent, None, OffsetDateTime::now_utc()).await {
+        let now = OffsetDateTime::now_utc();
+        let swept = if partitions.is_empty() {
+            relay::sweep(&bus, relay::Scope::Recent, None, now).await
+        } else {
+            sweep_partitions(&bus, &partitions, now).await
+        };
+        match swept {
             Ok(_) => return,
             Err(e) => {
                 attempt += 1;
@@ -201,6 +219,21 @@ async fn start_sweep(bus: Bus, shutdown: CancellationToken) {
             }
         }
     }
+}
+
+/// Sweeps each of `partitions` from its checkpoint; returns how many transitions
+/// were relayed.
+async fn sweep_partitions(
+    bus: &Bus,
+    partitions: &[u32],
+    now: OffsetDateTime,
+) -> Result<usize, holdpoint_bus::BusError> {
+    let mut relayed = 0;
+    for &p in partitions {
+        let checkpoint = bus.checkpoint(p).await?;
+        relayed += relay::sweep(bus, relay::Scope::Window(Some(p)), checkpoint, now).await?;
+    }
+    Ok(relayed)
 }
 
 /// Reads the consumers' pending and ack-pending counts into `metrics` every `every`

@@ -87,6 +87,29 @@ impl Owed {
     }
 }
 
+/// How long a worker that lost a partition may still commit to it: a runner learns
+/// that its pin moved between batches (at most a second apart) or when a pull is
+/// refused, so a batch it had already started is the most it writes after the
+/// takeover. A batch holds its commands for at most `ack_wait` before they are
+/// delivered again; the bound is three times that (at least 10 s, and never more
+/// than half the relay horizon, so that the fence sweep still finds every late write
+/// inside the duplicate window, where publishing it again is harmless).
+///
+/// The runner that takes a partition over sweeps again once this long has passed
+/// (the *fence sweep*, from its takeover on) before its checkpoint may pass the
+/// takeover; so a partition's checkpoint always vouches for what a previous owner
+/// committed late. A worker frozen for longer than this (say, SIGSTOPped) whose
+/// stalled batch then commits and which dies before its PubAcks leaves that
+/// transition to be relayed by the next load of its record (inside the duplicate
+/// window), not by a sweep (RELIABILITY.md, "The outbox relay").
+pub fn zombie_bound(bus: &Bus) -> Duration {
+    let t = &bus.topo;
+    (t.ack_wait * 3)
+        .max(t.priority_timeout * 3)
+        .max(Duration::from_secs(10))
+        .min(t.duplicate_window.mul_f64(0.4))
+}
+
 /// How far back a sweep reads: the checkpoint (or the duplicate window when the
 /// partition has none), less a margin for clocks that disagree.
 const CLOCK_MARGIN: Duration = Duration::from_secs(5);
@@ -98,6 +121,13 @@ pub enum Scope {
     Partition(Option<u32>),
     /// Everybody's, inside the duplicate window only (a worker that starts).
     Recent,
+    /// One partition's, in records written since the given moment, inside the
+    /// duplicate window only: the fence sweep of the runner that took the partition
+    /// over (since its takeover), and the sweep of a worker that starts (since each
+    /// partition's checkpoint). The transitions there may be a live owner's,
+    /// confirmed with the record not rewritten yet; publishing one of those again
+    /// outside the window would store it twice.
+    Window(Option<u32>),
 }
 
 /// Publishes again the unconfirmed effects of every transition partition `p`'s
@@ -120,12 +150,11 @@ pub async fn sweep(
     now: OffsetDateTime,
 ) -> Result<usize, BusError> {
     let horizon = dedup_horizon(bus, now);
-    let checkpoint = if scope == Scope::Recent {
-        None
-    } else {
-        checkpoint
+    let checkpoint = match scope {
+        Scope::Recent => None,
+        Scope::Partition(_) | Scope::Window(_) => checkpoint,
     };
-    let since = checkpoint.map_or(horizon, |c| c.min(horizon)) - CLOCK_MARGIN;
+    let since = checkpoint.unwrap_or(horizon) - CLOCK_MARGIN;
     let mut relayed = 0;
     let traceparent = holdpoint_telemetry::trace::TraceContext::new_root().header_value();
     for bucket in [Bucket::Interactions, Bucket::Sessions] {
@@ -136,13 +165,15 @@ pub async fn sweep(
             let Some((revision, mut record)) = load(bus, bucket, &key).await? else {
                 continue;
             };
+            // Another partition's transitions in the record are due only inside the
+            // duplicate window (as on any load): publishing them again is harmless,
+            // and the record is rewritten once for all.
             let owed: Vec<Owed> = match scope {
                 Scope::Partition(p) => due(&record, horizon, p, checkpoint)
                     .into_iter()
-                    .filter(|t| t.partition == p)
                     .map(Owed::of)
                     .collect(),
-                Scope::Recent => due(&record, horizon, None, None)
+                Scope::Recent | Scope::Window(_) => due(&record, horizon, None, None)
                     .into_iter()
                     .map(Owed::of)
                     .collect(),
@@ -204,7 +235,7 @@ fn confirm(record: &mut Record, ids: &[&str]) -> bool {
 fn names(marker: &str, scope: Scope) -> bool {
     match scope {
         Scope::Recent => !marker.is_empty(),
-        Scope::Partition(p) => {
+        Scope::Partition(p) | Scope::Window(p) => {
             let want = p.map_or_else(|| "-".to_owned(), |p| p.to_string());
             marker.split(',').any(|m| m.trim() == want)
         }

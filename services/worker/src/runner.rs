@@ -20,6 +20,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use async_nats::jetstream;
+use async_nats::jetstream::consumer::pull::MessagesErrorKind;
 use futures::{FutureExt as _, StreamExt as _};
 use holdpoint_bus::Bus;
 use holdpoint_bus::backoff::Backoff;
@@ -40,6 +41,52 @@ pub type Live = Arc<RwLock<Vec<(String, OffsetDateTime)>>>;
 /// How long a worker must have been alive before partitions are handed to it, so a
 /// worker that crashes and restarts in a loop does not make partitions move.
 const SETTLED: Duration = Duration::from_secs(10);
+
+/// How long a pull stream may go without a heartbeat or a message before the runner
+/// drops it and pulls anew (losing its pin id with it). Heartbeats come every tenth of
+/// [`holdpoint_bus::Topology::priority_timeout`] or so; one or two missed on a busy
+/// machine are noise.
+const STALE_STREAM: Duration = Duration::from_secs(3);
+
+/// How long the pull stream has been silent: from the first of a run of missed
+/// heartbeats. The client reports a miss after two heartbeat intervals without
+/// anything, then again every two intervals while the silence lasts; a message, or a
+/// gap between misses longer than that pace, ends the run.
+#[derive(Debug)]
+struct Silence {
+    heartbeat: Duration,
+    since: Option<Instant>,
+    last: Option<Instant>,
+}
+
+impl Silence {
+    fn new(heartbeat: Duration) -> Silence {
+        Silence {
+            heartbeat,
+            since: None,
+            last: None,
+        }
+    }
+
+    /// A message came: the stream is alive.
+    fn heard(&mut self) {
+        self.since = None;
+        self.last = None;
+    }
+
+    /// A heartbeat was missed; returns how long the silence has lasted.
+    fn missed(&mut self) -> Duration {
+        let now = Instant::now();
+        let pace = self.heartbeat * 3;
+        if self.last.is_none_or(|last| now - last > pace) {
+            self.since = Some(now);
+        }
+        self.last = Some(now);
+        // The first miss already stands for two intervals of silence.
+        self.since
+            .map_or(Duration::ZERO, |since| now - since + self.heartbeat * 2)
+    }
+}
 
 /// How often a runner that owns its partition saves its checkpoint.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
@@ -81,6 +128,8 @@ struct Ownership {
     saved: Option<Instant>,
     /// The sweep of the takeover still has to run (it failed, or is due).
     sweep_due: bool,
+    /// When the fence sweep is due (see `relay::zombie_bound`), while it is.
+    fence_due: Option<Instant>,
 }
 
 /// Pulls and decides one partition (`Some(p)`) or the shared consumer (`None`)
@@ -108,6 +157,7 @@ pub async fn run(
         owed: BTreeMap::new(),
         checkpoint: None,
         swept: partition.is_none(),
+        fence: None,
     };
     let mut own = Ownership::default();
     let mut attempt = 0;
@@ -175,22 +225,28 @@ async fn pull(
         None => bus.shared_consumer().await,
     }
     .map_err(|e| e.to_string())?;
-    // Pull requests expire well before the pin does, so the pinned worker keeps it
-    // (every pull with its pin id restarts the server's timer).
+    let (expires, heartbeat) = pull_timing(bus);
+    let mut builder = consumer
+        .stream()
+        .max_messages_per_batch(cfg.batch.max(1))
+        .expires(expires)
+        .heartbeat(heartbeat);
+    if partition.is_some() {
+        builder = builder.group(bus.topo.priority_group());
+    }
+    builder.messages().await.map_err(|e| e.to_string())
+}
+
+/// A pull request's expiry and idle heartbeat. Pull requests expire well before
+/// the pin does, so the pinned worker keeps it (every pull with its pin id restarts
+/// the server's timer); the server sends a heartbeat four times per expiry.
+fn pull_timing(bus: &Bus) -> (Duration, Duration) {
     let expires = bus
         .topo
         .priority_timeout
         .mul_f64(0.4)
         .max(Duration::from_millis(200));
-    let mut builder = consumer
-        .stream()
-        .max_messages_per_batch(cfg.batch.max(1))
-        .expires(expires)
-        .heartbeat(expires / 4);
-    if partition.is_some() {
-        builder = builder.group(bus.topo.priority_group());
-    }
-    builder.messages().await.map_err(|e| e.to_string())
+    (expires, expires / 4)
 }
 
 async fn serve(
@@ -204,6 +260,7 @@ async fn serve(
     let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut owed_attempt = 0;
+    let mut silence = Silence::new(pull_timing(&runner.bus).1);
     loop {
         let first = tokio::select! {
             _ = shutdown.cancelled() => {
@@ -229,6 +286,8 @@ async fn serve(
                     if own.pin.is_some() {
                         if own.sweep_due {
                             takeover_sweep(runner, own).await;
+                        } else if own.fence_due.is_some_and(|at| at <= Instant::now()) {
+                            fence_sweep(runner, own).await;
                         }
                         if own.saved.is_none_or(|t| t.elapsed() >= CHECKPOINT_EVERY) && !own.sweep_due {
                             save_checkpoint(runner, p).await;
@@ -244,9 +303,24 @@ async fn serve(
             next = messages.next() => next,
         };
         let msg = match first {
-            Some(Ok(m)) => m,
+            Some(Ok(m)) => {
+                silence.heard();
+                m
+            }
+            Some(Err(e)) if e.kind() == MessagesErrorKind::MissingHeartbeat => {
+                // A late heartbeat on a busy machine, or the server away: the stream
+                // re-pulls by itself after a reconnect and keeps this runner's pin id,
+                // which a new stream would not have (its pulls would be refused until
+                // the pin lapsed). Pull anew only after a silence of STALE_STREAM.
+                if silence.missed() < STALE_STREAM {
+                    debug!(partition = ?runner.partition, "missed idle heartbeat; still pulling");
+                    continue;
+                }
+                warn!(partition = ?runner.partition, "no heartbeat for {STALE_STREAM:?}; pulling anew");
+                return Served::Broken;
+            }
             Some(Err(e)) => {
-                // Heartbeats missed (server restarted, consumer lost): pull anew.
+                // The consumer was deleted, or a pull failed: pull anew.
                 warn!(partition = ?runner.partition, error = %e, "command stream error; pulling anew");
                 return Served::Broken;
             }
@@ -335,6 +409,8 @@ async fn takeover_sweep(runner: &mut Runner, own: &mut Ownership) {
             runner.cfg.metrics.relayed.inc_by(n as u64);
             own.sweep_due = false;
             runner.swept = true;
+            runner.fence = Some(now);
+            own.fence_due = Some(Instant::now() + relay::zombie_bound(&runner.bus));
             // Vouch at once, before this runner commits anything: if it dies before
             // its next save, whoever takes over sweeps from here.
             if let Some(p) = runner.partition {
@@ -350,8 +426,39 @@ async fn takeover_sweep(runner: &mut Runner, own: &mut Ownership) {
     }
 }
 
+/// The fence sweep: once a previous owner can no longer be committing, relays what
+/// it committed after the takeover and left unconfirmed; from then on the runner's
+/// checkpoint may pass its takeover.
+async fn fence_sweep(runner: &mut Runner, own: &mut Ownership) {
+    let Some(taken) = runner.fence else {
+        own.fence_due = None;
+        return;
+    };
+    let now = OffsetDateTime::now_utc();
+    match relay::sweep(
+        &runner.bus,
+        relay::Scope::Window(runner.partition),
+        Some(taken),
+        now,
+    )
+    .await
+    {
+        Ok(n) => {
+            runner.cfg.metrics.relayed.inc_by(n as u64);
+            if n > 0 {
+                info!(partition = ?runner.partition, relayed = n, "fence sweep relayed what the previous owner left");
+            }
+            runner.fence = None;
+            own.fence_due = None;
+        }
+        Err(e) => {
+            warn!(partition = ?runner.partition, error = %e, "fence sweep failed; trying again")
+        }
+    }
+}
+
 async fn save_checkpoint(runner: &Runner, p: u32) {
-    let at = runner.vouched(OffsetDateTime::now_utc());
+    let at = runner.checkpoint_to_save(OffsetDateTime::now_utc());
     if let Err(e) = runner.bus.save_checkpoint(p, at).await {
         debug!(partition = p, error = %e, "checkpoint not saved");
     }
@@ -373,4 +480,41 @@ fn should_hand_over(p: u32, me: &str, live: &Live) -> bool {
         .map(|(w, _)| w.clone())
         .collect();
     matches!(preferred(p, &eligible), Some(w) if w != me)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_of_missed_heartbeats_counts_from_its_first_miss() {
+        let hb = Duration::from_millis(100);
+        let mut s = Silence::new(hb);
+        // The client reports a miss every two intervals while nothing comes.
+        assert_eq!(s.missed(), hb * 2);
+        tokio::time::advance(hb * 2).await;
+        assert_eq!(s.missed(), hb * 4);
+        tokio::time::advance(hb * 2).await;
+        assert_eq!(s.missed(), hb * 6);
+        // Heartbeats came back for a while: the next miss starts a new run.
+        tokio::time::advance(hb * 10).await;
+        assert_eq!(s.missed(), hb * 2);
+        // A message ends the run too.
+        tokio::time::advance(hb * 2).await;
+        s.heard();
+        assert_eq!(s.missed(), hb * 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_silent_past_the_bound_is_dropped_and_one_late_heartbeat_is_not() {
+        let hb = Duration::from_millis(50);
+        let mut s = Silence::new(hb);
+        assert!(s.missed() < STALE_STREAM);
+        let mut silent = hb * 2;
+        while silent < STALE_STREAM {
+            tokio::time::advance(hb * 2).await;
+            silent = s.missed();
+        }
+        assert!(silent >= STALE_STREAM && silent < STALE_STREAM + hb * 4);
+    }
 }
