@@ -122,6 +122,9 @@ pub fn open_on(
         context_id: ctx(CONTEXT),
         call_id: call_of(interaction),
         request,
+        expires_at: None,
+        expires_in: None,
+        on_expiry: Default::default(),
     })))
 }
 
