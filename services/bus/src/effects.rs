@@ -11,11 +11,11 @@
 //! | audit record | `hp.in.audit.<org>` | the CloudEvents `id` |
 //! | lane message | `hp.in.lane.<org>.<session>.<lane>` | `lane-<40 hex>` of org, session, lane and message id |
 //! | follow-up command | `hp.cmd.<org>.<key>.<verb>` | its command id |
-//! | deadline schedule | `hp.sched.<org>.<interactionId>.<verb>` | `sched-<40 hex>` of the scheduled command's id and the id of the command that set it |
+//! | deadline schedule | `hp.sched.<org>.<interactionId>.<warn|expire>` | `sched-<40 hex>` of the scheduled command's id and the id of the command that set it |
 //!
 //! A deadline schedule (JetStream message schedules, ADR-51) carries
 //! `Nats-Schedule: @at <RFC 3339>` and `Nats-Schedule-Target:
-//! hp.cmd.<org>.<task>.<verb>`; its body is the command the server publishes there
+//! hp.cmd.<org>.<task>.expire`; its body is the command the server publishes there
 //! at that time (without the schedule's `Nats-Msg-Id`, which the server strips: the
 //! worker recognises a second firing by the command's id).
 //!

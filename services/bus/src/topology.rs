@@ -33,8 +33,8 @@
 //!
 //! **Deadlines** are JetStream message schedules (nats-server 2.12+, stream setting
 //! `allow_msg_schedules`, which needs `allow_rollup_hdrs`): a message on
-//! `hp.sched.<org>.<interactionId>.<expire|expiring>` with `Nats-Schedule: @at <RFC 3339>`
-//! and `Nats-Schedule-Target: hp.cmd.<org>.<task>.<expire|expiring>`. The server keeps
+//! `hp.sched.<org>.<interactionId>.<warn|expire>` with `Nats-Schedule: @at <RFC 3339>`
+//! and `Nats-Schedule-Target: hp.cmd.<org>.<task>.expire`. The server keeps
 //! one schedule per subject (a newer one replaces it), publishes its body to the
 //! target at that time (stored like any command, so it is partitioned and decided by
 //! the task's owner) and removes the schedule. No consumer reads `hp.sched.>`.
@@ -192,17 +192,23 @@ impl Topology {
     pub fn schedules_subjects(&self) -> String {
         format!("{}.sched.>", self.subject_prefix)
     }
-    /// `hp.sched.<org>.<interactionId>.<stage>`: the subject holding one deadline
-    /// schedule of an interaction (`stage` is the scheduled command's verb).
+    /// `hp.sched.<org>.<interactionId>.<warn|expire>`: the subject holding one
+    /// deadline schedule of an interaction (the scheduled `expire` command's stage).
     pub fn schedule_subject(&self, env: &CommandEnvelope) -> String {
         let id = env
             .interaction_id()
             .map_or(std::borrow::Cow::Borrowed("_"), |i| i.token());
+        let stage = match &env.command {
+            holdpoint_domain::Command::Expire {
+                stage: holdpoint_domain::DeadlineStage::Warn,
+                ..
+            } => "warn",
+            _ => "expire",
+        };
         format!(
-            "{}.sched.{}.{id}.{}",
+            "{}.sched.{}.{id}.{stage}",
             self.subject_prefix,
             env.org.token(),
-            env.verb()
         )
     }
 

@@ -329,10 +329,6 @@ impl CommandEnvelope {
             Command::Answer(_) => "answer",
             Command::ToolResult { .. } => "tool-result",
             Command::Deadline { .. } => "deadline",
-            Command::Expire {
-                stage: DeadlineStage::Warn,
-                ..
-            } => "expiring",
             Command::Expire { .. } => "expire",
             Command::Message { .. } => "message",
             Command::TurnStart { .. } => "turn-start",

@@ -1,6 +1,6 @@
 //! Deadlines: an interaction may wait until `expiresAt`; the server then runs an
 //! `expire` command (a JetStream message schedule stored when the deadline was set),
-//! and `expiring` the configured lead before it.
+//! and the same command with stage `warn` the configured lead before it.
 //!
 //! **What expiry decides**, unless the opening asked for `onExpiry: close`:
 //!
@@ -202,7 +202,7 @@ pub(super) fn set(
     .commit(ctx, effects, ctx.outcome(Ok(Accepted::Rescheduled)))
 }
 
-/// The server's `expiring` or `expire` for the deadline `at` of interaction `id`.
+/// The server's `expire` (stage `warn` or `expire`) for the deadline `at` of interaction `id`.
 pub(super) fn tick(
     ctx: &Ctx,
     snap: Snapshot<'_>,
