@@ -67,16 +67,19 @@ async fn hold(rt: &Runtime, at: &Placement) -> String {
 /// Waits until `id` no longer waits and its deciding transition's events (the task
 /// status is the last of them) are stored; returns every event of `org`.
 async fn settled(app: &TestApp, org: &str, id: &str) -> Vec<Event> {
-    wait_for(Duration::from_secs(20), "the deadline to decide", || async {
-        let i = app.interaction(org, id).await?;
-        (i.state != State::Pending).then_some(())
-    })
+    wait_for(
+        Duration::from_secs(20),
+        "the deadline to decide",
+        || async {
+            let i = app.interaction(org, id).await?;
+            (i.state != State::Pending).then_some(())
+        },
+    )
     .await;
     wait_for(Duration::from_secs(10), "the expiry's events", || async {
         let events = app.events(org).await;
         let decided = events.iter().position(|e| {
-            e.subject == id
-                && matches!(e.name(), "interaction-resolved" | "interaction-closed")
+            e.subject == id && matches!(e.name(), "interaction-resolved" | "interaction-closed")
         })?;
         events[decided..]
             .iter()
@@ -158,10 +161,7 @@ async fn each_kind_expires_with_its_default_after_a_warning() {
             .iter()
             .position(|e| {
                 e.subject == *id
-                    && matches!(
-                        e.name(),
-                        "interaction-resolved" | "interaction-closed"
-                    )
+                    && matches!(e.name(), "interaction-resolved" | "interaction-closed")
             })
             .expect("decided");
         assert!(warned < decided, "{id}: the warning comes first");
@@ -199,12 +199,9 @@ async fn each_kind_expires_with_its_default_after_a_warning() {
             ..
         }
     ));
-    let audit: Vec<Event> = holdpoint_tests::app::read_all(
-        &app.bus,
-        &app.bus.topo.audit_stream(),
-        "hp.audit.acme",
-    )
-    .await;
+    let audit: Vec<Event> =
+        holdpoint_tests::app::read_all(&app.bus, &app.bus.topo.audit_stream(), "hp.audit.acme")
+            .await;
     assert_eq!(audit.len(), 1, "{audit:?}");
     assert!(matches!(
         &audit[0].body,
@@ -270,12 +267,20 @@ async fn each_kind_expires_with_its_default_after_a_warning() {
         .await;
     assert_eq!(late.status, 409, "{late:?}");
     assert_eq!(late.code(), "NRY-0009");
-    assert!(late.body["message"].as_str().is_some_and(|m| m.contains("expired")));
+    assert!(
+        late.body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("expired"))
+    );
     let late = ana
         .post(&format!("/v1/questions/{product_q}/answer"), &seed_answer())
         .await;
     assert_eq!(late.status, 409, "{late:?}");
-    assert!(late.body["message"].as_str().is_some_and(|m| m.contains("expired")));
+    assert!(
+        late.body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("expired"))
+    );
     assert_ids_consistent(&events);
 }
 
@@ -398,11 +403,15 @@ async fn answer_and_expiry_race_with_one_outcome_each() {
     .await;
     let mut by_person = 0;
     for (id, reply) in ids.iter().zip(&replies) {
-        let i = wait_for(Duration::from_secs(30), "every approval to settle", || async {
-            app.interaction("acme", id)
-                .await
-                .filter(|i| i.state != State::Pending)
-        })
+        let i = wait_for(
+            Duration::from_secs(30),
+            "every approval to settle",
+            || async {
+                app.interaction("acme", id)
+                    .await
+                    .filter(|i| i.state != State::Pending)
+            },
+        )
         .await;
         let r = i.resolution.expect("resolved");
         match reply.status {
@@ -428,7 +437,11 @@ async fn answer_and_expiry_race_with_one_outcome_each() {
     for id in &ids {
         let released = named(&events, "tool-call-released", id).len();
         let fin = finished(&events, id).len();
-        assert_eq!(released + fin, 1, "{id}: released {released}, finished {fin}");
+        assert_eq!(
+            released + fin,
+            1,
+            "{id}: released {released}, finished {fin}"
+        );
     }
     assert_ids_consistent(&events);
     eprintln!("race: {by_person} of 200 answered before the deadline");
@@ -450,11 +463,15 @@ async fn a_deadline_outlives_a_worker_crash_and_a_server_restart() {
     app.kill_process(first);
     app.nats.restart().await;
     let _second = app.spawn_worker_process(None);
-    wait_for(Duration::from_secs(40), "the expiry after the crash", || async {
-        app.interaction("acme", &approval)
-            .await
-            .filter(|i| i.state != State::Pending)
-    })
+    wait_for(
+        Duration::from_secs(40),
+        "the expiry after the crash",
+        || async {
+            app.interaction("acme", &approval)
+                .await
+                .filter(|i| i.state != State::Pending)
+        },
+    )
     .await;
     let events = wait_for(Duration::from_secs(20), "the finished call", || async {
         let events = app.events("acme").await;

@@ -216,11 +216,10 @@ impl Bus {
                 "the NATS server has no message schedules (nats-server 2.12+)",
             ));
         }
-        let at = s
-            .at
-            .to_offset(time::UtcOffset::UTC)
-            .format(&time::format_description::well_known::Rfc3339)
-            .map_err(|e| BusError::permanent(OP, e))?;
+        let at =
+            s.at.to_offset(time::UtcOffset::UTC)
+                .format(&time::format_description::well_known::Rfc3339)
+                .map_err(|e| BusError::permanent(OP, e))?;
         let mut headers = HeaderMap::new();
         let id = digest(&[&s.command.command_id(), &s.set_by]);
         headers.insert("Nats-Msg-Id", format!("sched-{}", &id[..40]).as_str());

@@ -364,7 +364,6 @@ mod tests {
         assert_eq!(f.split('.').count(), 5);
     }
 
-
     #[test]
     fn partitioned_subjects_round_trip() {
         let t = Topology::default();

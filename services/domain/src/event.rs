@@ -13,8 +13,7 @@ use crate::ids::{
     SessionId, TaskId,
 };
 use crate::vocab::{
-    Admission, Answer, CallResult, CloseReason, Kind, LaneContent, Resolver, SessionMode,
-    TaskState,
+    Admission, Answer, CallResult, CloseReason, Kind, LaneContent, Resolver, SessionMode, TaskState,
 };
 
 /// The seed 000 extension URI, under which status messages carry the open interaction.

@@ -73,7 +73,9 @@ pub mod option {
     ///
     /// # Errors
     /// When the value is neither null nor an RFC 3339 string.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<OffsetDateTime>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<OffsetDateTime>, D::Error> {
         match Option::<String>::deserialize(d)? {
             Some(s) => super::parse(&s).map(Some).map_err(serde::de::Error::custom),
             None => Ok(None),

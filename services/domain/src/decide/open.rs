@@ -43,15 +43,11 @@ pub(super) fn open(ctx: &Ctx, snap: Snapshot<'_>, open: &OpenInteraction) -> Dec
             ),
         );
     }
-    let expires_at = match expire::requested(
-        ctx,
-        open.expires_at,
-        open.expires_in,
-        ctx.deadlines.default,
-    ) {
-        Ok(at) => at,
-        Err(r) => return Decision::reply(ctx.outcome(Err(r))),
-    };
+    let expires_at =
+        match expire::requested(ctx, open.expires_at, open.expires_in, ctx.deadlines.default) {
+            Ok(at) => at,
+            Err(r) => return Decision::reply(ctx.outcome(Err(r))),
+        };
     let Some(session) = live_session(snap.session) else {
         return session_missing(ctx, &open.session);
     };
