@@ -367,12 +367,25 @@ async fn answer_and_expiry_race_with_one_outcome_each() {
     let app = TestApp::start_with(options(None)).await;
     let rt = app.runtime("acme").await;
     let blocking = session(&rt, SessionMode::Blocking).await;
-    let deadline = time::OffsetDateTime::now_utc() + time::Duration::seconds(6);
+    // Opened with a far deadline, then all moved (a runtime's deadline change) to
+    // one near instant, so a slow machine cannot make the deadline pass mid-opening.
     let at = placement(&blocking).with_expiry(Expiry {
-        expires_at: Some(deadline),
+        expires_in: Some(600),
         ..Expiry::default()
     });
     let ids: Vec<String> = futures::future::join_all((0..200).map(|_| hold(&rt, &at))).await;
+    let deadline = time::OffsetDateTime::now_utc() + time::Duration::seconds(5);
+    let moved = futures::future::join_all(ids.iter().map(|id| {
+        rt.set_deadline(
+            id,
+            Expiry {
+                expires_at: Some(deadline),
+                ..Expiry::default()
+            },
+        )
+    }))
+    .await;
+    assert!(moved.iter().all(Result::is_ok), "{moved:?}");
     let ana = app.person("acme", "ana");
     // Answers spread over 600 ms around the deadline.
     let until = deadline - time::OffsetDateTime::now_utc() - time::Duration::milliseconds(300);

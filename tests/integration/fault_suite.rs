@@ -613,7 +613,8 @@ async fn a_worker_dying_after_its_write_then_a_nats_crash_keeps_the_events() {
     );
 }
 
-/// Deadlines in the mix: 60 approvals and questions whose deadlines fall while
+/// Deadlines in the mix: 60 approvals and questions, their deadlines moved to one
+/// instant by the runtime, falling while
 /// worker processes are SIGKILLed every 80-300 ms and respawned, and while people
 /// answer half of them around the deadline. Every interaction ends exactly once:
 /// one decision (a person's or the expiry's), one `tool-call-finished` or release,
@@ -639,9 +640,10 @@ async fn deadlines_fire_once_through_worker_kills() {
     rt.open_session(&session, SessionMode::Blocking)
         .await
         .expect("session");
-    let deadline = time::OffsetDateTime::now_utc() + time::Duration::seconds(5);
+    // Opened with a far deadline, then moved together to one near instant once all
+    // are open (a slow machine cannot make it pass mid-opening).
     let expiry = Expiry {
-        expires_at: Some(deadline),
+        expires_in: Some(600),
         ..Expiry::default()
     };
     let mut ids = Vec::new();
@@ -671,6 +673,18 @@ async fn deadlines_fire_once_through_worker_kills() {
         };
         ids.push(id);
     }
+    let deadline = time::OffsetDateTime::now_utc() + time::Duration::seconds(6);
+    let moved = futures::future::join_all(ids.iter().map(|id| {
+        rt.set_deadline(
+            id,
+            Expiry {
+                expires_at: Some(deadline),
+                ..Expiry::default()
+            },
+        )
+    }))
+    .await;
+    assert!(moved.iter().all(Result::is_ok), "{moved:?}");
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // People answer every fourth interaction around the deadline, retrying 503s
     // with the same key.
@@ -709,7 +723,8 @@ async fn deadlines_fire_once_through_worker_kills() {
     let stopper = {
         let stop = stop.clone();
         async move {
-            tokio::time::sleep(Duration::from_secs(9)).await;
+            let until = deadline - time::OffsetDateTime::now_utc() + time::Duration::seconds(4);
+            tokio::time::sleep(until.try_into().unwrap_or_default()).await;
             stop.store(true, Ordering::SeqCst);
         }
     };
