@@ -612,3 +612,202 @@ async fn a_worker_dying_after_its_write_then_a_nats_crash_keeps_the_events() {
         "the held call is never released"
     );
 }
+
+/// Deadlines in the mix: 60 approvals and questions, their deadlines moved to one
+/// instant by the runtime, falling while
+/// worker processes are SIGKILLed every 80-300 ms and respawned, and while people
+/// answer half of them around the deadline. Every interaction ends exactly once:
+/// one decision (a person's or the expiry's), one `tool-call-finished` or release,
+/// and every 2xx answer is the recorded, person-made resolution.
+#[tokio::test]
+async fn deadlines_fire_once_through_worker_kills() {
+    use holdpoint_client::{Expiry, HoldCall};
+    use holdpoint_domain::{EventData, Resolver};
+
+    let (mut rng, seed) = Rng::from_env(SEED_ENV);
+    println!("seed {seed} ({SEED_ENV} replays it)");
+    let mut app = TestApp::start_with(AppOptions {
+        deadlines: holdpoint_domain::Deadlines {
+            warning: Some(Duration::from_secs(1)),
+            ..Default::default()
+        },
+        ..options(Duration::from_secs(1), Duration::from_millis(800))
+    })
+    .await;
+    let mut pool = WorkerPool::start(&mut app, 3);
+    let rt = app.runtime("acme").await;
+    let session = format!("s-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    rt.open_session(&session, SessionMode::Blocking)
+        .await
+        .expect("session");
+    // Opened with a far deadline, then moved together to one near instant once all
+    // are open (a slow machine cannot make it pass mid-opening).
+    let expiry = Expiry {
+        expires_in: Some(600),
+        ..Expiry::default()
+    };
+    let mut ids = Vec::new();
+    for n in 0..60 {
+        let at = placement(&session).with_expiry(expiry);
+        let id = if n % 2 == 0 {
+            let effect = format!("eff_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
+            rt.hold_for_approval(
+                &at,
+                HoldCall {
+                    effect_id: effect.clone(),
+                    call_id: format!("call-{effect}"),
+                    server: "github".into(),
+                    tool: "merge".into(),
+                    arguments: json!({"n": n}),
+                    reason: None,
+                },
+            )
+            .await
+            .expect("hold");
+            effect
+        } else {
+            rt.ask_user(&at, &format!("call-{n}"), two_questions(), None)
+                .await
+                .expect("ask")
+                .to_string()
+        };
+        ids.push(id);
+    }
+    let deadline = time::OffsetDateTime::now_utc() + time::Duration::seconds(6);
+    let moved = futures::future::join_all(ids.iter().map(|id| {
+        rt.set_deadline(
+            id,
+            Expiry {
+                expires_at: Some(deadline),
+                ..Expiry::default()
+            },
+        )
+    }))
+    .await;
+    assert!(moved.iter().all(Result::is_ok), "{moved:?}");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // People answer every fourth interaction around the deadline, retrying 503s
+    // with the same key.
+    let ana = app.person("acme", "ana");
+    let answers = {
+        let ids = ids.clone();
+        let ana = ana.clone();
+        tokio::spawn(async move {
+            let wait =
+                deadline - time::OffsetDateTime::now_utc() - time::Duration::milliseconds(400);
+            tokio::time::sleep(wait.try_into().unwrap_or_default()).await;
+            let mut out = Vec::new();
+            for (n, id) in ids.iter().enumerate().filter(|(n, _)| n % 4 < 2) {
+                let (path, body) = if n % 2 == 0 {
+                    (
+                        format!("/v1/interactions/{id}/approve"),
+                        json!({"approved": true}),
+                    )
+                } else {
+                    (format!("/v1/questions/{id}/answer"), seed_answer())
+                };
+                let mut last = None;
+                for _ in 0..40 {
+                    let r = ana.post_keyed(&path, &format!("k-{id}"), &body).await;
+                    if r.status != 503 {
+                        last = Some(r);
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                out.push((id.clone(), last.expect("an outcome")));
+            }
+            out
+        })
+    };
+    let stopper = {
+        let stop = stop.clone();
+        async move {
+            let until = deadline - time::OffsetDateTime::now_utc() + time::Duration::seconds(4);
+            tokio::time::sleep(until.try_into().unwrap_or_default()).await;
+            stop.store(true, Ordering::SeqCst);
+        }
+    };
+    let (kills, ()) = tokio::join!(
+        chaos::kill_workers_until(
+            &mut app,
+            &mut pool,
+            &mut rng,
+            (Duration::from_millis(80), Duration::from_millis(300)),
+            &stop,
+        ),
+        stopper
+    );
+    let replies = answers.await.expect("answers");
+    assert!(pool.all_running(&mut app), "a worker died by itself");
+    for id in &ids {
+        wait_for(
+            Duration::from_secs(60),
+            "every deadline to decide",
+            || async {
+                app.interaction("acme", id)
+                    .await
+                    .filter(|i| i.state != State::Pending)
+            },
+        )
+        .await;
+    }
+    let events = wait_for(
+        Duration::from_secs(30),
+        "every blocked call to end",
+        || async {
+            let events = app.events("acme").await;
+            ids.iter()
+                .all(|id| {
+                    finished(&events, id).len() + named(&events, "tool-call-released", id).len()
+                        >= 1
+                })
+                .then_some(events)
+        },
+    )
+    .await;
+    let mut expired = 0;
+    for id in &ids {
+        let decisions = events
+            .iter()
+            .filter(|e| {
+                e.subject == *id
+                    && matches!(
+                        e.body,
+                        EventData::InteractionResolved { .. } | EventData::InteractionClosed { .. }
+                    )
+            })
+            .count();
+        assert_eq!(decisions, 1, "{id}: one decision");
+        let ends = finished(&events, id).len() + named(&events, "tool-call-released", id).len();
+        assert_eq!(ends, 1, "{id}: one end of the blocked call");
+        let i = app.interaction("acme", id).await.expect("record");
+        let by_expiry = i
+            .resolution
+            .as_ref()
+            .is_some_and(|r| r.resolved_by == Resolver::Expiry)
+            || i.closure.is_some();
+        if by_expiry {
+            expired += 1;
+        }
+    }
+    for (id, reply) in &replies {
+        let i = app.interaction("acme", id).await.expect("record");
+        match reply.status {
+            204 => assert!(
+                i.resolution
+                    .as_ref()
+                    .is_some_and(|r| r.resolved_by == Resolver::Person),
+                "{id}: a 2xx is the recorded resolution"
+            ),
+            409 => assert_eq!(reply.code(), "NRY-0009", "{reply:?}"),
+            other => panic!("{id}: {other} {reply:?}"),
+        }
+    }
+    assert_ids_consistent(&events);
+    println!(
+        "deadlines under {kills} worker kills: {expired} of {} decided by expiry",
+        ids.len()
+    );
+    assert!(expired >= 30, "the unanswered half expired");
+}

@@ -10,6 +10,7 @@ mod auth;
 mod cluster;
 mod common;
 mod compat;
+mod deadlines;
 mod docs;
 mod edges;
 mod effects;

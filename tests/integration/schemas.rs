@@ -395,6 +395,9 @@ async fn real_traffic_matches_the_schemas() {
             app: "Linear".into(),
             reason: "file tickets".into(),
         },
+        expires_at: None,
+        expires_in: None,
+        on_expiry: Default::default(),
     })))
     .await
     .expect("open connection");

@@ -68,6 +68,8 @@ pub struct AppOptions {
     pub max_streams_per_caller: usize,
     /// The ingress reads an A2A request without `A2A-Version` as 1.0 (off: 0.3).
     pub a2a_missing_version_is_1_0: bool,
+    /// The workers' deadline settings (in-process and child processes).
+    pub deadlines: holdpoint_domain::Deadlines,
 }
 
 impl Default for AppOptions {
@@ -83,6 +85,7 @@ impl Default for AppOptions {
             identity: IdentityMode::insecure_dev_headers(),
             max_streams_per_caller: IngressConfig::default().max_streams_per_caller,
             a2a_missing_version_is_1_0: false,
+            deadlines: holdpoint_domain::Deadlines::default(),
         }
     }
 }
@@ -219,7 +222,10 @@ impl<N: Broker> TestApp<N> {
         let token = CancellationToken::new();
         let handle = tokio::spawn(holdpoint_worker::run(
             bus,
-            WorkerConfig::default(),
+            WorkerConfig {
+                deadlines: self.opts.deadlines,
+                ..WorkerConfig::default()
+            },
             token.clone(),
         ));
         self.workers.push(InProcessWorker { token, handle });
@@ -256,6 +262,16 @@ impl<N: Broker> TestApp<N> {
             )
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
+        let d = self.opts.deadlines;
+        for (flag, v) in [
+            ("--deadline-default-secs", d.default),
+            ("--deadline-max-secs", d.max),
+            ("--deadline-warning-secs", d.warning),
+        ] {
+            if let Some(v) = v {
+                cmd.arg(flag).arg(v.as_secs().max(1).to_string());
+            }
+        }
         match failpoint {
             Some(f) => cmd.env("HOLDPOINT_FAILPOINT", f),
             None => cmd.env_remove("HOLDPOINT_FAILPOINT"),

@@ -74,6 +74,8 @@ export class AnswerDoesNotFitError extends HoldpointError {}
 export class NotFoundError extends HoldpointError {}
 /** It no longer waits (answered with another key, or closed), or the lane refused (`NRY-0009`, `-0021`, `-0030`, `-0031`, `-0032`). */
 export class ConflictError extends HoldpointError {}
+/** A runtime's deadline was refused: the server has no message schedules (`NRY-0022`), or the deadline cannot be kept (`NRY-0023`). An answer never gets these. */
+export class DeadlineError extends HoldpointError {}
 /** The held call's arguments are not the ones shown (`argumentsDigest` differs; `NRY-0010`). */
 export class ArgumentsChangedError extends ConflictError {}
 /** No valid identity (`NRY-0011`). */
@@ -108,6 +110,8 @@ export const ERROR_CATALOG: Readonly<Record<ErrorCode, { readonly type: ErrorCla
   'NRY-0017': { type: TooManyStreamsError, retryable: true },
   'NRY-0020': { type: UnsupportedOperationError, retryable: false },
   'NRY-0021': { type: ConflictError, retryable: false },
+  'NRY-0022': { type: DeadlineError, retryable: false },
+  'NRY-0023': { type: DeadlineError, retryable: false },
   'NRY-0030': { type: ConflictError, retryable: false },
   'NRY-0031': { type: ConflictError, retryable: false },
   'NRY-0032': { type: ConflictError, retryable: false },

@@ -29,6 +29,7 @@ export {
   AnswerDoesNotFitError,
   ArgumentsChangedError,
   ConflictError,
+  DeadlineError,
   ERROR_CATALOG,
   HoldpointError,
   type HoldpointErrorInit,

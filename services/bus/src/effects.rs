@@ -11,13 +11,20 @@
 //! | audit record | `hp.in.audit.<org>` | the CloudEvents `id` |
 //! | lane message | `hp.in.lane.<org>.<session>.<lane>` | `lane-<40 hex>` of org, session, lane and message id |
 //! | follow-up command | `hp.cmd.<org>.<key>.<verb>` | its command id |
+//! | deadline schedule | `hp.sched.<org>.<interactionId>.<warn|expire>` | `sched-<40 hex>` of the scheduled command's id and the id of the command that set it |
+//!
+//! A deadline schedule (JetStream message schedules, ADR-51) carries
+//! `Nats-Schedule: @at <RFC 3339>` and `Nats-Schedule-Target:
+//! hp.cmd.<org>.<task>.expire`; its body is the command the server publishes there
+//! at that time (without the schedule's `Nats-Msg-Id`, which the server strips: the
+//! worker recognises a second firing by the command's id).
 //!
 //! Every message also carries the worker's W3C `traceparent`.
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::context::PublishAckFuture;
 use bytes::Bytes;
-use holdpoint_domain::{Effects, Event, LaneMessage, digest};
+use holdpoint_domain::{Effects, Event, LaneMessage, Scheduled, digest};
 
 use crate::{Bus, BusError, TRACEPARENT_HEADER};
 
@@ -191,7 +198,47 @@ impl Bus {
                 .await?,
             );
         }
+        for s in &effects.schedules {
+            out.0.push(self.publish_schedule(s, traceparent).await?);
+        }
         Ok(out)
+    }
+
+    async fn publish_schedule(
+        &self,
+        s: &Scheduled,
+        traceparent: &str,
+    ) -> Result<(&'static str, PublishAckFuture), BusError> {
+        const OP: &str = "publish deadline schedule";
+        if !self.caps.schedules {
+            return Err(BusError::permanent(
+                OP,
+                "the NATS server has no message schedules (nats-server 2.12+)",
+            ));
+        }
+        let at =
+            s.at.to_offset(time::UtcOffset::UTC)
+                .format(&time::format_description::well_known::Rfc3339)
+                .map_err(|e| BusError::permanent(OP, e))?;
+        let mut headers = HeaderMap::new();
+        let id = digest(&[&s.command.command_id(), &s.set_by]);
+        headers.insert("Nats-Msg-Id", format!("sched-{}", &id[..40]).as_str());
+        headers.insert(TRACEPARENT_HEADER, traceparent);
+        headers.insert("Nats-Schedule", format!("@at {at}").as_str());
+        headers.insert(
+            "Nats-Schedule-Target",
+            self.topo.command_subject(&s.command).as_str(),
+        );
+        let f = self
+            .js
+            .publish_with_headers(
+                self.topo.schedule_subject(&s.command),
+                headers,
+                encode(&s.command)?,
+            )
+            .await
+            .map_err(|e| BusError::publish(OP, &e))?;
+        Ok((OP, f))
     }
 
     /// Stores `outcome` (encoded) under a command publish's `Nats-Msg-Id`, for a

@@ -90,13 +90,21 @@ fn stream_configs(topo: &Topology, caps: Capabilities) -> Vec<stream::Config> {
     };
     let commands = if caps.partitioned() {
         let (src, dest) = topo.command_transform();
+        // Deadline schedules live beside the commands (a schedule's target must be in
+        // its own stream); the transform leaves `hp.sched.>` as it is.
+        let mut subjects = vec![src.clone()];
+        if caps.schedules {
+            subjects.push(topo.schedules_subjects());
+        }
         stream::Config {
             retention: stream::RetentionPolicy::WorkQueue,
             subject_transform: Some(stream::SubjectTransform {
                 source: src.clone(),
                 destination: dest,
             }),
-            ..file(topo.commands_stream(), vec![src])
+            allow_message_schedules: caps.schedules,
+            allow_rollup: caps.schedules,
+            ..file(topo.commands_stream(), subjects)
         }
     } else {
         stream::Config {
@@ -184,6 +192,8 @@ fn same_managed_settings(have: &stream::Config, want: &stream::Config) -> bool {
         && have.duplicate_window == want.duplicate_window
         && have.subject_transform == want.subject_transform
         && have.republish == want.republish
+        && (!want.allow_message_schedules || have.allow_message_schedules)
+        && (!want.allow_rollup || have.allow_rollup)
 }
 
 /// Creates the bucket's backing stream as the KV specification (ADR-8) lays it out,

@@ -3,7 +3,7 @@
 //!
 //! | what | name | subjects / keys |
 //! |---|---|---|
-//! | commands stream | `HP_COMMANDS` | published `hp.cmd.<org>.<key>.<verb>`, stored `hp.cmd.<p>.<org>.<key>.<verb>` (partitioned) |
+//! | commands stream | `HP_COMMANDS` | published `hp.cmd.<org>.<key>.<verb>`, stored `hp.cmd.<p>.<org>.<key>.<verb>` (partitioned); deadline schedules `hp.sched.<org>.<interactionId>.<stage>` (2.12+) |
 //! | partition consumers | `HP_WORKERS_<p>` | filter `hp.cmd.<p>.>`, priority group `workers`, pinned client |
 //! | events stream | `HP_EVENTS` | ingest `hp.in.evt.<org>.<task>.<name>`, stored and republished `hp.evt.<org>.<task>.<name>` |
 //! | lanes stream | `HP_LANES` | ingest `hp.in.lane.…`, stored and republished `hp.lane.<org>.<session>.<lane>` |
@@ -30,6 +30,14 @@
 //! workers, stored subject `hp.cmd.<org>.<key>.<verb>`) and publishes effects to the
 //! public subjects directly (a live reader may then see an event twice after a
 //! worker crash; stored copies stay single).
+//!
+//! **Deadlines** are JetStream message schedules (nats-server 2.12+, stream setting
+//! `allow_msg_schedules`, which needs `allow_rollup_hdrs`): a message on
+//! `hp.sched.<org>.<interactionId>.<warn|expire>` with `Nats-Schedule: @at <RFC 3339>`
+//! and `Nats-Schedule-Target: hp.cmd.<org>.<task>.expire`. The server keeps
+//! one schedule per subject (a newer one replaces it), publishes its body to the
+//! target at that time (stored like any command, so it is partitioned and decided by
+//! the task's owner) and removes the schedule. No consumer reads `hp.sched.>`.
 
 use std::time::Duration;
 
@@ -177,6 +185,31 @@ impl Topology {
     /// The priority group every partition consumer pins one worker in.
     pub fn priority_group(&self) -> &'static str {
         "workers"
+    }
+
+    /// The subjects of the commands stream that hold deadline schedules:
+    /// `hp.sched.>`.
+    pub fn schedules_subjects(&self) -> String {
+        format!("{}.sched.>", self.subject_prefix)
+    }
+    /// `hp.sched.<org>.<interactionId>.<warn|expire>`: the subject holding one
+    /// deadline schedule of an interaction (the scheduled `expire` command's stage).
+    pub fn schedule_subject(&self, env: &CommandEnvelope) -> String {
+        let id = env
+            .interaction_id()
+            .map_or(std::borrow::Cow::Borrowed("_"), |i| i.token());
+        let stage = match &env.command {
+            holdpoint_domain::Command::Expire {
+                stage: holdpoint_domain::DeadlineStage::Warn,
+                ..
+            } => "warn",
+            _ => "expire",
+        };
+        format!(
+            "{}.sched.{}.{id}.{stage}",
+            self.subject_prefix,
+            env.org.token(),
+        )
     }
 
     /// `hp.cmd.<org>.<key>.<verb>`, as producers publish it.

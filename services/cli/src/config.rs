@@ -84,6 +84,8 @@ pub struct Config {
     pub socket: SocketConfig,
     /// The worker.
     pub worker: WorkerSection,
+    /// Interaction deadlines (the worker applies them).
+    pub deadlines: DeadlinesSection,
     /// Logs.
     pub log: LogConfig,
     /// Trace export.
@@ -278,6 +280,37 @@ impl Default for WorkerSection {
     }
 }
 
+/// `[deadlines]`: deadlines of interactions, for every organisation. None by
+/// default: an interaction then waits until answered or closed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeadlinesSection {
+    /// The deadline, in seconds after opening, of an interaction whose runtime names
+    /// none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_secs: Option<u64>,
+    /// The farthest deadline a runtime may ask for, in seconds after the opening (or
+    /// the change); a farther one is refused with `NRY-0023`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_secs: Option<u64>,
+    /// How long before a deadline `interaction-expiring` goes out, in seconds
+    /// (none when unset).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning_secs: Option<u64>,
+}
+
+impl DeadlinesSection {
+    /// The worker's view of these settings (`supported` is the server's to say).
+    pub fn policy(&self) -> holdpoint_domain::Deadlines {
+        holdpoint_domain::Deadlines {
+            supported: false,
+            default: self.default_secs.map(Duration::from_secs),
+            max: self.max_secs.map(Duration::from_secs),
+            warning: self.warning_secs.map(Duration::from_secs),
+        }
+    }
+}
+
 /// `[log]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -461,6 +494,27 @@ impl Config {
                     "must be at least 100 (got {})",
                     self.worker.consumer_poll_ms
                 ),
+            ));
+        }
+        let d = &self.deadlines;
+        let max = holdpoint_domain::MAX_EXPIRES_IN_SECS;
+        for (field, v) in [
+            ("deadlines.default_secs", d.default_secs),
+            ("deadlines.max_secs", d.max_secs),
+            ("deadlines.warning_secs", d.warning_secs),
+        ] {
+            if let Some(v) = v
+                && !(1..=max).contains(&v)
+            {
+                return Err(invalid(field, format!("must be 1 to {max} (got {v})")));
+            }
+        }
+        if let (Some(default), Some(limit)) = (d.default_secs, d.max_secs)
+            && default > limit
+        {
+            return Err(invalid(
+                "deadlines.default_secs",
+                format!("must not exceed deadlines.max_secs ({default} > {limit})"),
             ));
         }
         holdpoint_telemetry::logs::check_level(&self.log.level)

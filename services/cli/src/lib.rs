@@ -315,6 +315,17 @@ pub struct WorkerSettings {
     /// (default 5000).
     #[arg(long, env = "HOLDPOINT_CONSUMER_POLL_MS")]
     pub consumer_poll_ms: Option<u64>,
+    /// Deadline of an interaction whose runtime names none, in seconds (default:
+    /// none).
+    #[arg(long, env = "HOLDPOINT_DEADLINE_DEFAULT_SECS")]
+    pub deadline_default_secs: Option<u64>,
+    /// Farthest deadline a runtime may ask for, in seconds (default: no limit).
+    #[arg(long, env = "HOLDPOINT_DEADLINE_MAX_SECS")]
+    pub deadline_max_secs: Option<u64>,
+    /// Lead before a deadline at which `interaction-expiring` goes out, in seconds
+    /// (default: none).
+    #[arg(long, env = "HOLDPOINT_DEADLINE_WARNING_SECS")]
+    pub deadline_warning_secs: Option<u64>,
     /// Test only: abort at this point (after-write, before-ack).
     #[arg(long, env = "HOLDPOINT_FAILPOINT", hide = true)]
     pub failpoint: Option<Failpoint>,
@@ -327,6 +338,9 @@ impl WorkerSettings {
             .set("worker.cache_mb", self.cache_mb)
             .set("worker.id", self.worker_id.clone())
             .set("worker.consumer_poll_ms", self.consumer_poll_ms)
+            .set("deadlines.default_secs", self.deadline_default_secs)
+            .set("deadlines.max_secs", self.deadline_max_secs)
+            .set("deadlines.warning_secs", self.deadline_warning_secs)
     }
 }
 
@@ -650,6 +664,7 @@ impl Config {
             failpoint,
             metrics,
             consumer_poll: Duration::from_millis(self.worker.consumer_poll_ms),
+            deadlines: self.deadlines.policy(),
             ..WorkerConfig::default()
         }
     }

@@ -243,13 +243,35 @@ fn text(v: &Value, key: &str) -> String {
 
 fn print_view(v: &Value) {
     let kind = text(v, "kind");
+    let left = v["expiresAt"]
+        .as_str()
+        .and_then(|s| holdpoint_domain::timestamp::parse(s).ok())
+        .map(|at| format!(" {}", time_left(at, time::OffsetDateTime::now_utc())))
+        .unwrap_or_default();
     println!(
-        "{} {} {} {}",
+        "{} {} {}{} {}",
         paint(kind_style(&kind), &format!("{kind:<10}")),
         paint(Style::new().bold(), &text(v, "interactionId")),
         paint(AnsiColor::BrightBlack.on_default(), &text(v, "state")),
+        paint(AnsiColor::Yellow.on_default(), &left),
         terminal::line(v["prompt"].as_str().unwrap_or(""))
     );
+}
+
+/// `expires in 4m 10s` (or `expired`) for a deadline `at` seen at `now`.
+pub fn time_left(at: time::OffsetDateTime, now: time::OffsetDateTime) -> String {
+    let secs = (at - now).whole_seconds();
+    if secs <= 0 {
+        return "expired".into();
+    }
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    let span = match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m {s}s"),
+        (0, _, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h"),
+    };
+    format!("expires in {span}")
 }
 
 /// `holdpoint pending`.
@@ -517,6 +539,18 @@ mod tests {
         );
         assert!(parse_answer("x").is_err());
         assert!(parse_answer("-1").is_err());
+    }
+
+    #[test]
+    fn time_left_reads_as_a_span() {
+        let now = time::macros::datetime!(2026-05-01 12:00:00 UTC);
+        let after = |secs: i64| time_left(now + time::Duration::seconds(secs), now);
+        assert_eq!(after(-3), "expired");
+        assert_eq!(after(0), "expired");
+        assert_eq!(after(42), "expires in 42s");
+        assert_eq!(after(250), "expires in 4m 10s");
+        assert_eq!(after(2 * 3600 + 120), "expires in 2h 2m");
+        assert_eq!(after(3 * 86_400 + 3600), "expires in 3d 1h");
     }
 
     #[test]

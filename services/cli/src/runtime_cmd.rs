@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use holdpoint_client::{AgentManifest, HoldCall, Placement, Runtime};
-use holdpoint_domain::{CallResult, CloseReason, QuestionSpec, SessionMode};
+use holdpoint_client::{AgentManifest, Expiry, HoldCall, Placement, Runtime};
+use holdpoint_domain::{CallResult, CloseReason, OnExpiry, QuestionSpec, SessionMode};
 
 /// Where and as whom the runtime acts.
 #[derive(Debug, Clone, Args)]
@@ -45,6 +45,16 @@ pub struct PlaceArgs {
     /// The blocked tool call's id.
     #[arg(long)]
     pub call: String,
+    /// Deadline as RFC 3339 (`2026-05-01T12:00:00Z`); refused on a nats-server
+    /// without message schedules.
+    #[arg(long, conflicts_with = "expires_in")]
+    pub expires_at: Option<String>,
+    /// Deadline in seconds from the opening.
+    #[arg(long)]
+    pub expires_in: Option<u64>,
+    /// What the deadline decides: `decide` (the kind's default) or `close`.
+    #[arg(long, default_value = "decide")]
+    pub on_expiry: String,
 }
 
 /// Runtime verbs.
@@ -112,6 +122,17 @@ pub enum RuntimeVerb {
         /// Interaction id.
         id: String,
     },
+    /// Set, move or clear (neither option) a pending interaction's deadline.
+    Deadline {
+        /// Interaction id.
+        id: String,
+        /// New deadline as RFC 3339.
+        #[arg(long, conflicts_with = "expires_in")]
+        expires_at: Option<String>,
+        /// New deadline in seconds from now.
+        #[arg(long)]
+        expires_in: Option<u64>,
+    },
     /// Report a released call's result (JSON output).
     ToolResult {
         /// Effect id.
@@ -123,7 +144,25 @@ pub enum RuntimeVerb {
 }
 
 fn place(a: &PlaceArgs) -> anyhow::Result<Placement> {
-    Ok(Placement::new(&a.session, &a.lane, &a.task, &a.context)?)
+    let on_expiry = match a.on_expiry.as_str() {
+        "decide" => OnExpiry::Decide,
+        "close" => OnExpiry::Close,
+        other => anyhow::bail!("--on-expiry is decide or close, not {other:?}"),
+    };
+    let expiry = Expiry {
+        expires_at: parse_time(a.expires_at.as_deref())?,
+        expires_in: a.expires_in,
+        on_expiry,
+    };
+    Ok(Placement::new(&a.session, &a.lane, &a.task, &a.context)?.with_expiry(expiry))
+}
+
+fn parse_time(s: Option<&str>) -> anyhow::Result<Option<time::OffsetDateTime>> {
+    s.map(|s| {
+        holdpoint_domain::timestamp::parse(s)
+            .with_context(|| format!("--expires-at {s:?} is not an RFC 3339 time"))
+    })
+    .transpose()
 }
 
 /// Runs a runtime verb.
@@ -187,6 +226,19 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
         RuntimeVerb::Close { id } => {
             rt.close_interaction(&id, CloseReason::Interrupted).await?;
             println!("closed {id}");
+        }
+        RuntimeVerb::Deadline {
+            id,
+            expires_at,
+            expires_in,
+        } => {
+            let expiry = Expiry {
+                expires_at: parse_time(expires_at.as_deref())?,
+                expires_in,
+                on_expiry: OnExpiry::Decide,
+            };
+            rt.set_deadline(&id, expiry).await?;
+            println!("deadline set for {id}");
         }
         RuntimeVerb::ToolResult { id, output } => {
             let output = serde_json::from_str(&output).context("--output is not JSON")?;

@@ -39,8 +39,8 @@ use holdpoint_bus::outcome::Waiter;
 use holdpoint_bus::{Bus, BusError, Topology};
 use holdpoint_domain::{
     Accepted, CallId, CallResult, CloseReason, Command, CommandEnvelope, ContextId, Event, IdError,
-    InteractionId, LaneId, MessageId, OpenInteraction, OpenRequest, OrgId, QuestionSpec, Rejection,
-    SessionId, SessionMode, TaskId,
+    InteractionId, LaneId, MessageId, OnExpiry, OpenInteraction, OpenRequest, OrgId, QuestionSpec,
+    Rejection, SessionId, SessionMode, TaskId,
 };
 pub use manifest::AgentManifest;
 
@@ -84,9 +84,32 @@ pub struct Placement {
     pub task_id: TaskId,
     /// A2A context.
     pub context_id: ContextId,
+    /// The deadline of what is opened here (none unless set; the worker's
+    /// configured default then applies).
+    pub expiry: Expiry,
+}
+
+/// An interaction's deadline as a runtime asks for it: at most one of `expires_at`
+/// and `expires_in`, and what expiry decides. Refused with `NRY-0022` by a
+/// nats-server without message schedules (before 2.12), `NRY-0023` when past or
+/// beyond the configured maximum.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Expiry {
+    /// The deadline.
+    pub expires_at: Option<time::OffsetDateTime>,
+    /// The deadline in whole seconds from when the worker decides the opening.
+    pub expires_in: Option<u64>,
+    /// What the deadline decides: the kind's default, or closing.
+    pub on_expiry: OnExpiry,
 }
 
 impl Placement {
+    /// This placement, opening interactions with `expiry`.
+    pub fn with_expiry(mut self, expiry: Expiry) -> Self {
+        self.expiry = expiry;
+        self
+    }
+
     /// Validates and builds a placement.
     ///
     /// # Errors
@@ -97,6 +120,7 @@ impl Placement {
             lane: LaneId::parse(lane)?,
             task_id: TaskId::parse(task)?,
             context_id: ContextId::parse(context)?,
+            expiry: Expiry::default(),
         })
     }
 }
@@ -265,6 +289,9 @@ impl Runtime {
             context_id: at.context_id.clone(),
             call_id: CallId::parse(call_id)?,
             request,
+            expires_at: at.expiry.expires_at,
+            expires_in: at.expiry.expires_in,
+            on_expiry: at.expiry.on_expiry,
         })))
         .await?;
         Ok(id)
@@ -366,6 +393,24 @@ impl Runtime {
             reason,
             by_message: None,
             task_id,
+        })
+        .await
+    }
+
+    /// Sets, moves or clears (`expiry` with neither time) a pending interaction's
+    /// deadline. A person cannot do this; only the runtime that opened it.
+    ///
+    /// # Errors
+    /// As [`Runtime::send`]; `NRY-0023` when the interaction no longer waits or the
+    /// deadline is past or too far, `NRY-0022` on a server without schedules.
+    pub async fn set_deadline(&self, id: &str, expiry: Expiry) -> Result<Accepted, ClientError> {
+        let interaction_id = InteractionId::parse(id)?;
+        let task_id = self.task_of(&interaction_id).await?;
+        self.send(Command::Deadline {
+            interaction_id,
+            task_id,
+            expires_at: expiry.expires_at,
+            expires_in: expiry.expires_in,
         })
         .await
     }

@@ -204,6 +204,17 @@ pub fn document() -> Value {
             },
             "messages": {"command": {"$ref": "#/components/messages/command"}},
         },
+        "schedules": {
+            "address": format!("{sp}.sched.{{org}}.{{interactionId}}.{{stage}}"),
+            "title": "Deadline schedules",
+            "description": format!("JetStream message schedules (nats-server 2.12+) in stream `{}` (`allow_msg_schedules`): one per interaction and stage, holding an `expire` command. Headers: `Nats-Schedule: @at <RFC 3339>` and `Nats-Schedule-Target: {sp}.cmd.<org>.<task>.expire`. At that time the server publishes the body to the target (a command like any other) and removes the schedule; a newer schedule on the same subject replaces the older one. No consumer reads these subjects. Absent on servers without schedules, where deadlines are refused (`NRY-0022`).", topo.commands_stream()),
+            "parameters": {
+                "org": {"description": ORG_PARAM},
+                "interactionId": {"description": "The interaction, as a subject token (encoded like `org`)."},
+                "stage": {"description": "`warn` (the `interaction-expiring` lead) or `expire` (the deadline).", "enum": ["warn", "expire"]},
+            },
+            "messages": {"command": {"$ref": "#/components/messages/command"}},
+        },
         "outcomes": {
             "address": null,
             "title": "Outcomes",
@@ -400,6 +411,9 @@ mod tests {
                 "by": "ana", "input": {"type": "text", "text": "hi"}}),
             "tool-result" => json!({"type": verb, "interactionId": "i",
                 "result": {"status": "ok", "output": 1}}),
+            "deadline" => json!({"type": verb, "interactionId": "i", "expiresIn": 60}),
+            "expire" => json!({"type": verb, "interactionId": "i", "taskId": "t",
+                "expiresAt": "2026-05-01T12:00:00.000Z", "stage": "warn"}),
             "message" => json!({"type": verb, "session": "s", "lane": "main", "messageId": "m",
                 "by": "ana", "text": "hi"}),
             "turn-start" | "turn-finish" => {

@@ -496,6 +496,9 @@ fn operation(op: &Operation, generator: &mut SchemaGenerator) -> Value {
                     states.push("all".into());
                     p["schema"] = json!({"type": "string", "enum": states, "default": "pending"});
                 }
+                if p["name"] == "sort" {
+                    p["schema"] = json!({"type": "string", "enum": ["expiresAt"]});
+                }
             }
             parameters.extend(query);
             responses.insert(

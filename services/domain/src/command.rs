@@ -11,7 +11,12 @@ use crate::ids::{
     CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
     SessionId, TaskId,
 };
-use crate::vocab::{CallResult, CloseReason, OptionAnswer, QuestionSpec, SessionMode};
+use crate::vocab::{
+    CallResult, CloseReason, DeadlineStage, OnExpiry, OptionAnswer, QuestionSpec, SessionMode,
+};
+
+/// Most seconds `expiresIn` may ask for (a year); the configured maximum may be lower.
+pub const MAX_EXPIRES_IN_SECS: u64 = 366 * 24 * 3600;
 
 /// Default number of messages a busy lane keeps before it refuses (lane full).
 pub const DEFAULT_LANE_CAPACITY: u32 = 8;
@@ -77,6 +82,48 @@ pub enum Command {
     },
     /// Person (through the ingress): answer an interaction.
     Answer(Box<AnswerCommand>),
+    /// Runtime: set, move or clear a pending interaction's deadline. With neither
+    /// `expiresAt` nor `expiresIn` the deadline is cleared. Only a runtime may send
+    /// it: a person never extends a deadline (see the README, "Deadlines").
+    Deadline {
+        /// The interaction.
+        #[serde(rename = "interactionId")]
+        interaction_id: InteractionId,
+        /// The interaction's A2A task, when the sender knows it (routing, as for
+        /// `close`).
+        #[serde(default, rename = "taskId", skip_serializing_if = "Option::is_none")]
+        task_id: Option<TaskId>,
+        /// The new deadline, RFC 3339.
+        #[serde(
+            default,
+            rename = "expiresAt",
+            with = "crate::timestamp::option",
+            skip_serializing_if = "Option::is_none"
+        )]
+        #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
+        expires_at: Option<time::OffsetDateTime>,
+        /// The new deadline as whole seconds from when the worker decides the command
+        /// (1 to [`MAX_EXPIRES_IN_SECS`]).
+        #[serde(default, rename = "expiresIn", skip_serializing_if = "Option::is_none")]
+        expires_in: Option<u64>,
+    },
+    /// Server (a JetStream message schedule fires it): a deadline's warning lead or
+    /// the deadline itself was reached. Runtimes and people never send it; its
+    /// `expiresAt` must be the interaction's current deadline, or it does nothing.
+    Expire {
+        /// The interaction.
+        #[serde(rename = "interactionId")]
+        interaction_id: InteractionId,
+        /// The interaction's A2A task (its commands' partition).
+        #[serde(rename = "taskId")]
+        task_id: TaskId,
+        /// The deadline this schedule was made for, RFC 3339.
+        #[serde(rename = "expiresAt", with = "crate::timestamp")]
+        #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
+        expires_at: time::OffsetDateTime,
+        /// The warning (`interaction-expiring`) or the expiry.
+        stage: DeadlineStage,
+    },
     /// Runtime (tool executor): the released call's result.
     ToolResult {
         /// The approval (effect id).
@@ -143,6 +190,22 @@ pub struct OpenInteraction {
     pub call_id: CallId,
     /// What it asks.
     pub request: OpenRequest,
+    /// The deadline, RFC 3339; at most one of `expiresAt` and `expiresIn`. Without
+    /// either the configured default applies (none unless configured).
+    #[serde(
+        default,
+        with = "crate::timestamp::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
+    pub expires_at: Option<time::OffsetDateTime>,
+    /// The deadline as whole seconds from when the worker decides the opening (1 to
+    /// [`MAX_EXPIRES_IN_SECS`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in: Option<u64>,
+    /// What the deadline decides: the kind's default (`decide`) or `close`.
+    #[serde(default, skip_serializing_if = "OnExpiry::is_default")]
+    pub on_expiry: OnExpiry,
 }
 
 /// What an opening asks, by kind.
@@ -265,6 +328,8 @@ impl CommandEnvelope {
             Command::Close { .. } => "close",
             Command::Answer(_) => "answer",
             Command::ToolResult { .. } => "tool-result",
+            Command::Deadline { .. } => "deadline",
+            Command::Expire { .. } => "expire",
             Command::Message { .. } => "message",
             Command::TurnStart { .. } => "turn-start",
             Command::TurnFinish { .. } => "turn-finish",
@@ -318,6 +383,35 @@ impl CommandEnvelope {
             Command::ToolResult { interaction_id, .. } => {
                 digest(&[org, "tool-result", interaction_id.as_str()])
             }
+            // The same deadline request again is a replay; another one is a new command.
+            Command::Deadline {
+                interaction_id,
+                expires_at,
+                expires_in,
+                ..
+            } => digest(&[
+                org,
+                "deadline",
+                interaction_id.as_str(),
+                &expires_at.map(crate::timestamp::format).unwrap_or_default(),
+                &expires_in.map(|s| s.to_string()).unwrap_or_default(),
+            ]),
+            // One id per (interaction, deadline, stage): a schedule that fires twice
+            // is decided once.
+            Command::Expire {
+                interaction_id,
+                expires_at,
+                stage,
+                ..
+            } => digest(&[
+                org,
+                match stage {
+                    DeadlineStage::Warn => "expiring",
+                    DeadlineStage::Expire => "expire",
+                },
+                interaction_id.as_str(),
+                &crate::timestamp::format(*expires_at),
+            ]),
             // Message ids are keys of their lane: the same id on two lanes is two
             // messages.
             Command::Message {
@@ -362,9 +456,10 @@ impl CommandEnvelope {
     pub fn interaction_id(&self) -> Option<&InteractionId> {
         match &self.command {
             Command::Open(o) => Some(&o.interaction_id),
-            Command::Close { interaction_id, .. } | Command::ToolResult { interaction_id, .. } => {
-                Some(interaction_id)
-            }
+            Command::Close { interaction_id, .. }
+            | Command::ToolResult { interaction_id, .. }
+            | Command::Deadline { interaction_id, .. }
+            | Command::Expire { interaction_id, .. } => Some(interaction_id),
             Command::Answer(a) => Some(&a.interaction_id),
             _ => None,
         }
@@ -375,9 +470,10 @@ impl CommandEnvelope {
         match &self.command {
             Command::Open(o) => Some(&o.task_id),
             Command::Answer(a) => a.task_id.as_ref(),
-            Command::Close { task_id, .. } | Command::ToolResult { task_id, .. } => {
-                task_id.as_ref()
-            }
+            Command::Close { task_id, .. }
+            | Command::ToolResult { task_id, .. }
+            | Command::Deadline { task_id, .. } => task_id.as_ref(),
+            Command::Expire { task_id, .. } => Some(task_id),
             _ => None,
         }
     }

@@ -63,6 +63,16 @@ pub enum ErrorCode {
     /// opened with different content).
     #[serde(rename = "NRY-0021")]
     CommandConflict,
+    /// The connected nats-server cannot keep deadlines (it has no JetStream message
+    /// schedules, added in 2.12): an opening or a deadline change that asks for one
+    /// is refused and changes nothing.
+    #[serde(rename = "NRY-0022")]
+    DeadlineUnsupported,
+    /// The deadline cannot be kept: both `expiresAt` and `expiresIn`, a time already
+    /// past, `expiresIn` of 0 or too large, beyond the configured maximum, or a change
+    /// to an interaction that no longer waits.
+    #[serde(rename = "NRY-0023")]
+    DeadlineInvalid,
     /// The lane refused the message and kept nothing: session closed or lane full.
     #[serde(rename = "NRY-0030")]
     LaneRefused,
@@ -96,7 +106,7 @@ pub struct CodeSpec {
 
 impl ErrorCode {
     /// Every code, in catalog order.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::InvalidRequest,
         ErrorCode::SessionNotFound,
         ErrorCode::AnswerMismatch,
@@ -112,6 +122,8 @@ impl ErrorCode {
         ErrorCode::TooManyStreams,
         ErrorCode::UnsupportedOperation,
         ErrorCode::CommandConflict,
+        ErrorCode::DeadlineUnsupported,
+        ErrorCode::DeadlineInvalid,
         ErrorCode::LaneRefused,
         ErrorCode::LaneBusy,
         ErrorCode::AnswerNotDelivered,
@@ -137,6 +149,8 @@ impl ErrorCode {
             ErrorCode::TooManyStreams => (429, "NRY-0017", "Too many streams"),
             ErrorCode::UnsupportedOperation => (400, "NRY-0020", "Unsupported operation"),
             ErrorCode::CommandConflict => (409, "NRY-0021", "Command conflicts with record"),
+            ErrorCode::DeadlineUnsupported => (400, "NRY-0022", "Deadlines not available"),
+            ErrorCode::DeadlineInvalid => (400, "NRY-0023", "Deadline not valid"),
             ErrorCode::LaneRefused => (409, "NRY-0030", "Lane refused the message"),
             ErrorCode::LaneBusy => (409, "NRY-0031", "Lane busy; message queued"),
             ErrorCode::AnswerNotDelivered => (409, "NRY-0032", "Answer not delivered"),

@@ -13,7 +13,7 @@ use crate::ids::{
     SessionId, TaskId,
 };
 use crate::vocab::{
-    Admission, Answer, CallResult, CloseReason, Kind, LaneContent, SessionMode, TaskState,
+    Admission, Answer, CallResult, CloseReason, Kind, LaneContent, Resolver, SessionMode, TaskState,
 };
 
 /// The seed 000 extension URI, under which status messages carry the open interaction.
@@ -61,6 +61,15 @@ pub struct OpenInteractionRef {
     pub prompt: String,
     /// Detail (never arguments).
     pub detail: Value,
+    /// The interaction's deadline (RFC 3339 with milliseconds), when it has one: a
+    /// Holdpoint field beside the extension's own.
+    #[serde(
+        default,
+        with = "crate::timestamp::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
+    pub expires_at: Option<OffsetDateTime>,
 }
 
 /// A2A `TaskStatus` as carried on a status event.
@@ -171,10 +180,31 @@ pub enum EventData {
         kind: Kind,
         /// The answer.
         answer: Answer,
-        /// Who answered (`approvedBy` for approvals).
+        /// Who answered (`approvedBy` for approvals); `holdpoint:expiry` when the
+        /// deadline decided.
         by: PersonId,
         /// The resolving key.
         key: IdempotencyKey,
+        /// `person`, or `expiry` when the deadline decided (the answer is then the
+        /// kind's expiry default).
+        #[serde(default)]
+        resolved_by: Resolver,
+    },
+    /// A pending interaction's deadline is near: it expires at `expiresAt` unless
+    /// answered (sent once per deadline, the configured lead before it).
+    #[serde(
+        rename = "dev.holdpoint.interaction-expiring",
+        rename_all = "camelCase"
+    )]
+    InteractionExpiring {
+        /// Interaction.
+        interaction_id: InteractionId,
+        /// Kind.
+        kind: Kind,
+        /// When it expires, RFC 3339 with milliseconds.
+        #[serde(with = "crate::timestamp")]
+        #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
+        expires_at: OffsetDateTime,
     },
     /// An interaction closed without an answer.
     #[serde(rename = "dev.holdpoint.interaction-closed", rename_all = "camelCase")]
@@ -251,8 +281,11 @@ pub enum EventData {
         tool: String,
         /// The decision.
         approved: bool,
-        /// Who decided.
+        /// Who decided (`holdpoint:expiry` for an expired approval).
         approved_by: PersonId,
+        /// `person`, or `expiry` for an approval denied by its deadline.
+        #[serde(default)]
+        resolved_by: Resolver,
         /// Optional reason.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
@@ -280,6 +313,7 @@ impl EventData {
             EventData::ConnectionRequested { .. } => "connection-requested",
             EventData::TaskStatus(_) => "task-status",
             EventData::InteractionResolved { .. } => "interaction-resolved",
+            EventData::InteractionExpiring { .. } => "interaction-expiring",
             EventData::InteractionClosed { .. } => "interaction-closed",
             EventData::ToolCallReleased { .. } => "tool-call-released",
             EventData::ToolCallFinished { .. } => "tool-call-finished",
@@ -292,7 +326,7 @@ impl EventData {
 }
 
 /// Every short event name, for documentation and subject filters.
-pub const EVENT_NAMES: [&str; 14] = [
+pub const EVENT_NAMES: [&str; 15] = [
     "session-opened",
     "session-closed",
     "approval-requested",
@@ -300,6 +334,7 @@ pub const EVENT_NAMES: [&str; 14] = [
     "connection-requested",
     "task-status",
     "interaction-resolved",
+    "interaction-expiring",
     "interaction-closed",
     "tool-call-released",
     "tool-call-finished",

@@ -11,7 +11,9 @@ use crate::ids::{
 };
 use crate::outcome::Outcome;
 use crate::transition::{Outbox, Transition};
-use crate::vocab::{Answer, CallResult, CloseReason, Kind, SessionMode, Spec, State};
+use crate::vocab::{
+    Answer, CallResult, CloseReason, Kind, OnExpiry, Resolver, SessionMode, Spec, State,
+};
 
 /// The resolving answer, kept forever on the record (DESIGN guarantee 2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,6 +32,9 @@ pub struct Resolution {
     pub at: OffsetDateTime,
     /// The recorded answer; a later body never changes it.
     pub answer: Answer,
+    /// A person's answer (left out) or the deadline (`expiry`).
+    #[serde(default, skip_serializing_if = "Resolver::is_person")]
+    pub resolved_by: Resolver,
     /// What the answer returned, replayed to every retry with the same key.
     pub outcome: Outcome,
 }
@@ -84,6 +89,17 @@ pub struct Interaction {
     /// Digest of the open command's content: reopening with the same content is a
     /// no-op, with other content a conflict.
     pub open_digest: String,
+    /// The deadline, RFC 3339, while one is set (see `decide/expire.rs`).
+    #[serde(
+        default,
+        with = "crate::timestamp::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
+    pub expires_at: Option<OffsetDateTime>,
+    /// What the deadline decides.
+    #[serde(default, skip_serializing_if = "OnExpiry::is_default")]
+    pub on_expiry: OnExpiry,
     /// The answer that resolved it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution: Option<Resolution>,
@@ -134,9 +150,12 @@ impl Interaction {
             lane: self.lane.clone(),
             call_id: self.call_id.clone(),
             opened_at: self.opened_at,
+            expires_at: self.expires_at,
+            on_expiry: self.on_expiry,
             call,
             resolution: self.resolution.as_ref().map(|r| ResolutionView {
                 by: r.by.clone(),
+                resolved_by: r.resolved_by,
                 at: r.at,
                 answer: r.answer.clone(),
             }),
@@ -170,8 +189,11 @@ pub struct HeldCall {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ResolutionView {
-    /// The person (`approvedBy` for approvals).
+    /// The person (`approvedBy` for approvals); `holdpoint:expiry` when the
+    /// deadline decided.
     pub by: PersonId,
+    /// `person`, or `expiry` when the deadline passed with no answer.
+    pub resolved_by: Resolver,
     /// When.
     #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
@@ -211,6 +233,18 @@ pub struct InteractionView {
     #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub opened_at: OffsetDateTime,
+    /// The deadline, RFC 3339 with milliseconds, while one is set; absent when the
+    /// interaction waits without one.
+    #[serde(
+        default,
+        with = "crate::timestamp::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
+    pub expires_at: Option<OffsetDateTime>,
+    /// What the deadline decides: `decide` (the kind's default: an approval is
+    /// denied, a question closed, a connection not connected) or `close`.
+    pub on_expiry: OnExpiry,
     /// For approvals: the held call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call: Option<HeldCall>,

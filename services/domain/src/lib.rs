@@ -37,9 +37,9 @@ pub mod vocab;
 
 pub use command::{
     AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, DEFAULT_LANE_CAPACITY,
-    OpenInteraction, OpenRequest,
+    MAX_EXPIRES_IN_SECS, OpenInteraction, OpenRequest,
 };
-pub use decide::{Ctx, Decision, Needs, Snapshot, decide, needs};
+pub use decide::{Ctx, Deadlines, Decision, Needs, Snapshot, decide, needs};
 pub use digest::digest;
 pub use error::{CodeSpec, ErrorBody, ErrorCode, Rejection};
 pub use event::{EXTENSION_URI, Event, EventData};
@@ -48,5 +48,5 @@ pub use interaction::*;
 pub use outcome::{Accepted, Outcome};
 pub use session::{DeliveredAnswer, Delivery, Lane, OpenQuestion, Session, SessionStatus};
 pub use task::{Task, Waiting};
-pub use transition::{Effects, OUTBOX_KEEP, Outbox, Transition};
+pub use transition::{Effects, OUTBOX_KEEP, Outbox, Scheduled, Transition};
 pub use vocab::*;

@@ -22,8 +22,13 @@ pub enum Accepted {
     Finished,
     /// A lane message was admitted and its turn started.
     Admitted,
-    /// Nothing to do (e.g. a turn that already ended).
+    /// Nothing to do (e.g. a turn that already ended, a deadline that was moved
+    /// before its schedule fired).
     Unchanged,
+    /// A pending interaction's deadline was set, moved or cleared.
+    Rescheduled,
+    /// The deadline passed with no answer and decided the interaction.
+    Expired,
 }
 
 /// The worker's reply for one command: HTTP status and body derive from it. Stored

@@ -621,6 +621,9 @@ mod tests {
                         arguments: v,
                         reason: None,
                     },
+                    expires_at: None,
+                    expires_in: None,
+                    on_expiry: Default::default(),
                 })),
             };
             assert_eq!(open.command_id(), command, "{text}");

@@ -47,6 +47,14 @@ pub struct Waiting {
     pub opened_at: OffsetDateTime,
     /// The command that listed it (its opening).
     pub listed_by: String,
+    /// Its deadline, RFC 3339, while one is set.
+    #[serde(
+        default,
+        with = "crate::timestamp::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
+    pub expires_at: Option<OffsetDateTime>,
 }
 
 /// An interaction that stopped waiting, and the command that took it off the list.
@@ -70,6 +78,7 @@ impl Waiting {
             detail: i.spec.detail(),
             opened_at: i.opened_at,
             listed_by: command_id.to_owned(),
+            expires_at: i.expires_at,
         }
     }
 
@@ -80,6 +89,7 @@ impl Waiting {
             kind: self.kind,
             prompt: self.prompt.clone(),
             detail: self.detail.clone(),
+            expires_at: self.expires_at,
         }
     }
 }

@@ -32,7 +32,7 @@ pub const OUTBOX_KEEP: usize = 8;
 
 /// Everything one transition publishes, in this order: events on
 /// `hp.evt.<org>.<task>.<name>`, audit records on `hp.audit.<org>`, lane messages on
-/// `hp.lane.<org>.<session>.<lane>`, then follow-up commands.
+/// `hp.lane.<org>.<session>.<lane>`, follow-up commands, then deadline schedules.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
@@ -49,6 +49,27 @@ pub struct Effects {
     /// Commands to run next (closing the product questions a lane message superseded).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub follow_ups: Vec<CommandEnvelope>,
+    /// Commands the server runs later: JetStream message schedules (`@at`) in the
+    /// commands stream, one per interaction and stage (a newer one replaces it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<Scheduled>,
+}
+
+/// A command the server publishes at `at` (a one-shot JetStream message schedule).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Scheduled {
+    /// When, RFC 3339 (the server fires it at this instant or shortly after).
+    #[serde(with = "crate::timestamp")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
+    pub at: OffsetDateTime,
+    /// The command it publishes (an `expire` or `expiring`).
+    pub command: CommandEnvelope,
+    /// The command whose transition stored it: with the scheduled command's id it
+    /// makes the schedule's `Nats-Msg-Id`, so setting a deadline back to an earlier
+    /// value stores a new schedule instead of being dropped as a duplicate.
+    pub set_by: String,
 }
 
 impl Effects {
@@ -58,11 +79,16 @@ impl Effects {
             && self.audit.is_empty()
             && self.lane_messages.is_empty()
             && self.follow_ups.is_empty()
+            && self.schedules.is_empty()
     }
 
     /// How many messages publishing these effects takes.
     pub fn len(&self) -> usize {
-        self.events.len() + self.audit.len() + self.lane_messages.len() + self.follow_ups.len()
+        self.events.len()
+            + self.audit.len()
+            + self.lane_messages.len()
+            + self.follow_ups.len()
+            + self.schedules.len()
     }
 }
 

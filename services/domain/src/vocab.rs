@@ -315,3 +315,59 @@ pub enum Admission {
     /// Kept; its turn starts when the running one ends.
     Queued,
 }
+
+/// What an interaction's deadline decides when nobody answered in time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum OnExpiry {
+    /// The kind's default (`decide/expire.rs`): an approval is denied (the call fails
+    /// as `tool.denied` with reason `expired`; never approved), a question is closed
+    /// as `expired`, a connection finishes as `Not connected: <app>`.
+    #[default]
+    Decide,
+    /// Close the interaction as `expired`, whatever its kind; a blocked call
+    /// finishes as `interaction.closed`.
+    Close,
+}
+
+impl OnExpiry {
+    /// True for the default, which the wire leaves out.
+    pub fn is_default(&self) -> bool {
+        *self == OnExpiry::Decide
+    }
+}
+
+/// Who settled an interaction: a person's answer or the interaction's deadline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Resolver {
+    /// A person answered (`by` names them).
+    #[default]
+    Person,
+    /// The deadline passed with no answer; `by` is [`EXPIRY_ACTOR`].
+    Expiry,
+}
+
+impl Resolver {
+    /// True for [`Resolver::Person`], which records leave out.
+    pub fn is_person(&self) -> bool {
+        *self == Resolver::Person
+    }
+}
+
+/// The `by` (`approvedBy`) an expiry's decision records: not a person (a person id
+/// comes from a verified `sub`; `resolvedBy: expiry` tells the two apart).
+pub const EXPIRY_ACTOR: &str = "holdpoint:expiry";
+
+/// Which of a deadline's two moments a scheduled command marks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum DeadlineStage {
+    /// The warning lead before the deadline: `interaction-expiring` goes out.
+    Warn,
+    /// The deadline: the expiry decides.
+    Expire,
+}

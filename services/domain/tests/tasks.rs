@@ -31,6 +31,9 @@ fn hold(effect: &str, call: &str, tool: &str) -> CommandEnvelope {
         context_id: ctx(CONTEXT),
         call_id: holdpoint_domain::CallId::parse(call).expect("call id"),
         request: approval_req("github", tool, json!({"tool": tool})),
+        expires_at: None,
+        expires_in: None,
+        on_expiry: Default::default(),
     })))
 }
 

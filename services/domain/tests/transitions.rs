@@ -396,6 +396,7 @@ fn open_approval_announces_it_without_the_arguments() {
                 kind: Kind::Approval,
                 prompt: prompt.into(),
                 detail: detail.clone(),
+                expires_at: None,
             }),
         }
     );
@@ -475,6 +476,7 @@ fn open_question_asks_in_engine_order() {
                 kind: Kind::Question,
                 prompt: prompt.into(),
                 detail: json!({"questions": seed_questions()}),
+                expires_at: None,
             }),
         }
     );
@@ -576,6 +578,7 @@ fn open_connection_prompts_and_cuts_in_characters() {
                     kind: Kind::Connection,
                     prompt: prompt.clone(),
                     detail: detail.clone(),
+                    expires_at: None,
                 }),
             },
             "row {n}"
@@ -797,6 +800,7 @@ fn seed_003_answer_resolves_and_finishes_the_question() {
             answer: recorded.clone(),
             by: person(PERSON),
             key: key("k-1"),
+            resolved_by: holdpoint_domain::Resolver::Person,
         }
     );
     let expected_output = json!({"answers": [
@@ -1033,6 +1037,7 @@ fn approving_releases_the_exact_call_then_its_result_finishes_it() {
             tool: "create_pull_request".into(),
             approved: true,
             approved_by: person(PERSON),
+            resolved_by: holdpoint_domain::Resolver::Person,
             reason: None,
         }
     );
@@ -1158,6 +1163,7 @@ fn denying_fails_the_call_as_tool_denied_and_the_reason_travels() {
                 tool: "create_pull_request".into(),
                 approved: false,
                 approved_by: person(PERSON),
+                resolved_by: holdpoint_domain::Resolver::Person,
                 reason: reason.map(str::to_owned),
             }]
         );

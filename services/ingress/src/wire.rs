@@ -92,6 +92,11 @@ pub struct ListQuery {
     /// The previous page's `nextCursor`.
     #[serde(default)]
     pub cursor: Option<String>,
+    /// `expiresAt`: only interactions with a deadline, soonest first. The page is the
+    /// `limit` soonest among the records one request reads (10,000), with no
+    /// `nextCursor`.
+    #[serde(default)]
+    pub sort: Option<String>,
 }
 
 /// A page of interactions, in the order of their last change (for pending ones:

@@ -163,7 +163,7 @@ impl Runner {
         for round in 0..CONFLICT_ROUNDS {
             let now = OffsetDateTime::now_utc();
             for c in &mut pending {
-                c.ctx = Ctx::new(&c.env, now, self.partition);
+                c.ctx = Ctx::new(&c.env, now, self.partition).with_deadlines(self.cfg.deadlines);
             }
             pending = self.round(pending, now).await;
             let (conflicts, others): (Vec<Cmd>, Vec<Cmd>) = pending
@@ -237,7 +237,8 @@ impl Runner {
             self.cfg.metrics.command(env.verb(), OUTCOME_DEAD_LETTER);
             return None;
         }
-        let ctx = Ctx::new(&env, OffsetDateTime::now_utc(), self.partition);
+        let ctx = Ctx::new(&env, OffsetDateTime::now_utc(), self.partition)
+            .with_deadlines(self.cfg.deadlines);
         // Outcomes are stored under the publish's Nats-Msg-Id: the command id, or the
         // command id with a `-r<n>` suffix (see holdpoint_bus::outcome).
         let outcome_key = msg_id

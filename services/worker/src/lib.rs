@@ -90,6 +90,9 @@ pub struct WorkerConfig {
     pub metrics: Arc<Metrics>,
     /// How often the consumers' pending and ack-pending counts are read.
     pub consumer_poll: Duration,
+    /// Deadlines: the default, maximum and warning lead (`supported` is set from the
+    /// connected server's capabilities when the worker starts).
+    pub deadlines: holdpoint_domain::Deadlines,
 }
 
 impl Default for WorkerConfig {
@@ -103,6 +106,7 @@ impl Default for WorkerConfig {
             failpoint: None,
             metrics: Arc::new(Metrics::new()),
             consumer_poll: Duration::from_secs(5),
+            deadlines: holdpoint_domain::Deadlines::default(),
         }
     }
 }
@@ -119,6 +123,14 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
         Some(id) => anyhow::bail!("worker id {id:?} must be 1 to 64 of [A-Za-z0-9_-]"),
         None => format!("w-{}", uuid::Uuid::new_v4().simple()),
     };
+    let mut cfg = cfg;
+    cfg.deadlines.supported = bus.caps.schedules;
+    if !cfg.deadlines.supported && cfg.deadlines.default.is_some() {
+        warn!(
+            "the NATS server has no message schedules (nats-server 2.12+): the default \
+             deadline is not applied and openings that ask for a deadline are refused"
+        );
+    }
     let cfg = Arc::new(cfg);
     let sessions = SessionCache::new(cfg.session_cache);
     let live: runner::Live = Arc::new(RwLock::new(vec![(me.clone(), OffsetDateTime::now_utc())]));

@@ -295,7 +295,7 @@ export interface components {
             title: string;
         };
         /** @description A stable error code. Serialized as its `NRY-xxxx` string. */
-        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0050" | "NRY-0051";
+        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0050" | "NRY-0051";
         /** @description A CloudEvents 1.0 event (structured mode). `type` and `data` come from `EventData`. */
         Event: {
             /** @description Always `application/json`. */
@@ -399,7 +399,10 @@ export interface components {
             data: {
                 /** @description The answer. */
                 answer: components["schemas"]["Answer"];
-                /** @description Who answered (`approvedBy` for approvals). */
+                /**
+                 * @description Who answered (`approvedBy` for approvals); `holdpoint:expiry` when the
+                 *     deadline decided.
+                 */
                 by: components["schemas"]["PersonId"];
                 /** @description Interaction. */
                 interactionId: components["schemas"]["InteractionId"];
@@ -407,9 +410,29 @@ export interface components {
                 key: components["schemas"]["IdempotencyKey"];
                 /** @description Kind. */
                 kind: components["schemas"]["Kind"];
+                /**
+                 * @description `person`, or `expiry` when the deadline decided (the answer is then the
+                 *     kind's expiry default).
+                 * @default person
+                 */
+                resolvedBy?: components["schemas"]["Resolver"];
             };
             /** @constant */
             type: "dev.holdpoint.interaction-resolved";
+        } | {
+            data: {
+                /**
+                 * Format: date-time
+                 * @description When it expires, RFC 3339 with milliseconds.
+                 */
+                expiresAt: string;
+                /** @description Interaction. */
+                interactionId: components["schemas"]["InteractionId"];
+                /** @description Kind. */
+                kind: components["schemas"]["Kind"];
+            };
+            /** @constant */
+            type: "dev.holdpoint.interaction-expiring";
         } | {
             data: {
                 /** @description Interaction. */
@@ -483,12 +506,17 @@ export interface components {
             data: {
                 /** @description The decision. */
                 approved: boolean;
-                /** @description Who decided. */
+                /** @description Who decided (`holdpoint:expiry` for an expired approval). */
                 approvedBy: components["schemas"]["PersonId"];
                 /** @description Effect id. */
                 effectId: components["schemas"]["InteractionId"];
                 /** @description Optional reason. */
                 reason?: string | null;
+                /**
+                 * @description `person`, or `expiry` for an approval denied by its deadline.
+                 * @default person
+                 */
+                resolvedBy?: components["schemas"]["Resolver"];
                 /** @description MCP server. */
                 server: string;
                 /** @description Tool. */
@@ -538,6 +566,12 @@ export interface components {
             contextId: components["schemas"]["ContextId"];
             /** @description Seed 000 `detail`. */
             detail: unknown;
+            /**
+             * Format: date-time
+             * @description The deadline, RFC 3339 with milliseconds, while one is set; absent when the
+             *     interaction waits without one.
+             */
+            expiresAt?: string | null;
             /** @description The id. */
             interactionId: components["schemas"]["InteractionId"];
             /** @description Kind. */
@@ -546,6 +580,11 @@ export interface components {
             lane: components["schemas"]["LaneId"];
             /** @description Session mode. */
             mode: components["schemas"]["SessionMode"];
+            /**
+             * @description What the deadline decides: `decide` (the kind's default: an approval is
+             *     denied, a question closed, a connection not connected) or `close`.
+             */
+            onExpiry: components["schemas"]["OnExpiry"];
             /**
              * Format: date-time
              * @description When it opened.
@@ -632,10 +671,18 @@ export interface components {
         };
         /** @description A lane message id (the question id when the message is an answer). */
         MessageId: string;
+        /** @description What an interaction's deadline decides when nobody answered in time. */
+        OnExpiry: "decide" | "close";
         /** @description The open interaction as seed 000 puts it on a status message. */
         OpenInteractionRef: {
             /** @description Detail (never arguments). */
             detail: unknown;
+            /**
+             * Format: date-time
+             * @description The interaction's deadline (RFC 3339 with milliseconds), when it has one: a
+             *     Holdpoint field beside the extension's own.
+             */
+            expiresAt?: string | null;
             /** @description Interaction id. */
             interactionId: components["schemas"]["InteractionId"];
             /** @description Kind. */
@@ -673,9 +720,16 @@ export interface components {
              * @description When.
              */
             at: string;
-            /** @description The person (`approvedBy` for approvals). */
+            /**
+             * @description The person (`approvedBy` for approvals); `holdpoint:expiry` when the
+             *     deadline decided.
+             */
             by: components["schemas"]["PersonId"];
+            /** @description `person`, or `expiry` when the deadline passed with no answer. */
+            resolvedBy: components["schemas"]["Resolver"];
         };
+        /** @description Who settled an interaction: a person's answer or the interaction's deadline. */
+        Resolver: "person" | "expiry";
         /**
          * @description `POST /v1/interactions/{id}/respond` body (seed 000: `value`, or `approved`
          *     read as the value); exactly one of the two.
@@ -831,7 +885,7 @@ export interface operations {
                 /** @description Only this task's events. */
                 task?: string;
                 /** @description Only events of this short name. */
-                type?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "dead-letter";
+                type?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "dead-letter";
             };
             header?: {
                 /** @description Resume after this sequence (what `EventSource` sends on reconnect); wins over `after`. */
@@ -908,6 +962,12 @@ export interface operations {
                 cursor?: string;
                 /** @description Page size, 1 to 500 (default 50). */
                 limit?: number;
+                /**
+                 * @description `expiresAt`: only interactions with a deadline, soonest first. The page is the
+                 *     `limit` soonest among the records one request reads (10,000), with no
+                 *     `nextCursor`.
+                 */
+                sort?: "expiresAt";
                 /** @description `pending` (default), `resolved`, `finished`, `closed` or `all`. */
                 state?: "pending" | "resolved" | "finished" | "closed" | "all";
             };

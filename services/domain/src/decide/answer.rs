@@ -31,6 +31,7 @@ pub(super) fn answer(ctx: &Ctx, snap: Snapshot<'_>, a: &AnswerCommand) -> Decisi
         Err(d) => return *d,
     };
     if let Some(r) = &i.resolution
+        && r.resolved_by.is_person()
         && ((r.key == a.key && r.by == a.by) || !blocks(i))
     {
         // The resolving key again, or a second press on a product question: the
@@ -116,6 +117,17 @@ fn settled(ctx: &Ctx, i: &Interaction) -> Option<Decision> {
     let when = |t: time::OffsetDateTime| t.format(&Rfc3339).unwrap_or_default();
     let message = match (i.state, &i.resolution, &i.closure) {
         (State::Pending, ..) => return None,
+        (State::Closed, _, Some(c)) if c.reason == crate::CloseReason::Expired => format!(
+            "interaction {} expired at {} with no answer and no longer waits for one",
+            i.id,
+            when(c.at)
+        ),
+        (State::Resolved | State::Finished, Some(r), _) if !r.resolved_by.is_person() => format!(
+            "interaction {} expired at {} with no answer (its deadline decided it) and no longer \
+             waits for one",
+            i.id,
+            when(r.at)
+        ),
         (State::Closed, _, Some(c)) => format!(
             "interaction {} was closed ({}) at {} and no longer waits for an answer",
             i.id,
@@ -157,6 +169,7 @@ fn resolution(
         by: a.by.clone(),
         at: ctx.now,
         answer,
+        resolved_by: crate::Resolver::Person,
         outcome: outcome.clone(),
     }
 }
@@ -177,6 +190,7 @@ fn resolved_event(
             answer: answer.clone(),
             by: d.by.clone(),
             key: d.key.clone(),
+            resolved_by: crate::Resolver::Person,
         },
     )
 }
@@ -253,6 +267,7 @@ fn blocked_call_result(
                     tool: tool.clone(),
                     approved: *approved,
                     approved_by: a.by.clone(),
+                    resolved_by: crate::Resolver::Person,
                     reason: reason.clone(),
                 },
             ));

@@ -29,6 +29,19 @@ pub(super) fn close(
     reason: CloseReason,
     by_message: Option<&MessageId>,
 ) -> Decision {
+    close_with(ctx, snap, id, reason, by_message, None)
+}
+
+/// [`close`], with the result the blocked call finishes with when it is not the
+/// usual `interaction.closed` error (an expired blocking question).
+pub(super) fn close_with(
+    ctx: &Ctx,
+    snap: Snapshot<'_>,
+    id: &InteractionId,
+    reason: CloseReason,
+    by_message: Option<&MessageId>,
+    finish: Option<CallResult>,
+) -> Decision {
     let Some(i) = snap.interaction else {
         return reject(ctx, ErrorCode::NotFound, format!("no interaction {id}"));
     };
@@ -76,10 +89,10 @@ pub(super) fn close(
         },
     )];
     if blocks(i) {
-        let result = CallResult::Error {
+        let result = finish.unwrap_or_else(|| CallResult::Error {
             code: "interaction.closed".into(),
             message: format!("The interaction was closed ({}).", close_word(reason)),
-        };
+        });
         next.result = Some(result.clone());
         events.push(events::finished(i, result, ctx.now));
     }

@@ -21,17 +21,21 @@
 //! One file per step: [`session`](self::session) (a session opens, closes, ends),
 //! [`open`](self::open) (an interaction opens), [`answer`](self::answer) (a person
 //! answers), [`close`](self::close) (the host closes an interaction, or reports a
-//! released call's result), [`lane`](self::lane) (messages and turns), and
+//! released call's result), [`expire`](self::expire) (deadlines: set, warned,
+//! expired), [`lane`](self::lane) (messages and turns), and
 //! [`events`](self::events) (the events they build).
 
 mod answer;
 mod close;
 mod events;
+mod expire;
 mod lane;
 mod open;
 mod session;
 
 use time::OffsetDateTime;
+
+pub use expire::Deadlines;
 
 use crate::error::{ErrorCode, Rejection};
 use crate::ids::{LaneId, OrgId, SessionId, TaskId};
@@ -66,6 +70,8 @@ pub struct Ctx {
     pub now: OffsetDateTime,
     /// The command partition (stamped on the transition; `None` unpartitioned).
     pub partition: Option<u32>,
+    /// How deadlines are kept (none supported by default; the worker sets it).
+    pub deadlines: Deadlines,
 }
 
 impl Ctx {
@@ -76,7 +82,14 @@ impl Ctx {
             command_id: env.command_id(),
             now,
             partition,
+            deadlines: Deadlines::default(),
         }
+    }
+
+    /// This context, deciding with `deadlines`.
+    pub fn with_deadlines(mut self, deadlines: Deadlines) -> Self {
+        self.deadlines = deadlines;
+        self
     }
 
     fn outcome(&self, result: Result<crate::Accepted, Rejection>) -> Outcome {
@@ -268,6 +281,18 @@ fn transition(snap: Snapshot<'_>, env: &CommandEnvelope, ctx: &Ctx) -> Decision 
             result,
             ..
         } => close::tool_result(ctx, snap, interaction_id, result),
+        Command::Deadline {
+            interaction_id,
+            expires_at,
+            expires_in,
+            ..
+        } => expire::set(ctx, snap, interaction_id, *expires_at, *expires_in),
+        Command::Expire {
+            interaction_id,
+            expires_at,
+            stage,
+            ..
+        } => expire::tick(ctx, snap, interaction_id, *expires_at, *stage),
         Command::Message {
             session,
             lane,
@@ -331,7 +356,10 @@ pub fn needs(
                 lane: product.then(|| (o.session.clone(), o.lane.clone())),
             }
         }
-        Command::Answer(_) | Command::Close { .. } => match interaction {
+        Command::Answer(_)
+        | Command::Close { .. }
+        | Command::Deadline { .. }
+        | Command::Expire { .. } => match interaction {
             Some(i) => Needs {
                 task: Some(i.task_id.clone()),
                 session: Some(i.session.clone()),

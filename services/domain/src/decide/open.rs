@@ -17,7 +17,8 @@ use crate::{Accepted, OpenInteraction};
 use crate::{CloseReason, Closure, Interaction, State};
 
 use super::{
-    Ctx, Decision, Snapshot, Writes, accept, blocks, events, live_session, reject, session_missing,
+    Ctx, Decision, Snapshot, Writes, accept, blocks, events, expire, live_session, reject,
+    session_missing,
 };
 
 pub(super) fn open(ctx: &Ctx, snap: Snapshot<'_>, open: &OpenInteraction) -> Decision {
@@ -42,6 +43,11 @@ pub(super) fn open(ctx: &Ctx, snap: Snapshot<'_>, open: &OpenInteraction) -> Dec
             ),
         );
     }
+    let expires_at =
+        match expire::requested(ctx, open.expires_at, open.expires_in, ctx.deadlines.default) {
+            Ok(at) => at,
+            Err(r) => return Decision::reply(ctx.outcome(Err(r))),
+        };
     let Some(session) = live_session(snap.session) else {
         return session_missing(ctx, &open.session);
     };
@@ -70,6 +76,8 @@ pub(super) fn open(ctx: &Ctx, snap: Snapshot<'_>, open: &OpenInteraction) -> Dec
         state: State::Pending,
         opened_at: ctx.now,
         open_digest,
+        expires_at,
+        on_expiry: open.on_expiry,
         resolution: None,
         closure: None,
         result: None,
@@ -202,8 +210,14 @@ fn seal(
         task.updated_at = ctx.now;
     }
     events.push(events::task_status(&interaction, &task, "open", ctx.now));
+    let schedules = if superseded {
+        Vec::new()
+    } else {
+        expire::schedules(ctx, &interaction)
+    };
     let effects = Effects {
         events,
+        schedules,
         ..Effects::default()
     };
     Writes {

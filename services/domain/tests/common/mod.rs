@@ -122,6 +122,9 @@ pub fn open_on(
         context_id: ctx(CONTEXT),
         call_id: call_of(interaction),
         request,
+        expires_at: None,
+        expires_in: None,
+        on_expiry: Default::default(),
     })))
 }
 
@@ -426,6 +429,8 @@ pub struct Store {
     pub writes: u64,
     /// How many session headers and lane records were written.
     pub session_writes: u64,
+    /// How decisions keep deadlines (none supported unless a test sets it).
+    pub deadlines: holdpoint_domain::Deadlines,
 }
 
 impl Default for Store {
@@ -453,6 +458,7 @@ impl Store {
             now: t0(),
             writes: 0,
             session_writes: 0,
+            deadlines: holdpoint_domain::Deadlines::default(),
         }
     }
 
@@ -490,7 +496,11 @@ impl Store {
     /// Decides `env` on what `loaded` holds, at the store's clock.
     pub fn decide_on(&mut self, loaded: &Loaded, env: &CommandEnvelope) -> Decision {
         let now = self.tick();
-        decide(loaded.snapshot(), env, &Ctx::new(env, now, None))
+        decide(
+            loaded.snapshot(),
+            env,
+            &Ctx::new(env, now, None).with_deadlines(self.deadlines),
+        )
     }
 
     fn cas<T: Clone>(

@@ -6,7 +6,8 @@
 //! The key is built from the caller's organisation, so another organisation's task
 //! is simply not found. A waiting task's status message is the prompt as text;
 //! with the extension, it also lists the URI and carries
-//! `metadata[URI] = {interactionId, kind, prompt, detail}` (never arguments).
+//! `metadata[URI] = {interactionId, kind, prompt, detail}` (never arguments), plus
+//! `expiresAt` when the interaction has a deadline.
 
 use std::collections::HashMap;
 
@@ -153,12 +154,19 @@ pub fn status_message(
     extension: bool,
 ) -> Message {
     let (extensions, metadata) = if extension {
-        let body = json!({
+        let mut body = json!({
             "interactionId": open.interaction_id,
             "kind": open.kind,
             "prompt": open.prompt,
             "detail": open.detail,
         });
+        // Holdpoint's field beside the extension's: the deadline, when there is one.
+        if let (Some(at), Some(obj)) = (open.expires_at, body.as_object_mut()) {
+            obj.insert(
+                "expiresAt".into(),
+                holdpoint_domain::timestamp::format(at).into(),
+            );
+        }
         (
             Some(vec![EXTENSION_URI.to_owned()]),
             Some(HashMap::from([(EXTENSION_URI.to_owned(), body)])),

@@ -1,6 +1,7 @@
 //! Reading interactions: `GET /v1/interactions/{id}` (the public view, arguments
 //! only under `call`) and `GET /v1/interactions` (a page of the caller's
-//! organisation's interactions in one state, in the order of their last change).
+//! organisation's interactions in one state, in the order of their last change, or
+//! with `sort=expiresAt` those with a deadline, soonest first).
 
 use axum::Json;
 use axum::extract::{Query, State};
@@ -53,6 +54,16 @@ pub async fn list_interactions(
     if limit == 0 || limit > MAX_PAGE {
         return Err(ApiError::invalid(format!("limit is 1 to {MAX_PAGE}")));
     }
+    let by_deadline = match q.sort.as_deref() {
+        None => false,
+        Some("expiresAt") => true,
+        Some(_) => return Err(ApiError::invalid("sort is expiresAt")),
+    };
+    if by_deadline && q.cursor.is_some() {
+        return Err(ApiError::invalid(
+            "a listing sorted by expiresAt has one page: leave out cursor",
+        ));
+    }
     let after = match q.cursor.as_deref() {
         None => 0,
         Some(c) => c
@@ -64,13 +75,24 @@ pub async fn list_interactions(
         .list_page(
             holdpoint_bus::records::Bucket::Interactions,
             &caller.org,
-            |i: &holdpoint_domain::Interaction| wanted.is_none_or(|w| i.state == w),
+            |i: &holdpoint_domain::Interaction| {
+                wanted.is_none_or(|w| i.state == w) && (!by_deadline || i.expires_at.is_some())
+            },
             after,
-            limit,
+            if by_deadline { SCAN_CAP } else { limit },
             SCAN_CAP,
         )
         .await
         .map_err(ApiError::unavailable)?;
+    if by_deadline {
+        let mut items = page.items;
+        items.sort_by_key(|i| (i.expires_at, i.opened_at));
+        items.truncate(limit);
+        return Ok(Json(Page {
+            items: items.iter().map(|i| i.view()).collect(),
+            next_cursor: None,
+        }));
+    }
     Ok(Json(Page {
         items: page.items.iter().map(|i| i.view()).collect(),
         next_cursor: page.next_after.map(|n| n.to_string()),
