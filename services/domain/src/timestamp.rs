@@ -52,6 +52,37 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<OffsetDateTime, D:
     parse(&s).map_err(serde::de::Error::custom)
 }
 
+/// The same format for an optional timestamp (`null` or absent: `None`), for
+/// `#[serde(default, with = "crate::timestamp::option")]`.
+pub mod option {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use time::OffsetDateTime;
+
+    /// Serializes `Some` with [`super::format`], `None` as `null`.
+    ///
+    /// # Errors
+    /// Those of the serializer.
+    pub fn serialize<S: Serializer>(t: &Option<OffsetDateTime>, s: S) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => s.serialize_str(&super::format(*t)),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Deserializes `null` or an RFC 3339 string.
+    ///
+    /// # Errors
+    /// When the value is neither.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<OffsetDateTime>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            Some(s) => super::parse(&s).map(Some).map_err(serde::de::Error::custom),
+            None => Ok(None),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
