@@ -40,6 +40,7 @@ export {
   UnauthenticatedError,
   UnavailableError,
   UnsupportedOperationError,
+  WebhookRefusedError,
   errorFromA2A,
   errorFromResponse,
   isErrorCode,
