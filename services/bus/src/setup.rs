@@ -73,7 +73,7 @@ impl Bus {
             ensure_bucket(&js, bucket(topo.checkpoints_bucket(), forever)).await?;
             ensure_bucket(&js, bucket(topo.presence_bucket(), topo.presence_ttl)).await?;
         }
-        let bus = Bus {
+        Ok(Bus {
             client,
             js,
             topo,
@@ -84,13 +84,7 @@ impl Bus {
             outcomes,
             webhooks,
             webhook_delivered,
-        };
-        if update && let Err(e) = bus.notifier_consumer().await {
-            // A NATS user that may not create consumers (ops/nats/holdpoint.conf):
-            // the notifier makes it when it starts.
-            tracing::warn!(error = %e, "cannot create the notifier's events consumer; the notifier will");
-        }
-        Ok(bus)
+        })
     }
 }
 

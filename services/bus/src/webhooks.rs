@@ -168,9 +168,10 @@ impl Bus {
     }
 
     /// The notifier's durable consumer of the events stream (`HP_NOTIFIER`): every
-    /// organisation's events, explicit ack, shared by every notifier. Created by
-    /// [`Bus::setup`] (so by the ingress that takes a registration, before it), to
-    /// start with the events stored from then on.
+    /// organisation's events, explicit ack, shared by every notifier; created (to
+    /// start with the events stored from then on) by the first notifier, or by the
+    /// first registration, before its endpoint is written, so every event stored
+    /// after a registration reaches the endpoint even when no notifier runs yet.
     ///
     /// # Errors
     /// Transient when JetStream does not answer.

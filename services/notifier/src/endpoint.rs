@@ -67,13 +67,17 @@ pub async fn run(
             match msg {
                 Some(Ok(m)) => handle(&bus, &cfg, &client, &e, m).await,
                 Some(Err(err)) => {
+                    // A lost connection, a missed heartbeat, or the consumer deleted
+                    // with its endpoint: make it again after a pause (or stop).
                     debug!(webhook = %e.id.as_str(), error = %err, "endpoint consumer error");
-                    if token.is_cancelled() {
-                        return;
-                    }
+                    break;
                 }
                 None => break,
             }
+        }
+        tokio::select! {
+            () = token.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
     }
 }

@@ -112,6 +112,13 @@ pub async fn create(
             ),
         ));
     }
+    // The notifier's consumer exists before the endpoint does: every event stored
+    // from now on is routed, whenever a notifier reads it.
+    state
+        .bus
+        .notifier_consumer()
+        .await
+        .map_err(ApiError::unavailable)?;
     let secret = new_secret()?;
     let id = WebhookId::parse(format!("wh_{}", uuid::Uuid::new_v4().simple()))
         .map_err(ApiError::internal)?;
