@@ -13,7 +13,10 @@ export HOLDPOINT_NATS_SERVER
 # The official A2A Python SDK (v1.0 client), pinned, in its own venv, for the
 # conformance test tests/python/conformance.py (driven by tests/integration/a2a.rs
 # through HOLDPOINT_A2A_PYTHON). HOLDPOINT_SKIP_PYTHON=1 skips it.
-A2A_REQUIREMENTS="a2a-sdk==1.3.0 httpx==0.28.1 protobuf==7.36.2 googleapis-common-protos==1.76.0 pydantic==2.14.4"
+# The same venv holds the Standard Webhooks reference library, with which
+# tests/python/verify_webhook.py (driven by tests/integration/webhooks.rs) checks
+# the notifier's signatures.
+A2A_REQUIREMENTS="a2a-sdk==1.3.0 httpx==0.28.1 protobuf==7.36.2 googleapis-common-protos==1.76.0 pydantic==2.14.4 standardwebhooks==1.1.0"
 A2A_VENV=".tools/a2a-venv"
 if [[ "${HOLDPOINT_SKIP_PYTHON:-}" != "1" ]]; then
     stamp="$A2A_VENV/.holdpoint-requirements"
@@ -31,7 +34,7 @@ if [[ "${HOLDPOINT_SKIP_PYTHON:-}" != "1" ]]; then
         fi
         printf '%s' "$A2A_REQUIREMENTS" >"$stamp"
     fi
-    "$A2A_VENV/bin/python" -c 'import a2a.client, a2a.types.a2a_pb2'
+    "$A2A_VENV/bin/python" -c 'import a2a.client, a2a.types.a2a_pb2, standardwebhooks'
     HOLDPOINT_A2A_PYTHON="$PWD/$A2A_VENV/bin/python"
     export HOLDPOINT_A2A_PYTHON
 fi

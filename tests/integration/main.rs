@@ -28,3 +28,4 @@ mod shutdown;
 mod streams;
 mod task_view;
 mod text;
+mod webhooks;

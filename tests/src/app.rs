@@ -70,6 +70,8 @@ pub struct AppOptions {
     pub a2a_missing_version_is_1_0: bool,
     /// The workers' deadline settings (in-process and child processes).
     pub deadlines: holdpoint_domain::Deadlines,
+    /// Webhooks in local mode (plain http to loopback receivers); default on.
+    pub webhooks_local: bool,
 }
 
 impl Default for AppOptions {
@@ -86,6 +88,7 @@ impl Default for AppOptions {
             max_streams_per_caller: IngressConfig::default().max_streams_per_caller,
             a2a_missing_version_is_1_0: false,
             deadlines: holdpoint_domain::Deadlines::default(),
+            webhooks_local: true,
         }
     }
 }
@@ -109,13 +112,14 @@ pub struct TestApp<N: Broker = NatsServer> {
     state: AppState,
     ingress: CancellationToken,
     workers: Vec<InProcessWorker>,
+    notifiers: Vec<InProcessWorker>,
     processes: Vec<Child>,
 }
 
 impl<N: Broker> Drop for TestApp<N> {
     fn drop(&mut self) {
         self.ingress.cancel();
-        for w in &self.workers {
+        for w in self.workers.iter().chain(&self.notifiers) {
             w.token.cancel();
         }
         for p in &mut self.processes {
@@ -178,6 +182,7 @@ impl<N: Broker> TestApp<N> {
                 identity: opts.identity.clone(),
                 max_streams_per_caller: opts.max_streams_per_caller,
                 a2a_missing_version_is_1_0: opts.a2a_missing_version_is_1_0,
+                webhooks_local_mode: opts.webhooks_local,
                 ..IngressConfig::default()
             },
         )
@@ -202,6 +207,7 @@ impl<N: Broker> TestApp<N> {
             state,
             ingress,
             workers: Vec::new(),
+            notifiers: Vec::new(),
             processes: Vec::new(),
         };
         for _ in 0..opts.workers {
@@ -214,6 +220,48 @@ impl<N: Broker> TestApp<N> {
     /// very router the app serves, for in-process requests (`tower::ServiceExt::oneshot`).
     pub fn ingress_state(&self) -> AppState {
         self.state.clone()
+    }
+
+    /// Starts a webhook notifier in this process with `cfg` (its own connection);
+    /// it stops when the app is dropped or the returned token is cancelled.
+    pub async fn start_notifier(
+        &mut self,
+        cfg: holdpoint_notifier::NotifierConfig,
+    ) -> CancellationToken {
+        let bus = connect(&self.nats.url(), &self.opts.topo).await;
+        let token = CancellationToken::new();
+        let handle = tokio::spawn(holdpoint_notifier::run(bus, cfg, token.clone()));
+        self.notifiers.push(InProcessWorker {
+            token: token.clone(),
+            handle,
+        });
+        token
+    }
+
+    /// Starts `holdpoint notifier` as a child process with `args` after the NATS URL
+    /// (e.g. `--webhooks-local-mode`); returns its index for
+    /// [`TestApp::kill_process`].
+    pub fn spawn_notifier_process(&mut self, args: &[&str]) -> usize {
+        let mut cmd = Command::new(holdpoint_binary());
+        cmd.arg("notifier")
+            .arg("--nats-url")
+            .arg(self.nats.url())
+            .arg("--duplicate-window-secs")
+            .arg(self.opts.topo.duplicate_window.as_secs().max(1).to_string())
+            .arg("--replicas")
+            .arg(self.opts.topo.replicas.to_string())
+            .arg("--partitions")
+            .arg(self.opts.topo.partitions.to_string())
+            .args(args)
+            .env(
+                "RUST_LOG",
+                std::env::var("HOLDPOINT_WORKER_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        let child = cmd.spawn().expect("spawn holdpoint notifier");
+        self.processes.push(child);
+        self.processes.len() - 1
     }
 
     /// Starts one more in-process worker.
@@ -579,6 +627,11 @@ impl Person {
     /// GET.
     pub async fn get(&self, path: &str) -> Reply {
         Self::send(self.req(self.http.get(format!("{}{path}", self.base)))).await
+    }
+
+    /// DELETE.
+    pub async fn delete(&self, path: &str) -> Reply {
+        Self::send(self.req(self.http.delete(format!("{}{path}", self.base)))).await
     }
 
     /// POST without any identity headers.

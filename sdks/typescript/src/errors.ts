@@ -72,7 +72,9 @@ export class SessionNotFoundError extends HoldpointError {}
 export class AnswerDoesNotFitError extends HoldpointError {}
 /** No such interaction, question or task, or another organisation's (`NRY-0004`). */
 export class NotFoundError extends HoldpointError {}
-/** It no longer waits (answered with another key, or closed), or the lane refused (`NRY-0009`, `-0021`, `-0030`, `-0031`, `-0032`). */
+/** A webhook registration Holdpoint refuses: the URL (not https, credentials, a private address) or an unknown event type (`NRY-0040`, `-0041`). */
+export class WebhookRefusedError extends HoldpointError {}
+/** It no longer waits (answered with another key, or closed), or the lane refused; or a webhook limit or a disabled endpoint (`NRY-0009`, `-0021`, `-0030`, `-0031`, `-0032`, `-0042`, `-0043`). */
 export class ConflictError extends HoldpointError {}
 /** A runtime's deadline was refused: the server has no message schedules (`NRY-0022`), or the deadline cannot be kept (`NRY-0023`). An answer never gets these. */
 export class DeadlineError extends HoldpointError {}
@@ -115,6 +117,10 @@ export const ERROR_CATALOG: Readonly<Record<ErrorCode, { readonly type: ErrorCla
   'NRY-0030': { type: ConflictError, retryable: false },
   'NRY-0031': { type: ConflictError, retryable: false },
   'NRY-0032': { type: ConflictError, retryable: false },
+  'NRY-0040': { type: WebhookRefusedError, retryable: false },
+  'NRY-0041': { type: WebhookRefusedError, retryable: false },
+  'NRY-0042': { type: ConflictError, retryable: false },
+  'NRY-0043': { type: ConflictError, retryable: false },
   'NRY-0050': { type: UnavailableError, retryable: true },
   'NRY-0051': { type: InternalError, retryable: true },
 };

@@ -41,6 +41,7 @@ export {
   UnauthenticatedError,
   UnavailableError,
   UnsupportedOperationError,
+  WebhookRefusedError,
   errorFromA2A,
   errorFromResponse,
   isErrorCode,

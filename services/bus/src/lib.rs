@@ -11,6 +11,8 @@
 //!   organisation.
 //! - [`partitions`]: the partition consumers, worker presence and checkpoints.
 //! - [`outcome`]: publishing a command and waiting, bounded, for its outcome.
+//! - [`webhooks`]: webhook endpoints, their delivery queues, attempts and the
+//!   notifier's consumer of the events stream.
 //! - [`connect`]: connects and refuses a nats-server older than [`MIN_SERVER`].
 //!
 //! Every subject token is a validated id passed through
@@ -25,6 +27,7 @@ pub mod partitions;
 pub mod records;
 mod setup;
 pub mod topology;
+pub mod webhooks;
 
 use std::time::Duration;
 
@@ -183,6 +186,10 @@ pub struct Bus {
     pub sessions: kv::Store,
     /// Outcomes bucket.
     pub outcomes: kv::Store,
+    /// Webhook endpoints bucket.
+    pub webhooks: kv::Store,
+    /// Webhook deliveries already made (expiring markers).
+    pub webhook_delivered: kv::Store,
 }
 
 impl std::fmt::Debug for Bus {

@@ -60,6 +60,15 @@ impl Bus {
         let tasks = ensure_bucket(&js, bucket(topo.tasks_bucket(), forever)).await?;
         let sessions = ensure_bucket(&js, bucket(topo.sessions_bucket(), forever)).await?;
         let outcomes = ensure_bucket(&js, bucket(topo.outcomes_bucket(), topo.outcome_ttl)).await?;
+        let webhooks = ensure_bucket(&js, bucket(topo.webhooks_bucket(), forever)).await?;
+        let webhook_delivered = ensure_bucket(
+            &js,
+            bucket(
+                topo.webhook_delivered_bucket(),
+                crate::webhooks::DELIVERED_TTL,
+            ),
+        )
+        .await?;
         if caps.partitioned() {
             ensure_bucket(&js, bucket(topo.checkpoints_bucket(), forever)).await?;
             ensure_bucket(&js, bucket(topo.presence_bucket(), topo.presence_ttl)).await?;
@@ -73,6 +82,8 @@ impl Bus {
             tasks,
             sessions,
             outcomes,
+            webhooks,
+            webhook_delivered,
         })
     }
 }
@@ -141,6 +152,15 @@ fn stream_configs(topo: &Topology, caps: Capabilities) -> Vec<stream::Config> {
         },
         effects(topo.lanes_stream(), "lane"),
         effects(topo.audit_stream(), "audit"),
+        stream::Config {
+            retention: stream::RetentionPolicy::WorkQueue,
+            ..file(topo.webhook_queue_stream(), vec![format!("{sp}.whk.>")])
+        },
+        stream::Config {
+            max_age: crate::webhooks::ATTEMPTS_MAX_AGE,
+            max_messages_per_subject: crate::webhooks::ATTEMPTS_PER_ENDPOINT,
+            ..file(topo.webhook_attempts_stream(), vec![format!("{sp}.wha.>")])
+        },
     ]
 }
 

@@ -14,6 +14,11 @@
 //! | outcomes | `HP_OUTCOMES` | `<Nats-Msg-Id>` |
 //! | checkpoints | `HP_CHECKPOINTS` | `p<partition>` |
 //! | worker presence | `HP_PRESENCE` | `<worker id>` (expires) |
+//! | webhook endpoints | `HP_WEBHOOKS` | `<org>.<webhookId>` |
+//! | webhook deliveries done | `HP_WEBHOOK_DELIVERED` | `<org>.<webhookId>.<event digest>` (expires after 7 days) |
+//! | webhook queue stream | `HP_WEBHOOK_QUEUE` | `hp.whk.<org>.<webhookId>` (work queue; one durable `HP_WHK_<webhookId>` per endpoint) |
+//! | webhook attempts stream | `HP_WEBHOOK_ATTEMPTS` | `hp.wha.<org>.<webhookId>` (last 200 per endpoint, 7 days) |
+//! | notifier's events consumer | `HP_NOTIFIER` | durable on `HP_EVENTS`, filter `hp.evt.>` |
 //!
 //! `<key>` is the task for interaction commands and the session for session and lane
 //! commands ([`CommandEnvelope::partition_key`]); the stream maps `(org, key)` to a
@@ -42,7 +47,7 @@
 use std::time::Duration;
 
 use holdpoint_domain::{
-    CommandEnvelope, Event, InteractionId, LaneId, LaneMessage, OrgId, SessionId, TaskId,
+    CommandEnvelope, Event, InteractionId, LaneId, LaneMessage, OrgId, SessionId, TaskId, WebhookId,
 };
 
 /// What the connected nats-server supports, from its version.
@@ -110,6 +115,10 @@ pub struct Topology {
     pub outcome_ttl: Duration,
     /// How long events are kept in the events stream.
     pub event_max_age: Duration,
+    /// How long a webhook delivery may be held by a notifier before it is delivered
+    /// again (the per-endpoint consumers' `ack_wait`; the notifier's request timeout
+    /// must be shorter).
+    pub webhook_ack_wait: Duration,
 }
 
 impl Default for Topology {
@@ -126,6 +135,7 @@ impl Default for Topology {
             presence_ttl: Duration::from_secs(3),
             outcome_ttl: Duration::from_secs(24 * 3600),
             event_max_age: Duration::from_secs(7 * 24 * 3600),
+            webhook_ack_wait: Duration::from_secs(30),
         }
     }
 }
@@ -174,6 +184,43 @@ impl Topology {
     pub fn presence_bucket(&self) -> String {
         self.name("PRESENCE")
     }
+    /// The webhook endpoints bucket (`HP_WEBHOOKS`).
+    pub fn webhooks_bucket(&self) -> String {
+        self.name("WEBHOOKS")
+    }
+    /// The bucket of webhook deliveries already made (`HP_WEBHOOK_DELIVERED`).
+    pub fn webhook_delivered_bucket(&self) -> String {
+        self.name("WEBHOOK_DELIVERED")
+    }
+    /// The per-endpoint delivery queue stream (`HP_WEBHOOK_QUEUE`).
+    pub fn webhook_queue_stream(&self) -> String {
+        self.name("WEBHOOK_QUEUE")
+    }
+    /// The delivery attempts stream (`HP_WEBHOOK_ATTEMPTS`).
+    pub fn webhook_attempts_stream(&self) -> String {
+        self.name("WEBHOOK_ATTEMPTS")
+    }
+    /// The notifier's durable consumer of the events stream (`HP_NOTIFIER`).
+    pub fn notifier_consumer(&self) -> String {
+        self.name("NOTIFIER")
+    }
+    /// Endpoint `id`'s durable consumer of the queue (`HP_WHK_<id token>`).
+    pub fn webhook_consumer(&self, id: &WebhookId) -> String {
+        format!("{}_{}", self.name("WHK"), id.token())
+    }
+    /// `hp.whk.<org>.<webhookId>`: endpoint `id`'s queue subject.
+    pub fn webhook_queue_subject(&self, org: &OrgId, id: &WebhookId) -> String {
+        format!("{}.whk.{}.{}", self.subject_prefix, org.token(), id.token())
+    }
+    /// `hp.wha.<org>.<webhookId>`: endpoint `id`'s attempts subject.
+    pub fn webhook_attempts_subject(&self, org: &OrgId, id: &WebhookId) -> String {
+        format!("{}.wha.{}.{}", self.subject_prefix, org.token(), id.token())
+    }
+    /// KV key `<org>.<webhookId>`.
+    pub fn webhook_key(org: &OrgId, id: &WebhookId) -> String {
+        format!("{}.{}", org.token(), id.token())
+    }
+
     /// The unpartitioned workers' durable consumer (`HP_WORKERS`, nats-server 2.9).
     pub fn worker_consumer(&self) -> String {
         self.name("WORKERS")

@@ -39,6 +39,8 @@ pub enum Service {
     Ingress,
     /// `holdpoint worker`.
     Worker,
+    /// `holdpoint notifier`.
+    Notifier,
 }
 
 /// A configuration that cannot be used; the message names the key.
@@ -92,6 +94,42 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     /// `holdpoint up`'s own nats-server.
     pub local: LocalConfig,
+    /// Webhooks: registration policy and the notifier's delivery.
+    pub webhooks: WebhooksSection,
+}
+
+/// `[webhooks]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhooksSection {
+    /// Local mode: webhook URLs may be plain `http` to a loopback host, and
+    /// deliveries may go to loopback and private addresses. Unset: on for `up`,
+    /// off for `ingress` and `notifier`. Never on for a deployment others reach.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_mode: Option<bool>,
+    /// Timeout of one delivery request, connection included, in seconds (1 to 60).
+    pub timeout_secs: u64,
+    /// Delays before each retry after a failed attempt, in seconds; after the last
+    /// one's attempt fails the event is given up for that endpoint.
+    pub retry_schedule_secs: Vec<u64>,
+    /// Failed attempts in a row after which an endpoint is disabled (with a
+    /// `webhook-disabled` event).
+    pub disable_after: u32,
+    /// Most bytes of a response body the notifier reads.
+    pub body_cap_bytes: usize,
+}
+
+impl Default for WebhooksSection {
+    fn default() -> Self {
+        let d = holdpoint_notifier::NotifierConfig::default();
+        WebhooksSection {
+            local_mode: None,
+            timeout_secs: d.timeout.as_secs(),
+            retry_schedule_secs: d.schedule.iter().map(Duration::as_secs).collect(),
+            disable_after: d.disable_after,
+            body_cap_bytes: d.body_cap,
+        }
+    }
 }
 
 /// `[nats]`.
@@ -517,6 +555,34 @@ impl Config {
                 format!("must not exceed deadlines.max_secs ({default} > {limit})"),
             ));
         }
+        let w = &self.webhooks;
+        if !(1..=60).contains(&w.timeout_secs) {
+            return Err(invalid(
+                "webhooks.timeout_secs",
+                format!("must be 1 to 60 (got {})", w.timeout_secs),
+            ));
+        }
+        if w.retry_schedule_secs.len() > 32 {
+            return Err(invalid(
+                "webhooks.retry_schedule_secs",
+                "lists at most 32 delays",
+            ));
+        }
+        if w.retry_schedule_secs.iter().any(|d| *d > 7 * 24 * 3600) {
+            return Err(invalid(
+                "webhooks.retry_schedule_secs",
+                "delays are at most 604800 (7 days)",
+            ));
+        }
+        if w.disable_after == 0 {
+            return Err(invalid("webhooks.disable_after", "must be at least 1"));
+        }
+        if !(256..=16 * 1024 * 1024).contains(&w.body_cap_bytes) {
+            return Err(invalid(
+                "webhooks.body_cap_bytes",
+                format!("must be 256 to 16777216 (got {})", w.body_cap_bytes),
+            ));
+        }
         holdpoint_telemetry::logs::check_level(&self.log.level)
             .map_err(|e| invalid("log.level", e.to_string()))?;
         if let Some(endpoint) = &self.telemetry.otlp_endpoint {
@@ -592,7 +658,7 @@ impl Config {
     pub fn admin_listen(&self, service: Service) -> Option<SocketAddr> {
         match (self.admin.listen, service) {
             (Some(a), _) => Some(a),
-            (None, Service::Worker) => None,
+            (None, Service::Worker | Service::Notifier) => None,
             (None, _) => DEFAULT_ADMIN_LISTEN.parse().ok(),
         }
     }
@@ -605,7 +671,37 @@ impl Config {
             ack_wait: Duration::from_millis(self.nats.ack_wait_ms),
             partitions: self.nats.partitions,
             priority_timeout: Duration::from_millis(self.nats.priority_timeout_ms),
+            webhook_ack_wait: Duration::from_secs(self.webhooks.timeout_secs + 2),
             ..Topology::default()
+        }
+    }
+
+    /// Whether webhooks run in local mode for `service` (`webhooks.local_mode`,
+    /// else on for `up` only).
+    pub fn webhooks_local(&self, service: Service) -> bool {
+        self.webhooks.local_mode.unwrap_or(service == Service::Up)
+    }
+
+    /// The notifier's settings for `service`, counting into `metrics`.
+    pub fn notifier_config(
+        &self,
+        service: Service,
+        metrics: std::sync::Arc<holdpoint_telemetry::Metrics>,
+    ) -> holdpoint_notifier::NotifierConfig {
+        let w = &self.webhooks;
+        holdpoint_notifier::NotifierConfig {
+            local_mode: self.webhooks_local(service),
+            timeout: Duration::from_secs(w.timeout_secs),
+            schedule: w
+                .retry_schedule_secs
+                .iter()
+                .copied()
+                .map(Duration::from_secs)
+                .collect(),
+            disable_after: w.disable_after,
+            body_cap: w.body_cap_bytes,
+            metrics,
+            ..holdpoint_notifier::NotifierConfig::default()
         }
     }
 

@@ -14,6 +14,9 @@
 //! - [`runtime_cmd`]: `holdpoint runtime …`, the runtime's side from a shell.
 //! - [`operator`]: `holdpoint pending | show | answer | approve | tail`, a person's
 //!   and an operator's side over the HTTP API.
+//! - [`webhooks_cmd`]: `holdpoint webhooks …`, an organisation's webhook endpoints
+//!   over the HTTP API; `holdpoint notifier` runs the deliveries
+//!   (`holdpoint_notifier`), and `up` runs them too.
 //!
 //! `main.rs` only parses arguments and calls [`run`].
 
@@ -24,6 +27,7 @@ pub mod localnats;
 pub mod operator;
 pub mod runtime_cmd;
 pub mod terminal;
+pub mod webhooks_cmd;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -62,6 +66,11 @@ pub enum Verb {
     Ingress(IngressArgs),
     /// Run a worker against an existing NATS (run as many as you like).
     Worker(WorkerArgs),
+    /// Run the webhook notifier against an existing NATS (deliver signed events to
+    /// registered endpoints; run one or more).
+    Notifier(NotifierArgs),
+    /// Manage your organisation's webhook endpoints (HTTP, with --token).
+    Webhooks(webhooks_cmd::WebhooksArgs),
     /// Print the effective configuration (defaults, file, environment, flags) as
     /// TOML, secrets redacted; fails like `up` would on an invalid one.
     Config(UpArgs),
@@ -344,6 +353,78 @@ impl WorkerSettings {
     }
 }
 
+/// Webhook settings (`[webhooks]`).
+#[derive(Debug, Clone, Args, Default)]
+pub struct WebhookSettings {
+    /// Local mode: webhook URLs may be plain http to loopback and deliveries may go
+    /// to private addresses (default: on for up, off otherwise).
+    #[arg(long, env = "HOLDPOINT_WEBHOOKS_LOCAL_MODE", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = BoolishValueParser::new(), value_name = "BOOL")]
+    pub webhooks_local_mode: Option<bool>,
+    /// Timeout of one webhook request, in seconds (default 10).
+    #[arg(long, env = "HOLDPOINT_WEBHOOK_TIMEOUT_SECS")]
+    pub webhook_timeout_secs: Option<u64>,
+    /// Retry delays after failed attempts, in seconds, comma-separated (default
+    /// 5,300,1800,7200,18000,36000,36000).
+    #[arg(
+        long,
+        env = "HOLDPOINT_WEBHOOK_RETRY_SCHEDULE_SECS",
+        value_delimiter = ','
+    )]
+    pub webhook_retry_schedule_secs: Option<Vec<u64>>,
+    /// Failed attempts in a row after which an endpoint is disabled (default 40).
+    #[arg(long, env = "HOLDPOINT_WEBHOOK_DISABLE_AFTER")]
+    pub webhook_disable_after: Option<u32>,
+    /// Most bytes of a webhook response read (default 65536).
+    #[arg(long, env = "HOLDPOINT_WEBHOOK_BODY_CAP_BYTES")]
+    pub webhook_body_cap_bytes: Option<usize>,
+}
+
+impl WebhookSettings {
+    fn layers(&self, l: Layers) -> Layers {
+        l.set("webhooks.local_mode", self.webhooks_local_mode)
+            .set("webhooks.timeout_secs", self.webhook_timeout_secs)
+            .set(
+                "webhooks.retry_schedule_secs",
+                self.webhook_retry_schedule_secs.clone(),
+            )
+            .set("webhooks.disable_after", self.webhook_disable_after)
+            .set("webhooks.body_cap_bytes", self.webhook_body_cap_bytes)
+    }
+}
+
+/// `holdpoint notifier`.
+#[derive(Debug, Clone, Args)]
+pub struct NotifierArgs {
+    /// Configuration file, admin listener, logs.
+    #[command(flatten)]
+    pub service: ServiceArgs,
+    /// NATS settings.
+    #[command(flatten)]
+    pub nats: NatsArgs,
+    /// Webhook settings.
+    #[command(flatten)]
+    pub webhooks: WebhookSettings,
+}
+
+impl NotifierArgs {
+    /// The configuration these arguments (and the file and environment) make.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the key at fault.
+    pub fn config(&self) -> Result<Config, ConfigError> {
+        Config::load(
+            self.service.config.as_deref(),
+            |l| {
+                let l = self.service.layers(l);
+                let l = self.nats.layers(l);
+                self.webhooks.layers(l)
+            },
+            Service::Notifier,
+        )
+    }
+}
+
 /// `holdpoint up`'s local nats-server.
 #[derive(Debug, Clone, Args, Default)]
 pub struct LocalArgs {
@@ -384,6 +465,9 @@ pub struct UpArgs {
     /// The web inbox link printed with `--dev-jwt`.
     #[command(flatten)]
     pub inbox: InboxLinkArgs,
+    /// Webhook settings.
+    #[command(flatten)]
+    pub webhooks: WebhookSettings,
 }
 
 /// `holdpoint up --dev-jwt` prints a link to the web inbox (`/inbox`) with a
@@ -432,6 +516,7 @@ impl UpArgs {
                 let l = self.nats.layers(l);
                 let l = self.http.layers(l);
                 let l = self.worker.layers(l);
+                let l = self.webhooks.layers(l);
                 self.local.layers(l)
             },
             service,
@@ -451,6 +536,9 @@ pub struct IngressArgs {
     /// HTTP settings.
     #[command(flatten)]
     pub http: HttpArgs,
+    /// Webhook settings (the ingress reads `webhooks.local_mode`).
+    #[command(flatten)]
+    pub webhooks: WebhookSettings,
 }
 
 impl IngressArgs {
@@ -464,6 +552,7 @@ impl IngressArgs {
             |l| {
                 let l = self.service.layers(l);
                 let l = self.nats.layers(l);
+                let l = self.webhooks.layers(l);
                 self.http.layers(l)
             },
             Service::Ingress,
@@ -638,8 +727,13 @@ impl Config {
     ///
     /// # Errors
     /// As [`Config::identity`].
-    pub async fn ingress_config(&self, metrics: Arc<Metrics>) -> anyhow::Result<IngressConfig> {
+    pub async fn ingress_config(
+        &self,
+        service: Service,
+        metrics: Arc<Metrics>,
+    ) -> anyhow::Result<IngressConfig> {
         Ok(IngressConfig {
+            webhooks_local_mode: self.webhooks_local(service),
             outcome_timeout: Duration::from_millis(self.http.outcome_timeout_ms),
             identity: self.identity().await?,
             public_url: self.http.public_url.clone(),
@@ -693,8 +787,8 @@ impl Services {
     }
 }
 
-/// Starts `workers` workers and the ingress in this process, sharing one set of
-/// metrics (served on the admin listener).
+/// Starts `workers` workers, the webhook notifier and the ingress in this process,
+/// sharing one set of metrics (served on the admin listener).
 ///
 /// # Errors
 /// When a listener cannot be bound or NATS refuses.
@@ -715,7 +809,15 @@ pub async fn start_services(
         );
         tasks.spawn(async move { holdpoint_worker::run(bus, wcfg, token).await });
     }
-    let state = AppState::new(bus, cfg.ingress_config(metrics).await?).await?;
+    {
+        let (bus, ncfg, token) = (
+            bus.clone(),
+            cfg.notifier_config(Service::Up, metrics.clone()),
+            shutdown.clone(),
+        );
+        tasks.spawn(async move { holdpoint_notifier::run(bus, ncfg, token).await });
+    }
+    let state = AppState::new(bus, cfg.ingress_config(Service::Up, metrics).await?).await?;
     if let Some(path) = &cfg.socket.path {
         tasks.spawn(holdpoint_ingress::run_unix(
             state.clone(),
@@ -754,6 +856,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let failpoint = args.worker.failpoint;
             worker(args.config()?, failpoint).await
         }
+        Verb::Notifier(args) => notifier(args.config()?).await,
+        Verb::Webhooks(args) => webhooks_cmd::run(args).await,
         Verb::Config(args) => {
             print!("{}", args.config(Service::Up)?.to_toml()?);
             Ok(())
@@ -796,7 +900,11 @@ async fn ingress(cfg: Config) -> anyhow::Result<()> {
     let url = cfg.nats.url.clone().context("nats.url is required")?;
     let bus = connect_bus(&url, "holdpoint-ingress", cfg.topology()).await?;
     let metrics = Arc::new(Metrics::new());
-    let state = AppState::new(bus.clone(), cfg.ingress_config(metrics).await?).await?;
+    let state = AppState::new(
+        bus.clone(),
+        cfg.ingress_config(Service::Ingress, metrics).await?,
+    )
+    .await?;
     let api = TcpListener::bind(cfg.http.listen)
         .await
         .with_context(|| format!("http.listen: binding {}", cfg.http.listen))?;
@@ -867,6 +975,51 @@ async fn worker(cfg: Config, failpoint: Option<Failpoint>) -> anyhow::Result<()>
         redact_url(&url)
     );
     holdpoint_worker::run(bus, cfg.worker_config(metrics, failpoint), shutdown).await?;
+    if let Some(t) = admin_task {
+        t.await??;
+    }
+    holdpoint_telemetry::otlp::shutdown();
+    Ok(())
+}
+
+/// `holdpoint notifier`: delivers webhooks until SIGTERM/SIGINT, then lets the
+/// attempts in flight finish (bounded by the request timeout) and returns. Serves
+/// the admin endpoints (`/metrics` with the per-endpoint webhook metrics) when
+/// `admin.listen` is set.
+async fn notifier(cfg: Config) -> anyhow::Result<()> {
+    init_service_tracing(&cfg, "holdpoint-notifier")?;
+    let shutdown = shutdown_on_signals();
+    let url = cfg.nats.url.clone().context("nats.url is required")?;
+    let bus = connect_bus(&url, "holdpoint-notifier", cfg.topology()).await?;
+    let metrics = Arc::new(Metrics::new());
+    let admin_task = match cfg.admin_listen(Service::Notifier) {
+        Some(addr) => {
+            let admin = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("admin.listen: binding {addr}"))?;
+            println!("holdpoint notifier: admin http://{}", admin.local_addr()?);
+            let admin_state = holdpoint_ingress::admin::Admin {
+                bus: bus.clone(),
+                metrics: metrics.clone(),
+            };
+            Some(tokio::spawn(holdpoint_ingress::admin::serve(
+                admin_state,
+                admin,
+                shutdown.clone(),
+            )))
+        }
+        None => None,
+    };
+    println!(
+        "holdpoint notifier: delivering webhooks from {}",
+        redact_url(&url)
+    );
+    holdpoint_notifier::run(
+        bus,
+        cfg.notifier_config(Service::Notifier, metrics),
+        shutdown,
+    )
+    .await?;
     if let Some(t) = admin_task {
         t.await??;
     }

@@ -202,7 +202,7 @@ fn waiting(enabled: bool) -> Option<indicatif::ProgressBar> {
     Some(pb)
 }
 
-async fn json_or_error(resp: reqwest::Response) -> anyhow::Result<Value> {
+pub(crate) async fn json_or_error(resp: reqwest::Response) -> anyhow::Result<Value> {
     let status = resp.status();
     let body: Value = resp.json().await.unwrap_or(Value::Null);
     if status.is_success() {

@@ -92,6 +92,7 @@ pub fn document() -> Value {
     let session = reference::<Session>(&mut generator);
     let lane = reference::<Lane>(&mut generator);
     let task = reference::<Task>(&mut generator);
+    let attempt = reference::<holdpoint_domain::webhook::WebhookAttempt>(&mut generator);
     let schemas = Value::Object(generator.take_definitions(true));
 
     let types = event_types();
@@ -137,6 +138,31 @@ pub fn document() -> Value {
             "summary": "What a command achieved, or why it was refused (an NRY code).",
             "contentType": "application/json",
             "payload": outcome,
+        }),
+    );
+    messages.insert(
+        "webhook-delivery".into(),
+        json!({
+            "name": "webhook-delivery",
+            "title": "Webhook delivery",
+            "summary": "An event queued for one webhook endpoint: the CloudEvent as stored in the events stream (or a `webhook-test` one).",
+            "contentType": "application/cloudevents+json",
+            "headers": {
+                "type": "object",
+                "properties": {"Nats-Msg-Id": msg_id_header("`<webhookId>:<CloudEvents id>`: an event is queued once per endpoint")},
+                "required": ["Nats-Msg-Id"],
+            },
+            "payload": event,
+        }),
+    );
+    messages.insert(
+        "webhook-attempt".into(),
+        json!({
+            "name": "webhook-attempt",
+            "title": "Webhook attempt",
+            "summary": "One delivery attempt to a webhook endpoint: result, status, latency and the answer's first bytes.",
+            "contentType": "application/json",
+            "payload": attempt,
         }),
     );
     messages.insert(
@@ -278,6 +304,20 @@ pub fn document() -> Value {
             "parameters": {"org": {"description": ORG_PARAM}, "task": token_param("task id")},
             "messages": {"task-record": {"$ref": "#/components/messages/task-record"}},
         },
+        "webhook-queue": {
+            "address": format!("{sp}.whk.{{org}}.{{webhook}}"),
+            "title": "Webhook queue",
+            "description": format!("Stream `{}` (file storage, work queue): the events waiting for one webhook endpoint. The notifier queues them from its durable consumer `{}` of the events stream; each endpoint has its own durable consumer `{}_WHK_<webhookId>` with one message in flight; a failed attempt is NAKed with the retry schedule's delay.", topo.webhook_queue_stream(), topo.notifier_consumer(), topo.name_prefix),
+            "parameters": {"org": {"description": ORG_PARAM}, "webhook": token_param("webhook id")},
+            "messages": {"webhook-delivery": {"$ref": "#/components/messages/webhook-delivery"}},
+        },
+        "webhook-attempts": {
+            "address": format!("{sp}.wha.{{org}}.{{webhook}}"),
+            "title": "Webhook attempts",
+            "description": format!("Stream `{}`: every delivery attempt, the last {} per endpoint, kept {} days; read by `GET /v1/webhooks/{{id}}/attempts`.", topo.webhook_attempts_stream(), holdpoint_bus::webhooks::ATTEMPTS_PER_ENDPOINT, holdpoint_bus::webhooks::ATTEMPTS_MAX_AGE.as_secs() / 86_400),
+            "parameters": {"org": {"description": ORG_PARAM}, "webhook": token_param("webhook id")},
+            "messages": {"webhook-attempt": {"$ref": "#/components/messages/webhook-attempt"}},
+        },
         "outcome-records": {
             "address": format!("$KV.{}.{{command}}", topo.outcomes_bucket()),
             "title": "Outcome records",
@@ -349,6 +389,19 @@ pub fn document() -> Value {
             "channel": {"$ref": "#/channels/task-records"},
             "title": "Write a task record",
             "messages": [{"$ref": "#/channels/task-records/messages/task-record"}],
+        },
+        "queueWebhookDelivery": {
+            "action": "send",
+            "channel": {"$ref": "#/channels/webhook-queue"},
+            "title": "Queue an event for a webhook endpoint",
+            "summary": "The notifier queues each event for every enabled endpoint of its organisation that wants its type, then acks the event.",
+            "messages": [{"$ref": "#/channels/webhook-queue/messages/webhook-delivery"}],
+        },
+        "recordWebhookAttempt": {
+            "action": "send",
+            "channel": {"$ref": "#/channels/webhook-attempts"},
+            "title": "Record a webhook attempt",
+            "messages": [{"$ref": "#/channels/webhook-attempts/messages/webhook-attempt"}],
         },
         "storeOutcome": {
             "action": "send",

@@ -12,6 +12,10 @@
 //! every API route is documented).
 
 use a2a_lf::methods;
+use holdpoint_domain::webhook::{
+    CreateWebhook, RotateWebhook, TestQueued, WebhookAttempts, WebhookList, WebhookView,
+    WebhookWithSecret,
+};
 use holdpoint_domain::{
     ErrorBody, ErrorCode, Event, IdempotencyKey, InteractionId, InteractionView, SessionId, State,
     event::EVENT_NAMES,
@@ -36,6 +40,8 @@ pub enum Success {
     Json,
     /// `202` with a JSON body.
     Accepted,
+    /// `201` with a JSON body.
+    Created,
     /// `200` `text/event-stream`.
     EventStream,
     /// The A2A JSON-RPC endpoint: `200` JSON-RPC response or event stream.
@@ -70,8 +76,39 @@ pub struct Operation {
 use ErrorCode::{
     AlreadySettled, AnswerMismatch, AnswerNotDelivered, ArgumentsChanged, Internal, InvalidRequest,
     LaneBusy, LaneRefused, NotFound, PayloadTooLarge, SessionNotFound, TooManyStreams,
-    Unauthenticated, Unavailable, UnsupportedMediaType,
+    TooManyWebhooks, Unauthenticated, Unavailable, UnknownEventType, UnsupportedMediaType,
+    WebhookDisabled, WebhookUrlRefused,
 };
+
+const WEBHOOK_CREATE_ERRORS: &[ErrorCode] = &[
+    InvalidRequest,
+    WebhookUrlRefused,
+    UnknownEventType,
+    Unauthenticated,
+    TooManyWebhooks,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    Internal,
+    Unavailable,
+];
+
+const WEBHOOK_CHANGE_ERRORS: &[ErrorCode] = &[
+    InvalidRequest,
+    Unauthenticated,
+    NotFound,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    Internal,
+    Unavailable,
+];
+
+const WEBHOOK_TEST_ERRORS: &[ErrorCode] = &[
+    Unauthenticated,
+    NotFound,
+    WebhookDisabled,
+    Internal,
+    Unavailable,
+];
 
 const ANSWER_ERRORS: &[ErrorCode] = &[
     InvalidRequest,
@@ -212,6 +249,94 @@ pub const OPERATIONS: &[Operation] = &[
         description: "Server-sent events: `id:` is the event's sequence in HP_EVENTS, `event:` its short name, `data:` the CloudEvent JSON as stored. Without a resume point the stream starts with the next new event; `Last-Event-ID` (or `after`) resumes after that sequence with no repeats and no gaps. Idle streams get a `: keep-alive` comment every 15 s; a stream outlives a nats-server restart. One caller may hold `http.max_streams_per_caller` streams at once (this one, `SubscribeToTask` and `SendStreamingMessage` together); one more is `429 NRY-0017`.",
         success: Success::EventStream,
         errors: STREAM_ERRORS,
+        secured: true,
+    },
+    Operation {
+        method: "post",
+        path: "/v1/webhooks",
+        id: "createWebhook",
+        tag: "webhooks",
+        summary: "Register a webhook endpoint",
+        description: "The caller's organisation's events of the listed types (all when none) are POSTed to `url` as CloudEvents (`application/cloudevents+json`), signed per Standard Webhooks: `webhook-id` is the CloudEvent's id (deduplicate on it), `webhook-timestamp` Unix seconds, `webhook-signature` `v1,<base64 HMAC-SHA256 of id.timestamp.body>` per live secret. The answer carries the secret, shown this once. The URL must be `https` (plain `http` only to loopback in local mode) and must not name a private, loopback or link-local address; the notifier checks every resolved address again before each request, follows no redirect and sends no credentials.",
+        success: Success::Created,
+        errors: WEBHOOK_CREATE_ERRORS,
+        secured: true,
+    },
+    Operation {
+        method: "get",
+        path: "/v1/webhooks",
+        id: "listWebhooks",
+        tag: "webhooks",
+        summary: "List webhook endpoints",
+        description: "The caller's organisation's endpoints, oldest first; never a secret.",
+        success: Success::Json,
+        errors: LIST_ERRORS,
+        secured: true,
+    },
+    Operation {
+        method: "get",
+        path: "/v1/webhooks/{id}",
+        id: "getWebhook",
+        tag: "webhooks",
+        summary: "Read a webhook endpoint",
+        description: "Another organisation's endpoint answers exactly like a missing one (`404 NRY-0004`).",
+        success: Success::Json,
+        errors: READ_ERRORS,
+        secured: true,
+    },
+    Operation {
+        method: "delete",
+        path: "/v1/webhooks/{id}",
+        id: "deleteWebhook",
+        tag: "webhooks",
+        summary: "Remove a webhook endpoint",
+        description: "Removes the endpoint and drops its queued deliveries.",
+        success: Success::NoContent,
+        errors: READ_ERRORS,
+        secured: true,
+    },
+    Operation {
+        method: "post",
+        path: "/v1/webhooks/{id}/rotate",
+        id: "rotateWebhookSecret",
+        tag: "webhooks",
+        summary: "Make a new signing secret",
+        description: "Answers the new secret (shown once). The previous secret keeps signing beside it for `overlapSecs` (default 86400; 0 stops it at once), so each delivery then carries two signatures and receivers can switch without losing one.",
+        success: Success::Json,
+        errors: WEBHOOK_CHANGE_ERRORS,
+        secured: true,
+    },
+    Operation {
+        method: "post",
+        path: "/v1/webhooks/{id}/enable",
+        id: "enableWebhook",
+        tag: "webhooks",
+        summary: "Enable a disabled webhook endpoint",
+        description: "Resets its failure count; the deliveries kept while it was disabled are sent.",
+        success: Success::Json,
+        errors: READ_ERRORS,
+        secured: true,
+    },
+    Operation {
+        method: "post",
+        path: "/v1/webhooks/{id}/test",
+        id: "testWebhook",
+        tag: "webhooks",
+        summary: "Send a test message",
+        description: "Queues a `dev.holdpoint.webhook-test` CloudEvent for this endpoint only, delivered and retried like any event; its attempts are listed under `/attempts`.",
+        success: Success::Accepted,
+        errors: WEBHOOK_TEST_ERRORS,
+        secured: true,
+    },
+    Operation {
+        method: "get",
+        path: "/v1/webhooks/{id}/attempts",
+        id: "listWebhookAttempts",
+        tag: "webhooks",
+        summary: "List a webhook endpoint's delivery attempts",
+        description: "The last 200 attempts (kept 7 days), oldest first: result, HTTP status, latency and the first 256 bytes of the response.",
+        success: Success::Json,
+        errors: READ_ERRORS,
         secured: true,
     },
     Operation {
@@ -375,6 +500,14 @@ fn error_responses(codes: &[ErrorCode]) -> Map<String, Value> {
         out.insert(status.to_string(), response);
     }
     out
+}
+
+fn webhook_param() -> Value {
+    path_param(
+        "id",
+        "The webhook endpoint (`wh_<32 hex>`).",
+        json!({"type": "string", "minLength": 1, "maxLength": 128}),
+    )
 }
 
 fn idempotency_header(generator: &mut SchemaGenerator) -> Value {
@@ -606,9 +739,55 @@ fn operation(op: &Operation, generator: &mut SchemaGenerator) -> Value {
                 }),
             );
         }
+        "createWebhook" => {
+            request_body = json!({"required": true, "content": json_content(schema_ref::<CreateWebhook>(generator))});
+            responses.insert(
+                "201".into(),
+                json!({"description": "Registered; `secret` is shown this once.", "content": json_content(schema_ref::<WebhookWithSecret>(generator))}),
+            );
+        }
+        "listWebhooks" => {
+            responses.insert(
+                "200".into(),
+                json!({"description": "The organisation's endpoints.", "content": json_content(schema_ref::<WebhookList>(generator))}),
+            );
+        }
+        "getWebhook" | "enableWebhook" => {
+            parameters.push(webhook_param());
+            responses.insert(
+                "200".into(),
+                json!({"description": "The endpoint.", "content": json_content(schema_ref::<WebhookView>(generator))}),
+            );
+        }
+        "deleteWebhook" => parameters.push(webhook_param()),
+        "rotateWebhookSecret" => {
+            parameters.push(webhook_param());
+            request_body = json!({"required": false, "content": json_content(schema_ref::<RotateWebhook>(generator))});
+            responses.insert(
+                "200".into(),
+                json!({"description": "The endpoint and its new secret, shown this once.", "content": json_content(schema_ref::<WebhookWithSecret>(generator))}),
+            );
+        }
+        "testWebhook" => {
+            parameters.push(webhook_param());
+            responses.insert(
+                "202".into(),
+                json!({"description": "Queued.", "content": json_content(schema_ref::<TestQueued>(generator))}),
+            );
+        }
+        "listWebhookAttempts" => {
+            parameters.push(webhook_param());
+            responses.insert(
+                "200".into(),
+                json!({"description": "The endpoint's attempts.", "content": json_content(schema_ref::<WebhookAttempts>(generator))}),
+            );
+        }
         other => unreachable!("operation {other} has no shape: add one"),
     }
     match op.success {
+        Success::NoContent if op.tag == "webhooks" => {
+            responses.insert("204".into(), json!({"description": "Removed."}));
+        }
         Success::NoContent => {
             responses.insert(
                 "204".into(),
@@ -616,6 +795,7 @@ fn operation(op: &Operation, generator: &mut SchemaGenerator) -> Value {
             );
         }
         Success::Json
+        | Success::Created
         | Success::Accepted
         | Success::EventStream
         | Success::JsonRpc
@@ -669,6 +849,7 @@ pub fn document() -> Value {
             {"name": "interactions", "description": "Read and answer interactions."},
             {"name": "sessions", "description": "The message road: a person's messages on a session's lanes."},
             {"name": "events", "description": "Server-sent event streams of the organisation's CloudEvents."},
+            {"name": "webhooks", "description": "Signed webhook endpoints: the organisation's CloudEvents POSTed per Standard Webhooks."},
             {"name": "a2a", "description": "A2A v1.0 server for paused tasks, with the interactions/v1 extension."},
         ],
         "paths": paths,

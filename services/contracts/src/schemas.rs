@@ -13,11 +13,16 @@
 //! | `interaction-view.json` | `InteractionView` | `GET /v1/interactions/{id}` |
 //! | `error-body.json` | `ErrorBody` | every HTTP error |
 //! | `rest/*.json` | the ingress's bodies and queries | the HTTP API |
+//! | `webhooks/*.json` | `holdpoint_domain::webhook` types | `/v1/webhooks…` bodies and answers |
 //!
 //! The schemas describe what Holdpoint accepts (schemars' deserialize contract);
 //! everything it emits validates against them (the `schemas` integration test
 //! checks real traffic).
 
+use holdpoint_domain::webhook::{
+    CreateWebhook, RotateWebhook, TestQueued, WebhookAttempts, WebhookList, WebhookView,
+    WebhookWithSecret,
+};
 use holdpoint_domain::{
     CommandEnvelope, ErrorBody, Event, Interaction, InteractionView, Lane, LaneMessage, Outcome,
     Session, Task,
@@ -175,6 +180,55 @@ pub fn files() -> Vec<(&'static str, Value)> {
             root::<EventsQuery>(
                 "holdpoint_ingress::wire::EventsQuery",
                 "Query of GET /v1/events.",
+            ),
+        ),
+        (
+            "webhooks/create-webhook.json",
+            root::<CreateWebhook>(
+                "holdpoint_domain::webhook::CreateWebhook",
+                "Body of POST /v1/webhooks.",
+            ),
+        ),
+        (
+            "webhooks/webhook-with-secret.json",
+            root::<WebhookWithSecret>(
+                "holdpoint_domain::webhook::WebhookWithSecret",
+                "201 body of POST /v1/webhooks and body of POST /v1/webhooks/{id}/rotate (the secret, shown once).",
+            ),
+        ),
+        (
+            "webhooks/webhook.json",
+            root::<WebhookView>(
+                "holdpoint_domain::webhook::WebhookView",
+                "Body of GET /v1/webhooks/{id} and POST /v1/webhooks/{id}/enable.",
+            ),
+        ),
+        (
+            "webhooks/webhook-list.json",
+            root::<WebhookList>(
+                "holdpoint_domain::webhook::WebhookList",
+                "Body of GET /v1/webhooks.",
+            ),
+        ),
+        (
+            "webhooks/rotate-webhook.json",
+            root::<RotateWebhook>(
+                "holdpoint_domain::webhook::RotateWebhook",
+                "Body of POST /v1/webhooks/{id}/rotate (optional).",
+            ),
+        ),
+        (
+            "webhooks/test-queued.json",
+            root::<TestQueued>(
+                "holdpoint_domain::webhook::TestQueued",
+                "202 body of POST /v1/webhooks/{id}/test.",
+            ),
+        ),
+        (
+            "webhooks/webhook-attempts.json",
+            root::<WebhookAttempts>(
+                "holdpoint_domain::webhook::WebhookAttempts",
+                "Body of GET /v1/webhooks/{id}/attempts.",
             ),
         ),
     ]

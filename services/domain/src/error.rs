@@ -84,6 +84,24 @@ pub enum ErrorCode {
     /// delivered, and the question is pending again (seed 003).
     #[serde(rename = "NRY-0032")]
     AnswerNotDelivered,
+    /// A webhook URL Holdpoint will not call: not `https` (plain `http` only to a
+    /// loopback host in local mode), credentials or a fragment in it, or a literal
+    /// private, loopback or link-local address outside local mode
+    /// (`holdpoint_domain::webhook::check_url`).
+    #[serde(rename = "NRY-0040")]
+    WebhookUrlRefused,
+    /// A webhook's event types name a type Holdpoint does not emit
+    /// (`holdpoint_domain::event::EVENT_NAMES`).
+    #[serde(rename = "NRY-0041")]
+    UnknownEventType,
+    /// The organisation already has as many webhook endpoints as Holdpoint keeps
+    /// (`holdpoint_domain::webhook::MAX_WEBHOOKS_PER_ORG`); remove one first.
+    #[serde(rename = "NRY-0042")]
+    TooManyWebhooks,
+    /// The webhook endpoint is disabled (too many failed deliveries): it sends
+    /// nothing, test messages included, until it is enabled again.
+    #[serde(rename = "NRY-0043")]
+    WebhookDisabled,
     /// Holdpoint could not get an outcome in time or NATS is unreachable; retry with
     /// the same idempotency key after `Retry-After` seconds.
     #[serde(rename = "NRY-0050")]
@@ -106,7 +124,7 @@ pub struct CodeSpec {
 
 impl ErrorCode {
     /// Every code, in catalog order.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::InvalidRequest,
         ErrorCode::SessionNotFound,
         ErrorCode::AnswerMismatch,
@@ -127,6 +145,10 @@ impl ErrorCode {
         ErrorCode::LaneRefused,
         ErrorCode::LaneBusy,
         ErrorCode::AnswerNotDelivered,
+        ErrorCode::WebhookUrlRefused,
+        ErrorCode::UnknownEventType,
+        ErrorCode::TooManyWebhooks,
+        ErrorCode::WebhookDisabled,
         ErrorCode::Unavailable,
         ErrorCode::Internal,
     ];
@@ -154,6 +176,10 @@ impl ErrorCode {
             ErrorCode::LaneRefused => (409, "NRY-0030", "Lane refused the message"),
             ErrorCode::LaneBusy => (409, "NRY-0031", "Lane busy; message queued"),
             ErrorCode::AnswerNotDelivered => (409, "NRY-0032", "Answer not delivered"),
+            ErrorCode::WebhookUrlRefused => (400, "NRY-0040", "Webhook URL refused"),
+            ErrorCode::UnknownEventType => (400, "NRY-0041", "Unknown event type"),
+            ErrorCode::TooManyWebhooks => (409, "NRY-0042", "Too many webhooks"),
+            ErrorCode::WebhookDisabled => (409, "NRY-0043", "Webhook disabled"),
             ErrorCode::Unavailable => (503, "NRY-0050", "Temporarily unavailable"),
             ErrorCode::Internal => (500, "NRY-0051", "Internal error"),
         };

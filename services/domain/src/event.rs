@@ -300,6 +300,24 @@ pub enum EventData {
         /// Why.
         reason: String,
     },
+    /// A webhook endpoint was disabled after too many failed delivery attempts in a
+    /// row (published by the notifier on `hp.evt.<org>._.webhook-disabled`).
+    #[serde(rename = "dev.holdpoint.webhook-disabled", rename_all = "camelCase")]
+    WebhookDisabled {
+        /// The endpoint.
+        webhook_id: crate::ids::WebhookId,
+        /// Its URL.
+        url: String,
+        /// Failed attempts in a row when it was disabled.
+        consecutive_failures: u32,
+    },
+    /// A test message asked for with `POST /v1/webhooks/{id}/test`: sent to that
+    /// endpoint only, never stored in the events stream.
+    #[serde(rename = "dev.holdpoint.webhook-test", rename_all = "camelCase")]
+    WebhookTest {
+        /// The endpoint.
+        webhook_id: crate::ids::WebhookId,
+    },
 }
 
 impl EventData {
@@ -321,12 +339,14 @@ impl EventData {
             EventData::TurnStarted { .. } => "turn-started",
             EventData::ApprovalDecided { .. } => "approval-decided",
             EventData::DeadLetter { .. } => "dead-letter",
+            EventData::WebhookDisabled { .. } => "webhook-disabled",
+            EventData::WebhookTest { .. } => "webhook-test",
         }
     }
 }
 
 /// Every short event name, for documentation and subject filters.
-pub const EVENT_NAMES: [&str; 15] = [
+pub const EVENT_NAMES: [&str; 17] = [
     "session-opened",
     "session-closed",
     "approval-requested",
@@ -342,6 +362,8 @@ pub const EVENT_NAMES: [&str; 15] = [
     "turn-started",
     "approval-decided",
     "dead-letter",
+    "webhook-disabled",
+    "webhook-test",
 ];
 
 impl Event {

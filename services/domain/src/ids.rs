@@ -188,6 +188,11 @@ ascii_id!(
     "taskId"
 );
 ascii_id!(
+    /// A webhook endpoint (`wh_<32 hex>`, made by Holdpoint when it is registered).
+    WebhookId,
+    "webhookId"
+);
+ascii_id!(
     /// An A2A context id.
     ContextId,
     "contextId"

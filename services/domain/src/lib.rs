@@ -17,6 +17,9 @@
 //!    record's outbox), [`interaction`], [`session`] (headers and lanes), [`task`].
 //! 6. [`rules`]: what an opening may ask and how an answer is read (seeds 000, 003).
 //! 7. [`decide`](mod@decide): the state machine.
+//!
+//! Beside the layers, [`webhook`]: webhook endpoints, their secrets, delivery
+//! attempts and the address policy (uses [`ids`], [`error`], [`timestamp`]).
 
 pub mod command;
 pub mod decide;
@@ -34,6 +37,7 @@ pub mod task;
 pub mod timestamp;
 pub mod transition;
 pub mod vocab;
+pub mod webhook;
 
 pub use command::{
     AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, DEFAULT_LANE_CAPACITY,

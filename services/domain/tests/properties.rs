@@ -715,7 +715,9 @@ fn interaction_of(e: &Event) -> Option<String> {
         | EventData::SessionClosed { .. }
         | EventData::LaneMessage { .. }
         | EventData::TurnStarted { .. }
-        | EventData::DeadLetter { .. } => None,
+        | EventData::DeadLetter { .. }
+        | EventData::WebhookDisabled { .. }
+        | EventData::WebhookTest { .. } => None,
         _ => Some(e.subject.clone()),
     }
 }

@@ -40,6 +40,18 @@ pub mod path {
     pub const SESSION_MESSAGES: &str = "/v1/sessions/{session_id}/messages";
     /// `GET`: the organisation's events (SSE).
     pub const EVENTS: &str = "/v1/events";
+    /// `POST`: register a webhook; `GET`: list them.
+    pub const WEBHOOKS: &str = "/v1/webhooks";
+    /// `GET`: one webhook; `DELETE`: remove it.
+    pub const WEBHOOK: &str = "/v1/webhooks/{id}";
+    /// `POST`: a new signing secret (the old one overlaps).
+    pub const WEBHOOK_ROTATE: &str = "/v1/webhooks/{id}/rotate";
+    /// `POST`: enable a disabled webhook.
+    pub const WEBHOOK_ENABLE: &str = "/v1/webhooks/{id}/enable";
+    /// `POST`: queue a test message.
+    pub const WEBHOOK_TEST: &str = "/v1/webhooks/{id}/test";
+    /// `GET`: a webhook's delivery attempts.
+    pub const WEBHOOK_ATTEMPTS: &str = "/v1/webhooks/{id}/attempts";
     /// `GET`: the agent card (A2A discovery; public).
     pub const AGENT_CARD: &str = "/.well-known/agent-card.json";
     /// `POST`: the A2A JSON-RPC endpoint.
@@ -49,7 +61,7 @@ pub mod path {
     pub const ANSWER_ROUTES: [&str; 3] = [ANSWER_QUESTION, APPROVE, RESPOND];
 
     /// Every route template of the API (the metrics' `route` label).
-    pub const ALL: [&str; 9] = [
+    pub const ALL: [&str; 15] = [
         ANSWER_QUESTION,
         APPROVE,
         RESPOND,
@@ -57,6 +69,12 @@ pub mod path {
         INTERACTIONS,
         SESSION_MESSAGES,
         EVENTS,
+        WEBHOOKS,
+        WEBHOOK,
+        WEBHOOK_ROTATE,
+        WEBHOOK_ENABLE,
+        WEBHOOK_TEST,
+        WEBHOOK_ATTEMPTS,
         AGENT_CARD,
         JSONRPC,
     ];
@@ -80,6 +98,18 @@ pub fn router(state: AppState) -> Router {
         .route(INTERACTIONS, get(rest::interactions::list_interactions))
         .route(SESSION_MESSAGES, post(rest::sessions::post_message))
         .route(EVENTS, get(sse::events))
+        .route(
+            WEBHOOKS,
+            post(rest::webhooks::create).get(rest::webhooks::list),
+        )
+        .route(
+            WEBHOOK,
+            get(rest::webhooks::get_one).delete(rest::webhooks::delete),
+        )
+        .route(WEBHOOK_ROTATE, post(rest::webhooks::rotate))
+        .route(WEBHOOK_ENABLE, post(rest::webhooks::enable))
+        .route(WEBHOOK_TEST, post(rest::webhooks::test_send))
+        .route(WEBHOOK_ATTEMPTS, get(rest::webhooks::attempts))
         .route(AGENT_CARD, get(a2a::card::agent_card))
         .route(JSONRPC, post(a2a::dispatch::jsonrpc))
         // Identity first, inside the observation, so a 401 is counted by route.

@@ -34,6 +34,10 @@ pub struct IngressConfig {
     /// asks, and refused with `VersionNotSupportedError` (-32009); see
     /// [`crate::a2a::negotiate`].
     pub a2a_missing_version_is_1_0: bool,
+    /// Local mode (`holdpoint up` on one machine): webhook URLs may be plain `http`
+    /// to a loopback host and name private addresses
+    /// (`holdpoint_domain::webhook::check_url`). Off by default.
+    pub webhooks_local_mode: bool,
 }
 
 /// Default of [`IngressConfig::max_streams_per_caller`].
@@ -49,6 +53,7 @@ impl Default for IngressConfig {
             metrics: Arc::new(Metrics::new()),
             max_streams_per_caller: DEFAULT_MAX_STREAMS_PER_CALLER,
             a2a_missing_version_is_1_0: false,
+            webhooks_local_mode: false,
         }
     }
 }

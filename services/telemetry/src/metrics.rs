@@ -19,6 +19,9 @@
 //! | `holdpoint_consumer_pending` | gauge | | commands waiting in the partition consumers (polled) |
 //! | `holdpoint_consumer_ack_pending` | gauge | | commands delivered and not yet acknowledged (polled) |
 //! | `holdpoint_jwks_fetches_total` | counter | | JWKS fetches (or file reads) of the token verifier |
+//! | `holdpoint_webhook_attempts_total` | counter | `org`, `webhook`, `result` | webhook delivery attempts: `delivered`, `failed`, `refused` (failures are the last two) |
+//! | `holdpoint_webhook_latency_seconds` | histogram | `org`, `webhook` | time from sending a webhook request to the end of its (capped) response |
+//! | `holdpoint_webhook_backlog` | gauge | `org`, `webhook` | deliveries waiting for an endpoint, queued or held for a retry (polled) |
 
 use std::sync::{Arc, Mutex};
 
@@ -57,6 +60,26 @@ pub struct CommandLabels {
     pub verb: &'static str,
     /// `ok`, the refusal's code (`NRY-0009`), `retry` or `dead_letter`.
     pub outcome: &'static str,
+}
+
+/// Labels of the per-endpoint webhook metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    /// The endpoint's organisation.
+    pub org: String,
+    /// The endpoint's id.
+    pub webhook: String,
+}
+
+/// Labels of `holdpoint_webhook_attempts_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookAttemptLabels {
+    /// The endpoint's organisation.
+    pub org: String,
+    /// The endpoint's id.
+    pub webhook: String,
+    /// `delivered`, `failed` or `refused`.
+    pub result: &'static str,
 }
 
 /// Outcome label of a command that was NAKed to be redelivered.
@@ -126,6 +149,12 @@ pub struct Metrics {
     pub consumer_pending: Gauge,
     /// `holdpoint_consumer_ack_pending`.
     pub consumer_ack_pending: Gauge,
+    /// `holdpoint_webhook_attempts_total`.
+    pub webhook_attempts: Family<WebhookAttemptLabels, Counter>,
+    /// `holdpoint_webhook_latency_seconds`.
+    pub webhook_latency: Family<WebhookLabels, Histogram>,
+    /// `holdpoint_webhook_backlog`.
+    pub webhook_backlog: Family<WebhookLabels, Gauge>,
     jwks: Arc<JwksFetches>,
 }
 
@@ -200,6 +229,25 @@ impl Metrics {
             "Commands delivered to workers and not yet acknowledged",
             consumer_ack_pending.clone(),
         );
+        let webhook_attempts = Family::<WebhookAttemptLabels, Counter>::default();
+        registry.register(
+            "holdpoint_webhook_attempts",
+            "Webhook delivery attempts by endpoint and result",
+            webhook_attempts.clone(),
+        );
+        let webhook_latency =
+            Family::<WebhookLabels, Histogram>::new_with_constructor(answer_histogram as fn() -> _);
+        registry.register(
+            "holdpoint_webhook_latency_seconds",
+            "Time from sending a webhook request to the end of its response, in seconds",
+            webhook_latency.clone(),
+        );
+        let webhook_backlog = Family::<WebhookLabels, Gauge>::default();
+        registry.register(
+            "holdpoint_webhook_backlog",
+            "Webhook deliveries waiting for an endpoint (queued or held for a retry)",
+            webhook_backlog.clone(),
+        );
         let jwks = Arc::new(JwksFetches::default());
         registry.register_collector(Box::new(jwks.clone()));
         Metrics {
@@ -214,6 +262,9 @@ impl Metrics {
             partitions_owned,
             consumer_pending,
             consumer_ack_pending,
+            webhook_attempts,
+            webhook_latency,
+            webhook_backlog,
             jwks,
         }
     }

@@ -8,6 +8,7 @@
 //! | GET | `/v1/interactions/{id}` | [`interactions::get_interaction`] |
 //! | GET | `/v1/interactions?state=pending&limit=50&cursor=…` | [`interactions::list_interactions`] |
 //! | POST | `/v1/sessions/{sessionId}/messages` | [`sessions::post_message`] |
+//! | POST, GET, DELETE | `/v1/webhooks…` | [`webhooks`] (endpoints, rotation, test, attempts) |
 //!
 //! The bodies are in [`crate::wire`]; the routes in [`crate::routes`]. A handler
 //! turns a request into a command, [`submit`]s it and maps the worker's outcome:
@@ -16,6 +17,7 @@
 pub mod answers;
 pub mod interactions;
 pub mod sessions;
+pub mod webhooks;
 
 use holdpoint_domain::{CommandEnvelope, Outcome};
 

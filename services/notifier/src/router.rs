@@ -1,0 +1,115 @@
+//! From the events stream to the endpoints' queues.
+//!
+//! Reads `HP_EVENTS` through the durable `HP_NOTIFIER` (shared by every notifier)
+//! and, for each event, queues it for every enabled endpoint of the event's own
+//! organisation that wants its type ([`holdpoint_bus::Bus::enqueue_delivery`]);
+//! then acks the event. An endpoint registered before an event was stored sees
+//! that event: the router reloads the endpoints whenever the bucket moved on since
+//! it last read it, before routing.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use holdpoint_bus::Bus;
+use holdpoint_bus::webhooks::AckKind;
+use holdpoint_domain::webhook::WebhookEndpoint;
+use holdpoint_domain::{Event, OrgId};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+/// The endpoints as last read, by organisation, and the bucket sequence read at.
+#[derive(Default)]
+struct Endpoints {
+    by_org: HashMap<OrgId, Vec<WebhookEndpoint>>,
+    sequence: Option<u64>,
+}
+
+impl Endpoints {
+    /// Reloads when the bucket moved on since the last read.
+    async fn refresh(&mut self, bus: &Bus) -> Result<(), holdpoint_bus::BusError> {
+        let now = bus.webhooks_sequence().await?;
+        if self.sequence == Some(now) {
+            return Ok(());
+        }
+        let (all, sequence) = bus.all_webhooks().await?;
+        self.by_org.clear();
+        for e in all {
+            self.by_org.entry(e.org.clone()).or_default().push(e);
+        }
+        self.sequence = Some(sequence);
+        Ok(())
+    }
+}
+
+/// Routes events until `shutdown`; re-makes its consumer after errors.
+pub async fn run(bus: Bus, shutdown: CancellationToken) {
+    let mut endpoints = Endpoints::default();
+    while !shutdown.is_cancelled() {
+        let mut messages = match bus.notifier_events().await {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(error = %e, "notifier cannot read the events stream yet");
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                }
+            }
+        };
+        loop {
+            let msg = tokio::select! {
+                () = shutdown.cancelled() => return,
+                m = messages.next() => m,
+            };
+            let msg = match msg {
+                Some(Ok(m)) => m,
+                Some(Err(e)) => {
+                    debug!(error = %e, "events consumer error");
+                    continue;
+                }
+                None => break,
+            };
+            let event: Event = match serde_json::from_slice(&msg.payload) {
+                Ok(e) => e,
+                Err(e) => {
+                    warn!(subject = %msg.subject, error = %e, "an event that does not decode is not delivered to webhooks");
+                    let _ = msg.ack_with(AckKind::Term).await;
+                    continue;
+                }
+            };
+            match route(&bus, &mut endpoints, &event, &msg.payload).await {
+                Ok(()) => {
+                    if let Err(e) = msg.double_ack().await {
+                        debug!(error = %e, "event ack lost; it will be routed again (deduplicated)");
+                    }
+                }
+                Err(e) => {
+                    warn!(event = %event.id, error = %e, "cannot queue an event for webhooks; retrying");
+                    let _ = msg
+                        .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                        .await;
+                }
+            }
+        }
+    }
+}
+
+async fn route(
+    bus: &Bus,
+    endpoints: &mut Endpoints,
+    event: &Event,
+    payload: &bytes::Bytes,
+) -> Result<(), holdpoint_bus::BusError> {
+    endpoints.refresh(bus).await?;
+    let Some(list) = endpoints.by_org.get(&event.orgid) else {
+        return Ok(());
+    };
+    for e in list {
+        // The tenant boundary: an endpoint only ever gets its own organisation's events.
+        if e.org != event.orgid || e.disabled_at.is_some() || !e.wants(event.name()) {
+            continue;
+        }
+        bus.enqueue_delivery(e, &event.id, payload.clone()).await?;
+    }
+    Ok(())
+}
