@@ -11,6 +11,7 @@
 //! | audit record | `hp.in.audit.<org>` | the CloudEvents `id` |
 //! | lane message | `hp.in.lane.<org>.<session>.<lane>` | `lane-<40 hex>` of org, session, lane and message id |
 //! | follow-up command | `hp.cmd.<org>.<key>.<verb>` | its command id |
+//! | remembered rule | `$KV.HP_RULES.<org>.<ruleId>` (a KV put) | `rule-<ruleId>` |
 //!
 //! Every message also carries the worker's W3C `traceparent`.
 
@@ -91,7 +92,7 @@ fn encode<T: serde::Serialize>(v: &T) -> Result<Bytes, BusError> {
 }
 
 impl Bus {
-    async fn publish_keyed(
+    pub(crate) async fn publish_keyed(
         &self,
         op: &'static str,
         subject: String,
@@ -133,8 +134,9 @@ impl Bus {
         Ok(Inflight(vec![p]))
     }
 
-    /// Publishes every effect of a transition (events, audit records, lane messages,
-    /// follow-up commands, in that order) without awaiting the PubAcks.
+    /// Publishes every effect of a transition (remembered rules, events, audit
+    /// records, lane messages, follow-up commands, in that order) without awaiting the
+    /// PubAcks.
     ///
     /// # Errors
     /// Transient when a publish cannot be sent; what was sent before stays in the
@@ -146,6 +148,19 @@ impl Bus {
         traceparent: &str,
     ) -> Result<Inflight, BusError> {
         let mut out = Inflight::default();
+        for r in &effects.rules {
+            out.0.push(
+                self.publish_keyed(
+                    "store remembered rule",
+                    crate::rules::rule_subject(&self.topo, r),
+                    &format!("rule-{}", r.id),
+                    None,
+                    traceparent,
+                    encode(r)?,
+                )
+                .await?,
+            );
+        }
         for e in &effects.events {
             out.extend(self.publish_event(e, traceparent).await?);
         }

@@ -23,6 +23,7 @@ pub mod events;
 pub mod outcome;
 pub mod partitions;
 pub mod records;
+pub mod rules;
 mod setup;
 pub mod topology;
 
@@ -183,6 +184,8 @@ pub struct Bus {
     pub sessions: kv::Store,
     /// Outcomes bucket.
     pub outcomes: kv::Store,
+    /// Remembered approval rules bucket (see [`rules`]).
+    pub rules: kv::Store,
 }
 
 impl std::fmt::Debug for Bus {

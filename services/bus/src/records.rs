@@ -66,6 +66,8 @@ pub enum Bucket {
     Sessions,
     /// `HP_OUTCOMES`.
     Outcomes,
+    /// `HP_RULES` (remembered approval rules).
+    Rules,
 }
 
 /// A compare-and-set write in flight: await [`PendingWrite::landed`].
@@ -93,6 +95,7 @@ impl Bus {
             Bucket::Tasks => self.topo.tasks_bucket(),
             Bucket::Sessions => self.topo.sessions_bucket(),
             Bucket::Outcomes => self.topo.outcomes_bucket(),
+            Bucket::Rules => self.topo.rules_bucket(),
         }
     }
 
@@ -102,6 +105,7 @@ impl Bus {
             Bucket::Tasks => &self.tasks,
             Bucket::Sessions => &self.sessions,
             Bucket::Outcomes => &self.outcomes,
+            Bucket::Rules => &self.rules,
         }
     }
 

@@ -60,6 +60,7 @@ impl Bus {
         let tasks = ensure_bucket(&js, bucket(topo.tasks_bucket(), forever)).await?;
         let sessions = ensure_bucket(&js, bucket(topo.sessions_bucket(), forever)).await?;
         let outcomes = ensure_bucket(&js, bucket(topo.outcomes_bucket(), topo.outcome_ttl)).await?;
+        let rules = ensure_bucket(&js, bucket(topo.rules_bucket(), forever)).await?;
         if caps.partitioned() {
             ensure_bucket(&js, bucket(topo.checkpoints_bucket(), forever)).await?;
             ensure_bucket(&js, bucket(topo.presence_bucket(), topo.presence_ttl)).await?;
@@ -73,6 +74,7 @@ impl Bus {
             tasks,
             sessions,
             outcomes,
+            rules,
         })
     }
 }
@@ -132,7 +134,10 @@ fn stream_configs(topo: &Topology, caps: Capabilities) -> Vec<stream::Config> {
             ..effects(topo.events_stream(), "evt")
         },
         effects(topo.lanes_stream(), "lane"),
-        effects(topo.audit_stream(), "audit"),
+        stream::Config {
+            max_age: topo.audit_max_age,
+            ..effects(topo.audit_stream(), "audit")
+        },
     ]
 }
 

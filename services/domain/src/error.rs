@@ -63,6 +63,18 @@ pub enum ErrorCode {
     /// opened with different content).
     #[serde(rename = "NRY-0021")]
     CommandConflict,
+    /// `remember` was sent with an answer to a question or a connection: only an
+    /// approval's decision can be remembered as a rule. Nothing is written.
+    #[serde(rename = "NRY-0025")]
+    NotRememberable,
+    /// `remember` asks for a scope the held call cannot have: `agent` when the runtime
+    /// named no agent for the call. Nothing is written.
+    #[serde(rename = "NRY-0026")]
+    ScopeUnavailable,
+    /// The remembered rule named in the path does not exist in the caller's
+    /// organisation (another organisation's rule looks the same).
+    #[serde(rename = "NRY-0027")]
+    RuleNotFound,
     /// The lane refused the message and kept nothing: session closed or lane full.
     #[serde(rename = "NRY-0030")]
     LaneRefused,
@@ -96,7 +108,7 @@ pub struct CodeSpec {
 
 impl ErrorCode {
     /// Every code, in catalog order.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::InvalidRequest,
         ErrorCode::SessionNotFound,
         ErrorCode::AnswerMismatch,
@@ -112,6 +124,9 @@ impl ErrorCode {
         ErrorCode::TooManyStreams,
         ErrorCode::UnsupportedOperation,
         ErrorCode::CommandConflict,
+        ErrorCode::NotRememberable,
+        ErrorCode::ScopeUnavailable,
+        ErrorCode::RuleNotFound,
         ErrorCode::LaneRefused,
         ErrorCode::LaneBusy,
         ErrorCode::AnswerNotDelivered,
@@ -137,6 +152,9 @@ impl ErrorCode {
             ErrorCode::TooManyStreams => (429, "NRY-0017", "Too many streams"),
             ErrorCode::UnsupportedOperation => (400, "NRY-0020", "Unsupported operation"),
             ErrorCode::CommandConflict => (409, "NRY-0021", "Command conflicts with record"),
+            ErrorCode::NotRememberable => (400, "NRY-0025", "Nothing to remember"),
+            ErrorCode::ScopeUnavailable => (400, "NRY-0026", "Rule scope unavailable"),
+            ErrorCode::RuleNotFound => (404, "NRY-0027", "Rule not found"),
             ErrorCode::LaneRefused => (409, "NRY-0030", "Lane refused the message"),
             ErrorCode::LaneBusy => (409, "NRY-0031", "Lane busy; message queued"),
             ErrorCode::AnswerNotDelivered => (409, "NRY-0032", "Answer not delivered"),

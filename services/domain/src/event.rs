@@ -8,9 +8,10 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::digest::digest;
+use crate::policy::Rule;
 use crate::ids::{
     CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
-    SessionId, TaskId,
+    RuleId, SessionId, TaskId,
 };
 use crate::vocab::{
     Admission, Answer, CallResult, CloseReason, Kind, LaneContent, SessionMode, TaskState,
@@ -173,8 +174,11 @@ pub enum EventData {
         answer: Answer,
         /// Who answered (`approvedBy` for approvals).
         by: PersonId,
-        /// The resolving key.
+        /// The resolving key (for a rule's decision, the rule id).
         key: IdempotencyKey,
+        /// The remembered rule that decided, when no person did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rule: Option<RuleId>,
     },
     /// An interaction closed without an answer.
     #[serde(rename = "dev.holdpoint.interaction-closed", rename_all = "camelCase")]
@@ -199,8 +203,12 @@ pub enum EventData {
         arguments: Value,
         /// Their digest.
         arguments_digest: String,
-        /// The approver.
+        /// The approver: the person, or for a remembered rule its author and id
+        /// (`alice (rule rul_…)`).
         approved_by: PersonId,
+        /// The remembered rule that approved, when no person did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rule: Option<RuleId>,
     },
     /// A blocked call finished; exactly one per blocked call.
     #[serde(rename = "dev.holdpoint.tool-call-finished", rename_all = "camelCase")]
@@ -249,13 +257,40 @@ pub enum EventData {
         server: String,
         /// Tool.
         tool: String,
-        /// The decision.
+        /// The held call's arguments digest (hex SHA-256 of their canonical JSON); the
+        /// arguments themselves are never audited.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments_digest: Option<String>,
+        /// The decision: true when the call was released.
         approved: bool,
-        /// Who decided.
-        approved_by: PersonId,
-        /// Optional reason.
+        /// `allowed`, `denied`, or `expired` (the approval's deadline passed first).
+        #[serde(default)]
+        outcome: AuditOutcome,
+        /// What decided: a `person`, a remembered `rule`, or `expiry`.
+        #[serde(default)]
+        decided_by: Decider,
+        /// Who decided: the person, or for a rule its author and id
+        /// (`alice (rule rul_…)`); absent for an expiry.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        approved_by: Option<PersonId>,
+        /// The rule that decided, when one did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rule: Option<RuleId>,
+        /// Why: the person's reason, or which rule decided, or that the deadline passed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+    },
+    /// Audit (`hp.audit.<org>`): a person's answer wrote a remembered rule.
+    #[serde(rename = "dev.holdpoint.rule-written", rename_all = "camelCase")]
+    RuleWritten {
+        /// The rule as written (who, server, tool, scope, digest; never arguments).
+        rule: Rule,
+    },
+    /// Audit (`hp.audit.<org>`): a person revoked a remembered rule.
+    #[serde(rename = "dev.holdpoint.rule-revoked", rename_all = "camelCase")]
+    RuleRevoked {
+        /// The rule as revoked (`revoked` names who and when).
+        rule: Rule,
     },
     /// A command could not be decoded and was terminated.
     #[serde(rename = "dev.holdpoint.dead-letter", rename_all = "camelCase")]
@@ -286,13 +321,15 @@ impl EventData {
             EventData::LaneMessage { .. } => "lane-message",
             EventData::TurnStarted { .. } => "turn-started",
             EventData::ApprovalDecided { .. } => "approval-decided",
+            EventData::RuleWritten { .. } => "rule-written",
+            EventData::RuleRevoked { .. } => "rule-revoked",
             EventData::DeadLetter { .. } => "dead-letter",
         }
     }
 }
 
 /// Every short event name, for documentation and subject filters.
-pub const EVENT_NAMES: [&str; 14] = [
+pub const EVENT_NAMES: [&str; 16] = [
     "session-opened",
     "session-closed",
     "approval-requested",
@@ -306,6 +343,8 @@ pub const EVENT_NAMES: [&str; 14] = [
     "lane-message",
     "turn-started",
     "approval-decided",
+    "rule-written",
+    "rule-revoked",
     "dead-letter",
 ];
 
@@ -338,4 +377,32 @@ impl Event {
     pub fn name(&self) -> &'static str {
         self.body.name()
     }
+}
+
+/// How an approval's decision came out, for the audit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum AuditOutcome {
+    /// The call was released.
+    #[default]
+    Allowed,
+    /// The call finished as `tool.denied`.
+    Denied,
+    /// The approval's deadline passed before anyone decided.
+    Expired,
+}
+
+/// What decided an approval, for the audit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Decider {
+    /// A person answered.
+    #[default]
+    Person,
+    /// A remembered rule matched the held call.
+    Rule,
+    /// The deadline passed.
+    Expiry,
 }
