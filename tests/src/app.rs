@@ -565,6 +565,11 @@ impl Person {
         Self::send(self.req(self.http.get(format!("{}{path}", self.base)))).await
     }
 
+    /// DELETE.
+    pub async fn delete(&self, path: &str) -> Reply {
+        Self::send(self.req(self.http.delete(format!("{}{path}", self.base)))).await
+    }
+
     /// POST without any identity headers.
     pub async fn post_anonymous(&self, path: &str, body: &Value) -> Reply {
         Self::send(self.http.post(format!("{}{path}", self.base)).json(body)).await
