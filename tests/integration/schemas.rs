@@ -248,6 +248,7 @@ async fn every_documented_operation_is_routed() {
         let req = match method.as_str() {
             "GET" => http.get(&url),
             "POST" => http.post(&url).json(&json!({})),
+            "DELETE" => http.delete(&url),
             other => panic!("method {other}"),
         };
         let resp = req.send().await.expect("http");

@@ -160,7 +160,7 @@ pub enum EventData {
     /// A task's A2A status changed.
     #[serde(rename = "dev.holdpoint.task-status")]
     TaskStatus(TaskStatusData),
-    /// A person's answer resolved an interaction.
+    /// A person's answer, or a remembered rule (`rule`), resolved an interaction.
     #[serde(
         rename = "dev.holdpoint.interaction-resolved",
         rename_all = "camelCase"
