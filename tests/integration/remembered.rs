@@ -26,7 +26,10 @@ const SERVER: &str = "github";
 const TOOL: &str = "create_pull_request";
 
 fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+    format!(
+        "{prefix}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
 }
 
 /// Opens a blocking session; returns a placement on it (for `agent`, if given).
@@ -64,8 +67,8 @@ async fn hold(rt: &Runtime, at: &Placement, tool: &str, arguments: Value) -> Str
 
 /// Opens a connection request on `at`; returns its id.
 async fn connection(rt: &Runtime, at: &Placement) -> String {
-    let agent = AgentManifest::from_markdown("---\nloop:\n  connections: true\n---\n")
-        .expect("manifest");
+    let agent =
+        AgentManifest::from_markdown("---\nloop:\n  connections: true\n---\n").expect("manifest");
     rt.request_connection(&agent, at, &unique("call"), "Linear", "file tickets", None)
         .await
         .expect("connection")
@@ -77,7 +80,12 @@ fn args(n: u32) -> Value {
 }
 
 /// Approves (or denies) `eff` as `who` with `remember`; returns the reply.
-async fn decide(who: &Person, eff: &str, approved: bool, remember: Value) -> holdpoint_tests::app::Reply {
+async fn decide(
+    who: &Person,
+    eff: &str,
+    approved: bool,
+    remember: Value,
+) -> holdpoint_tests::app::Reply {
     who.post(
         &format!("/v1/interactions/{eff}/approve"),
         &json!({"approved": approved, "remember": remember}),
@@ -109,13 +117,18 @@ async fn audit(who: &Person, limit: usize) -> Vec<(u64, Event)> {
     let mut out = Vec::new();
     let mut after = 0u64;
     loop {
-        let r = who.get(&format!("/v1/audit?after={after}&limit={limit}")).await;
+        let r = who
+            .get(&format!("/v1/audit?after={after}&limit={limit}"))
+            .await;
         assert_eq!(r.status, 200, "{r:?}");
         let items = r.body["items"].as_array().cloned().unwrap_or_default();
         for i in &items {
             let seq = i["sequence"].as_u64().expect("sequence");
             assert!(seq > after, "pages move forward");
-            out.push((seq, serde_json::from_value(i["record"].clone()).expect("event")));
+            out.push((
+                seq,
+                serde_json::from_value(i["record"].clone()).expect("event"),
+            ));
         }
         after = r.body["nextAfter"].as_u64().expect("nextAfter");
         if items.len() < limit {
@@ -136,7 +149,11 @@ async fn state_of(app: &TestApp, org: &str, eff: &str) -> (State, Option<String>
 }
 
 async fn assert_pending(app: &TestApp, org: &str, eff: &str, why: &str) {
-    assert_eq!(state_of(app, org, eff).await, (State::Pending, None), "{why}");
+    assert_eq!(
+        state_of(app, org, eff).await,
+        (State::Pending, None),
+        "{why}"
+    );
 }
 
 async fn assert_allowed_by(app: &TestApp, org: &str, eff: &str, rule: &str, why: &str) {
@@ -207,11 +224,17 @@ async fn each_scope_matches_where_it_should_and_nowhere_else() {
                 format!("ana (rule {session_rule})"),
                 "approvedBy names the rule and its author"
             );
-            assert_eq!(rule.as_ref().map(|r| r.as_str()), Some(session_rule.as_str()));
+            assert_eq!(
+                rule.as_ref().map(|r| r.as_str()),
+                Some(session_rule.as_str())
+            );
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(named(&events, "interaction-resolved", &same_session).len(), 1);
+    assert_eq!(
+        named(&events, "interaction-resolved", &same_session).len(),
+        1
+    );
     assert!(
         named(&events, "approval-requested", &same_session).is_empty(),
         "no pending interaction is shown to anyone"
@@ -223,8 +246,14 @@ async fn each_scope_matches_where_it_should_and_nowhere_else() {
         .iter()
         .filter_map(|i| i["interactionId"].as_str().or(i["id"].as_str()))
         .collect();
-    assert!(!pending_ids.contains(&same_session.as_str()), "{pending_ids:?}");
-    assert!(pending_ids.contains(&other_session.as_str()), "{pending_ids:?}");
+    assert!(
+        !pending_ids.contains(&same_session.as_str()),
+        "{pending_ids:?}"
+    );
+    assert!(
+        pending_ids.contains(&other_session.as_str()),
+        "{pending_ids:?}"
+    );
 
     // Agent scope: the same agent in any session, no other agent, no call without one.
     let r = decide(&ana, &other_session, true, json!({"scope": "agent"})).await;
@@ -232,7 +261,14 @@ async fn each_scope_matches_where_it_should_and_nowhere_else() {
     let agent_rule = rule_written_from(&ana, &other_session).await;
     let s3 = session(&rt, Some("bot-a")).await;
     let same_agent = hold(&rt, &s3, TOOL, args(3)).await;
-    assert_allowed_by(&app, "acme", &same_agent, &agent_rule, "same agent, new session").await;
+    assert_allowed_by(
+        &app,
+        "acme",
+        &same_agent,
+        &agent_rule,
+        "same agent, new session",
+    )
+    .await;
     let s4 = session(&rt, Some("bot-b")).await;
     let other_agent = hold(&rt, &s4, TOOL, args(3)).await;
     assert_pending(&app, "acme", &other_agent, "another agent").await;
@@ -269,7 +305,10 @@ async fn each_scope_matches_where_it_should_and_nowhere_else() {
         assert_eq!(r.status, 200, "{r:?}");
         assert!(r.body.get("revoked").is_none(), "{r:?}");
     }
-    assert!(audit(&gus, 10).await.is_empty(), "globex's audit is its own");
+    assert!(
+        audit(&gus, 10).await.is_empty(),
+        "globex's audit is its own"
+    );
     assert_eq!(rules(&ana).await.len(), 3);
 }
 
@@ -285,14 +324,31 @@ async fn the_most_specific_scope_wins_and_deny_beats_allow_at_the_same_scope() {
     let s2 = session(&rt, None).await;
     let a = hold(&rt, &s1, tool, args(1)).await;
     let b = hold(&rt, &s2, tool, args(1)).await;
-    assert_eq!(decide(&ana, &a, false, json!({"scope": "session"})).await.status, 204);
+    assert_eq!(
+        decide(&ana, &a, false, json!({"scope": "session"}))
+            .await
+            .status,
+        204
+    );
     let session_deny = rule_written_from(&ana, &a).await;
     assert_pending(&app, "acme", &b, "held before any rule").await;
-    assert_eq!(decide(&ana, &b, true, json!({"scope": "organisation"})).await.status, 204);
+    assert_eq!(
+        decide(&ana, &b, true, json!({"scope": "organisation"}))
+            .await
+            .status,
+        204
+    );
     let org_allow = rule_written_from(&ana, &b).await;
     // s1: the session deny is more specific than the organisation allow.
     let c = hold(&rt, &s1, tool, args(2)).await;
-    assert_denied_by(&app, "acme", &c, &session_deny, "session deny beats organisation allow").await;
+    assert_denied_by(
+        &app,
+        "acme",
+        &c,
+        &session_deny,
+        "session deny beats organisation allow",
+    )
+    .await;
     let events = app.events("acme").await;
     assert_eq!(finished(&events, &c).len(), 1);
     assert!(named(&events, "tool-call-released", &c).is_empty());
@@ -312,23 +368,59 @@ async fn the_most_specific_scope_wins_and_deny_beats_allow_at_the_same_scope() {
     let i = hold(&rt, &s4, tool, args(1)).await;
     let j = hold(&rt, &s4, tool, args(2)).await;
     let m = hold(&rt, &s6, tool, args(1)).await;
-    assert_eq!(decide(&ana, &i, true, json!({"scope": "organisation"})).await.status, 204);
+    assert_eq!(
+        decide(&ana, &i, true, json!({"scope": "organisation"}))
+            .await
+            .status,
+        204
+    );
     let close_allow = rule_written_from(&ana, &i).await;
     assert_pending(&app, "acme", &j, "held before the rule").await;
-    assert_eq!(decide(&ana, &j, false, json!({"scope": "organisation"})).await.status, 204);
+    assert_eq!(
+        decide(&ana, &j, false, json!({"scope": "organisation"}))
+            .await
+            .status,
+        204
+    );
     let close_deny = rule_written_from(&ana, &j).await;
     assert_pending(&app, "acme", &m, "held before the rules").await;
-    assert_eq!(decide(&ana, &m, true, json!({"scope": "session"})).await.status, 204);
+    assert_eq!(
+        decide(&ana, &m, true, json!({"scope": "session"}))
+            .await
+            .status,
+        204
+    );
     let session_allow = rule_written_from(&ana, &m).await;
     let k = hold(&rt, &s5, tool, args(3)).await;
-    assert_denied_by(&app, "acme", &k, &close_deny, "deny beats allow at the same scope").await;
+    assert_denied_by(
+        &app,
+        "acme",
+        &k,
+        &close_deny,
+        "deny beats allow at the same scope",
+    )
+    .await;
     let n = hold(&rt, &s6, tool, args(3)).await;
-    assert_allowed_by(&app, "acme", &n, &session_allow, "a session allow beats an organisation deny").await;
+    assert_allowed_by(
+        &app,
+        "acme",
+        &n,
+        &session_allow,
+        "a session allow beats an organisation deny",
+    )
+    .await;
     // Revoking the deny lets the organisation allow decide again.
     let r = ana.delete(&format!("/v1/rules/{close_deny}")).await;
     assert_eq!(r.status, 200, "{r:?}");
     let l = hold(&rt, &s5, tool, args(4)).await;
-    assert_allowed_by(&app, "acme", &l, &close_allow, "the allow once the deny is revoked").await;
+    assert_allowed_by(
+        &app,
+        "acme",
+        &l,
+        &close_allow,
+        "the allow once the deny is revoked",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -351,9 +443,11 @@ async fn expired_and_revoked_rules_stop_matching_on_the_next_hold() {
     .expect("rfc3339");
     let b = hold(&rt, &s1, TOOL, args(2)).await;
     assert_allowed_by(&app, "acme", &b, &short, "live rule").await;
-    wait_for(Duration::from_secs(10), "the rule's expiry to pass", || async move {
-        (OffsetDateTime::now_utc() > expires_at).then_some(())
-    })
+    wait_for(
+        Duration::from_secs(10),
+        "the rule's expiry to pass",
+        || async move { (OffsetDateTime::now_utc() > expires_at).then_some(()) },
+    )
     .await;
     let c = hold(&rt, &s1, TOOL, args(3)).await;
     assert_pending(&app, "acme", &c, "expired rule").await;
@@ -380,7 +474,9 @@ async fn expired_and_revoked_rules_stop_matching_on_the_next_hold() {
         .collect();
     assert_eq!(revoked.len(), 1, "{revoked:?}");
     // An unknown rule id, and a malformed one.
-    let r = ana.delete("/v1/rules/rul_0123456789abcdef0123456789abcdef").await;
+    let r = ana
+        .delete("/v1/rules/rul_0123456789abcdef0123456789abcdef")
+        .await;
     assert_eq!((r.status, r.code()), (404, "NRY-0027"), "{r:?}");
     let r = ana.get("/v1/rules/bad%20id").await;
     assert_eq!((r.status, r.code()), (400, "NRY-0001"), "{r:?}");
@@ -405,7 +501,13 @@ async fn a_rule_narrowed_to_a_digest_does_not_match_other_arguments() {
     assert!(rules(&ana).await.is_empty());
     assert_pending(&app, "acme", &a, "refused answer").await;
     // The call's own digest (given as `true`).
-    let r = decide(&ana, &a, true, json!({"scope": "session", "argumentsDigest": true})).await;
+    let r = decide(
+        &ana,
+        &a,
+        true,
+        json!({"scope": "session", "argumentsDigest": true}),
+    )
+    .await;
     assert_eq!(r.status, 204, "{r:?}");
     let narrow = rule_written_from(&ana, &a).await;
     let rule = ana.get(&format!("/v1/rules/{narrow}")).await;
@@ -443,7 +545,13 @@ async fn remember_on_a_question_or_a_connection_is_refused_and_writes_nothing() 
     body["remember"] = remember.clone();
     let r = ana.post(&format!("/v1/questions/{q}/answer"), &body).await;
     assert_eq!((r.status, r.code()), (400, "NRY-0025"), "{r:?}");
-    assert!(r.body["message"].as_str().unwrap_or("").contains("question"), "{r:?}");
+    assert!(
+        r.body["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("question"),
+        "{r:?}"
+    );
     let r = ana
         .post(
             &format!("/v1/interactions/{q}/respond"),
@@ -479,9 +587,18 @@ async fn remember_on_a_question_or_a_connection_is_refused_and_writes_nothing() 
         assert_eq!((r.status, r.code()), (400, "NRY-0001"), "{bad}: {r:?}");
     }
     // Nothing was written or resolved.
-    assert_eq!(app.interaction("acme", &q).await.expect("q").state, State::Pending);
-    assert_eq!(app.interaction("acme", &conn).await.expect("c").state, State::Pending);
-    assert_eq!(app.interaction("acme", &eff).await.expect("e").state, State::Pending);
+    assert_eq!(
+        app.interaction("acme", &q).await.expect("q").state,
+        State::Pending
+    );
+    assert_eq!(
+        app.interaction("acme", &conn).await.expect("c").state,
+        State::Pending
+    );
+    assert_eq!(
+        app.interaction("acme", &eff).await.expect("e").state,
+        State::Pending
+    );
     assert!(rules(&ana).await.is_empty());
     assert!(audit(&ana, 10).await.is_empty());
 }
@@ -493,11 +610,19 @@ async fn the_audit_holds_exactly_the_approval_decisions_and_rule_changes() {
     let ana = app.person("acme", "ana");
     // A question and a connection answered: never audited.
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
-    assert_eq!(ana.post(&format!("/v1/questions/{q}/answer"), &seed_answer()).await.status, 204);
+    assert_eq!(
+        ana.post(&format!("/v1/questions/{q}/answer"), &seed_answer())
+            .await
+            .status,
+        204
+    );
     let s = session(&rt, None).await;
     let conn = connection(&rt, &s).await;
     let r = ana
-        .post(&format!("/v1/interactions/{conn}/respond"), &json!({"value": {"connected": true}}))
+        .post(
+            &format!("/v1/interactions/{conn}/respond"),
+            &json!({"value": {"connected": true}}),
+        )
         .await;
     assert_eq!(r.status, 204, "{r:?}");
     // A person denies; a person approves and remembers; the rule decides; the rule is
@@ -511,7 +636,12 @@ async fn the_audit_holds_exactly_the_approval_decisions_and_rule_changes() {
         .await;
     assert_eq!(r.status, 204, "{r:?}");
     let b = hold(&rt, &s, TOOL, args(2)).await;
-    assert_eq!(decide(&ana, &b, true, json!({"scope": "session"})).await.status, 204);
+    assert_eq!(
+        decide(&ana, &b, true, json!({"scope": "session"}))
+            .await
+            .status,
+        204
+    );
     let rule = rule_written_from(&ana, &b).await;
     let c = hold(&rt, &s, TOOL, args(3)).await;
     assert_allowed_by(&app, "acme", &c, &rule, "rule").await;
@@ -554,12 +684,32 @@ async fn the_audit_holds_exactly_the_approval_decisions_and_rule_changes() {
     assert_eq!(
         summary,
         vec![
-            (s("approval-decided"), a.clone(), Some(s("Person/Denied")), None),
+            (
+                s("approval-decided"),
+                a.clone(),
+                Some(s("Person/Denied")),
+                None
+            ),
             (s("rule-written"), b.clone(), None, Some(rule.clone())),
-            (s("approval-decided"), b.clone(), Some(s("Person/Allowed")), None),
-            (s("approval-decided"), c.clone(), Some(s("Rule/Allowed")), Some(rule.clone())),
+            (
+                s("approval-decided"),
+                b.clone(),
+                Some(s("Person/Allowed")),
+                None
+            ),
+            (
+                s("approval-decided"),
+                c.clone(),
+                Some(s("Rule/Allowed")),
+                Some(rule.clone())
+            ),
             (s("rule-revoked"), b.clone(), None, Some(rule.clone())),
-            (s("approval-decided"), d.clone(), Some(s("Expiry/Expired")), None),
+            (
+                s("approval-decided"),
+                d.clone(),
+                Some(s("Expiry/Expired")),
+                None
+            ),
         ],
         "exactly the approval decisions and rule changes, in order"
     );
@@ -589,7 +739,9 @@ async fn the_audit_holds_exactly_the_approval_decisions_and_rule_changes() {
                 }
                 Decider::Person => assert_eq!(reason, &None),
                 Decider::Rule => assert!(
-                    reason.as_ref().is_some_and(|r| r.contains(&rule) && r.contains("ana")),
+                    reason
+                        .as_ref()
+                        .is_some_and(|r| r.contains(&rule) && r.contains("ana")),
                     "{ev:?}"
                 ),
                 Decider::Expiry => assert!(reason.is_some(), "{ev:?}"),
@@ -603,7 +755,11 @@ async fn the_audit_holds_exactly_the_approval_decisions_and_rule_changes() {
     let r = ana.get(&format!("/v1/audit?after={last}&limit=5")).await;
     assert_eq!(r.body["items"].as_array().map(Vec::len), Some(0), "{r:?}");
     assert_eq!(r.body["nextAfter"].as_u64(), Some(last));
-    for bad in ["/v1/audit?limit=0", "/v1/audit?limit=501", "/v1/audit?after=x"] {
+    for bad in [
+        "/v1/audit?limit=0",
+        "/v1/audit?limit=501",
+        "/v1/audit?after=x",
+    ] {
         let r = ana.get(bad).await;
         assert_eq!((r.status, r.code()), (400, "NRY-0001"), "{bad}: {r:?}");
     }
@@ -629,7 +785,12 @@ async fn a_rule_decision_under_a_dying_worker_is_made_once() {
     app.start_worker().await;
     let s1 = session(&rt, None).await;
     let a = hold(&rt, &s1, TOOL, args(1)).await;
-    assert_eq!(decide(&ana, &a, true, json!({"scope": "session"})).await.status, 204);
+    assert_eq!(
+        decide(&ana, &a, true, json!({"scope": "session"}))
+            .await
+            .status,
+        204
+    );
     let rule = rule_written_from(&ana, &a).await;
     app.stop_workers().await;
 
@@ -646,10 +807,14 @@ async fn a_rule_decision_under_a_dying_worker_is_made_once() {
     let eff = call.effect_id.clone();
     let first = rt.hold_for_approval(&s1, call.clone()).await;
     assert!(first.is_err(), "the worker died before replying: {first:?}");
-    wait_for(Duration::from_secs(20), "the worker to die at its failpoint", || {
-        let running = app.process_running(dying);
-        async move { (!running).then_some(()) }
-    })
+    wait_for(
+        Duration::from_secs(20),
+        "the worker to die at its failpoint",
+        || {
+            let running = app.process_running(dying);
+            async move { (!running).then_some(()) }
+        },
+    )
     .await;
     assert_allowed_by(&app, "acme", &eff, &rule, "committed before the crash").await;
     // A live worker takes the redelivery; the runtime's retry replays.
@@ -687,17 +852,25 @@ async fn a_rule_decision_under_a_dying_worker_is_made_once() {
             app.spawn_worker_process(None);
         }
     }
-    let ids: Vec<String> = more.iter().map(|c| c.effect_id.clone()).chain([eff.clone()]).collect();
-    let events = wait_for(Duration::from_secs(30), "every rule decision's release", || {
-        let app = &app;
-        let ids = ids.clone();
-        async move {
-            let events = app.events("acme").await;
-            ids.iter()
-                .all(|id| named(&events, "tool-call-released", id).len() == 1)
-                .then_some(events)
-        }
-    })
+    let ids: Vec<String> = more
+        .iter()
+        .map(|c| c.effect_id.clone())
+        .chain([eff.clone()])
+        .collect();
+    let events = wait_for(
+        Duration::from_secs(30),
+        "every rule decision's release",
+        || {
+            let app = &app;
+            let ids = ids.clone();
+            async move {
+                let events = app.events("acme").await;
+                ids.iter()
+                    .all(|id| named(&events, "tool-call-released", id).len() == 1)
+                    .then_some(events)
+            }
+        },
+    )
     .await;
     app.wait_idle().await;
     let events_now = app.events("acme").await;
@@ -706,8 +879,16 @@ async fn a_rule_decision_under_a_dying_worker_is_made_once() {
     let audit = audit(&ana, 100).await;
     for id in &ids {
         assert_allowed_by(&app, "acme", id, &rule, "decided by the rule").await;
-        assert_eq!(named(&events_now, "tool-call-released", id).len(), 1, "{id}");
-        assert_eq!(named(&events_now, "interaction-resolved", id).len(), 1, "{id}");
+        assert_eq!(
+            named(&events_now, "tool-call-released", id).len(),
+            1,
+            "{id}"
+        );
+        assert_eq!(
+            named(&events_now, "interaction-resolved", id).len(),
+            1,
+            "{id}"
+        );
         assert_eq!(
             audit.iter().filter(|(_, e)| &e.subject == id).count(),
             1,

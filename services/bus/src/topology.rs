@@ -340,7 +340,6 @@ mod tests {
         assert_eq!(f.split('.').count(), 5);
     }
 
-
     #[test]
     fn partitioned_subjects_round_trip() {
         let t = Topology::default();

@@ -554,7 +554,9 @@ impl Config {
             ack_wait: Duration::from_millis(self.nats.ack_wait_ms),
             partitions: self.nats.partitions,
             priority_timeout: Duration::from_millis(self.nats.priority_timeout_ms),
-            audit_max_age: Duration::from_secs(self.nats.audit_retention_days.saturating_mul(86_400)),
+            audit_max_age: Duration::from_secs(
+                self.nats.audit_retention_days.saturating_mul(86_400),
+            ),
             ..Topology::default()
         }
     }

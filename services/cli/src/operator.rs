@@ -574,32 +574,6 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn answer_specs() {
-        assert_eq!(parse_answer("0").expect("ok"), json!({"options": [0]}));
-        assert_eq!(parse_answer("0,2").expect("ok"), json!({"options": [0, 2]}));
-        assert_eq!(
-            parse_answer("2:Keep both: nightly").expect("ok"),
-            json!({"options": [2], "text": "Keep both: nightly"})
-        );
-        assert_eq!(
-            parse_answer(":just text").expect("ok"),
-            json!({"options": [], "text": "just text"})
-        );
-        assert!(parse_answer("x").is_err());
-        assert!(parse_answer("-1").is_err());
-    }
-
-    #[test]
-    fn ids_are_encoded_in_paths() {
-        assert_eq!(urlencode("a.b/c d"), "a.b%2Fc%20d");
-    }
-}
-
 /// A JSON value for a terminal: a string as its escaped text, anything else as JSON.
 fn txt(v: &Value) -> String {
     match v.as_str() {
@@ -611,7 +585,11 @@ fn txt(v: &Value) -> String {
 fn print_rule(r: &Value) {
     let j = txt;
     let state = if r["revoked"].is_object() {
-        format!("revoked by {} at {}", j(&r["revoked"]["by"]), j(&r["revoked"]["at"]))
+        format!(
+            "revoked by {} at {}",
+            j(&r["revoked"]["by"]),
+            j(&r["revoked"]["at"])
+        )
     } else if r["expiresAt"].is_string() {
         format!("expires {}", j(&r["expiresAt"]))
     } else {
@@ -698,7 +676,10 @@ pub async fn audit(args: AuditArgs) -> anyhow::Result<()> {
         }
     }
     if args.api.json {
-        println!("{}", terminal::json_pretty(&json!({"items": all, "nextAfter": after})));
+        println!(
+            "{}",
+            terminal::json_pretty(&json!({"items": all, "nextAfter": after}))
+        );
         return Ok(());
     }
     if all.is_empty() {
@@ -747,4 +728,30 @@ pub async fn audit(args: AuditArgs) -> anyhow::Result<()> {
         println!("{:>6}  {}  {}", j(&e["sequence"]), j(&r["time"]), line);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answer_specs() {
+        assert_eq!(parse_answer("0").expect("ok"), json!({"options": [0]}));
+        assert_eq!(parse_answer("0,2").expect("ok"), json!({"options": [0, 2]}));
+        assert_eq!(
+            parse_answer("2:Keep both: nightly").expect("ok"),
+            json!({"options": [2], "text": "Keep both: nightly"})
+        );
+        assert_eq!(
+            parse_answer(":just text").expect("ok"),
+            json!({"options": [], "text": "just text"})
+        );
+        assert!(parse_answer("x").is_err());
+        assert!(parse_answer("-1").is_err());
+    }
+
+    #[test]
+    fn ids_are_encoded_in_paths() {
+        assert_eq!(urlencode("a.b/c d"), "a.b%2Fc%20d");
+    }
 }

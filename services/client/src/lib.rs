@@ -38,9 +38,9 @@ use holdpoint_bus::events::Start;
 use holdpoint_bus::outcome::Waiter;
 use holdpoint_bus::{Bus, BusError, Topology};
 use holdpoint_domain::{
-    Accepted, AgentId, CallId, CallResult, CloseReason, Command, CommandEnvelope, ContextId, Event, IdError,
-    InteractionId, LaneId, MessageId, OpenInteraction, OpenRequest, OrgId, QuestionSpec, Rejection,
-    SessionId, SessionMode, TaskId,
+    Accepted, AgentId, CallId, CallResult, CloseReason, Command, CommandEnvelope, ContextId, Event,
+    IdError, InteractionId, LaneId, MessageId, OpenInteraction, OpenRequest, OrgId, QuestionSpec,
+    Rejection, SessionId, SessionMode, TaskId,
 };
 pub use manifest::AgentManifest;
 

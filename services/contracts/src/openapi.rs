@@ -14,15 +14,14 @@
 use a2a_lf::methods;
 use holdpoint_domain::{
     ErrorBody, ErrorCode, Event, IdempotencyKey, InteractionId, InteractionView, Rule, RuleId,
-    SessionId, State,
-    event::EVENT_NAMES,
+    SessionId, State, event::EVENT_NAMES,
 };
 use holdpoint_ingress::a2a::{EXTENSIONS_HEADER, LEGACY_EXTENSIONS_HEADER, VERSION_HEADER};
 use holdpoint_ingress::routes::path::{AGENT_CARD as AGENT_CARD_PATH, JSONRPC as JSONRPC_PATH};
-use holdpoint_ingress::wire::{AuditPage, AuditQuery, EventsQuery, RulePage, RulesQuery};
 use holdpoint_ingress::wire::{
     AnswerBody, ApproveBody, ListQuery, MessageAccepted, MessageBody, Page, RespondBody,
 };
+use holdpoint_ingress::wire::{AuditPage, AuditQuery, EventsQuery, RulePage, RulesQuery};
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
@@ -567,8 +566,16 @@ fn operation(op: &Operation, generator: &mut SchemaGenerator) -> Value {
             );
         }
         "getRule" | "revokeRule" => {
-            parameters.push(path_param("id", "The rule (`rul_…`).", schema_ref::<RuleId>(generator)));
-            let what = if op.id == "getRule" { "The rule." } else { "The rule, revoked." };
+            parameters.push(path_param(
+                "id",
+                "The rule (`rul_…`).",
+                schema_ref::<RuleId>(generator),
+            ));
+            let what = if op.id == "getRule" {
+                "The rule."
+            } else {
+                "The rule, revoked."
+            };
             responses.insert(
                 "200".into(),
                 json!({"description": what, "content": json_content(schema_ref::<Rule>(generator))}),

@@ -22,10 +22,10 @@ use holdpoint_domain::{
     CommandEnvelope, ErrorBody, Event, Interaction, InteractionView, Lane, LaneMessage, Outcome,
     Rule, Session, Task,
 };
-use holdpoint_ingress::wire::{AuditPage, AuditQuery, EventsQuery, RulePage, RulesQuery};
 use holdpoint_ingress::wire::{
     AnswerBody, ApproveBody, ListQuery, MessageAccepted, MessageBody, Page, RespondBody,
 };
+use holdpoint_ingress::wire::{AuditPage, AuditQuery, EventsQuery, RulePage, RulesQuery};
 use schemars::JsonSchema;
 use serde_json::Value;
 

@@ -8,11 +8,11 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::digest::digest;
-use crate::policy::Rule;
 use crate::ids::{
-    CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
-    RuleId, SessionId, TaskId,
+    CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId, RuleId,
+    SessionId, TaskId,
 };
+use crate::policy::Rule;
 use crate::vocab::{
     Admission, Answer, CallResult, CloseReason, Kind, LaneContent, SessionMode, TaskState,
 };

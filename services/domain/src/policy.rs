@@ -194,4 +194,3 @@ fn unreachable_id() -> RuleId {
     // `rul_` + 32 hex digits always parses; this keeps the function total.
     RuleId::parse("rul_0").unwrap_or_else(|_| unreachable_id())
 }
-

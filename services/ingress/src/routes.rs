@@ -89,7 +89,10 @@ pub fn router(state: AppState) -> Router {
         .route(INTERACTIONS, get(rest::interactions::list_interactions))
         .route(SESSION_MESSAGES, post(rest::sessions::post_message))
         .route(RULES, get(rest::rules::list_rules))
-        .route(RULE, get(rest::rules::get_rule).delete(rest::rules::revoke_rule))
+        .route(
+            RULE,
+            get(rest::rules::get_rule).delete(rest::rules::revoke_rule),
+        )
         .route(AUDIT, get(rest::audit::list_audit))
         .route(EVENTS, get(sse::events))
         .route(AGENT_CARD, get(a2a::card::agent_card))

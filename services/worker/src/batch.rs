@@ -39,8 +39,7 @@ use holdpoint_bus::{Bus, BusError, ErrorKind, REPLY_HEADER, TRACEPARENT_HEADER};
 use holdpoint_domain::Effects;
 use holdpoint_domain::{
     Command, CommandEnvelope, Ctx, Decision, Event, EventData, OpenRequest, OrgId, Snapshot,
-    Transition, decide,
-    decode_subject_token,
+    Transition, decide, decode_subject_token,
 };
 use holdpoint_telemetry::metrics::{OUTCOME_DEAD_LETTER, OUTCOME_OK, OUTCOME_RETRY};
 use time::OffsetDateTime;

@@ -164,8 +164,10 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
             bus.clone(),
             cfg.clone(),
             p,
-            sessions.clone(),
-            rules.clone(),
+            runner::Shared {
+                sessions: sessions.clone(),
+                rules: rules.clone(),
+            },
             me.clone(),
             live.clone(),
             shutdown.clone(),

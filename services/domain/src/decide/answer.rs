@@ -9,12 +9,12 @@
 use serde_json::Value;
 use time::format_description::well_known::Rfc3339;
 
-use crate::event::{AuditOutcome, Decider};
-use crate::rulebook;
 use crate::Admission;
 use crate::error::ErrorCode;
 use crate::event::EventData;
+use crate::event::{AuditOutcome, Decider};
 use crate::ids::MessageId;
+use crate::rulebook;
 use crate::rules::{question_output, read_answer};
 use crate::session::{DeliveredAnswer, Delivery, Lane, Session, SessionStatus};
 use crate::task::Task;
@@ -244,8 +244,9 @@ fn blocked_call_result(
     match (&i.spec, answer) {
         (Spec::Approval { .. }, Answer::Approval { approved, reason }) => {
             if let Some(remember) = &a.remember {
-                let rule = rulebook::rule_for(i, remember, *approved, &a.by, &ctx.command_id, ctx.now)
-                    .map_err(|r| Box::new(Decision::reply(ctx.outcome(Err(r)))))?;
+                let rule =
+                    rulebook::rule_for(i, remember, *approved, &a.by, &ctx.command_id, ctx.now)
+                        .map_err(|r| Box::new(Decision::reply(ctx.outcome(Err(r)))))?;
                 effects.audit.push(rulebook::written_event(&rule, ctx.now));
                 effects.rules.push(rule);
             }

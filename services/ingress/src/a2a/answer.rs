@@ -209,8 +209,10 @@ async fn resolved_by_key(
         .stored_events(&filter)
         .await
         .map_err(RpcError::unavailable)?;
-    Ok(stored.iter().rev().find_map(|s| {
-        match serde_json::from_slice::<Event>(&s.payload) {
+    Ok(stored
+        .iter()
+        .rev()
+        .find_map(|s| match serde_json::from_slice::<Event>(&s.payload) {
             Ok(Event {
                 body:
                     EventData::InteractionResolved {
@@ -221,8 +223,7 @@ async fn resolved_by_key(
                 ..
             }) if &k == key => Some(interaction_id),
             _ => None,
-        }
-    }))
+        }))
 }
 
 /// Answers the task with `msg`: validates, finds the interaction (the one named,

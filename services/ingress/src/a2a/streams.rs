@@ -94,11 +94,11 @@ async fn task_stream(
     task: &TaskId,
     after: u64,
 ) -> Result<BoxStream<'static, Stored>, RpcError> {
-    let filter =
-        ctx.state
-            .bus
-            .topo
-            .event_filter(&ctx.caller.org, Some(task), Some("task-status"));
+    let filter = ctx
+        .state
+        .bus
+        .topo
+        .event_filter(&ctx.caller.org, Some(task), Some("task-status"));
     sse::follow(&ctx.state, filter, Start::At(after + 1))
         .await
         .map_err(RpcError::unavailable)

@@ -37,7 +37,9 @@ pub async fn list_audit(
                 sequence: s.sequence,
                 record,
             }),
-            Err(e) => warn!(sequence = s.sequence, error = %e, "audit record does not decode; skipped"),
+            Err(e) => {
+                warn!(sequence = s.sequence, error = %e, "audit record does not decode; skipped")
+            }
         }
     }
     Ok(Json(AuditPage { items, next_after }))
