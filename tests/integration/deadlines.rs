@@ -205,7 +205,7 @@ async fn each_kind_expires_with_its_default_after_a_warning() {
     assert_eq!(audit.len(), 1, "{audit:?}");
     assert!(matches!(
         &audit[0].body,
-        EventData::ApprovalDecided { approved: false, resolved_by: Resolver::Expiry, reason: Some(r), .. } if r == "expired"
+        EventData::ApprovalDecided { approved: false, decided_by: holdpoint_domain::Decider::Expiry, reason: Some(r), .. } if r == "expired"
     ));
 
     // Blocking question: closed as expired; the call's result says so for a model.

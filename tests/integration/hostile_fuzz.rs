@@ -536,6 +536,7 @@ async fn samples() -> Vec<(&'static str, Vec<u8>)> {
                 value: json!({"a": [1, 2]}),
                 reason: None,
             },
+            remember: None,
         })),
     };
     out.push(("command", serde_json::to_vec(&env).expect("json")));

@@ -23,6 +23,7 @@ mod nats_permissions;
 mod observability;
 mod operator;
 mod product;
+mod remembered;
 mod schemas;
 mod shutdown;
 mod streams;

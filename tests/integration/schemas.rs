@@ -392,6 +392,7 @@ async fn real_traffic_matches_the_schemas() {
         task_id: holdpoint_domain::TaskId::parse(format!("{}-c", at.task_id)).expect("task"),
         context_id: at.context_id.clone(),
         call_id: holdpoint_domain::CallId::parse("call-conn").expect("call"),
+        agent: None,
         request: OpenRequest::Connection {
             app: "Linear".into(),
             reason: "file tickets".into(),

@@ -11,9 +11,10 @@
 //! | audit record | `hp.in.audit.<org>` | the CloudEvents `id` |
 //! | lane message | `hp.in.lane.<org>.<session>.<lane>` | `lane-<40 hex>` of org, session, lane and message id |
 //! | follow-up command | `hp.cmd.<org>.<key>.<verb>` | its command id |
+//! | remembered rule | `$KV.HP_RULES.<org>.<ruleId>` (a KV put) | `rule-<ruleId>` |
 //! | deadline schedule | `hp.sched.<org>.<interactionId>.<warn|expire>` | `sched-<40 hex>` of the scheduled command's id and the id of the command that set it |
 //!
-//! A deadline schedule (JetStream message schedules, ADR-51) carries
+//! A deadline schedule (JetStream message schedules, `nats-server` 2.12+) carries
 //! `Nats-Schedule: @at <RFC 3339>` and `Nats-Schedule-Target:
 //! hp.cmd.<org>.<task>.expire`; its body is the command the server publishes there
 //! at that time (without the schedule's `Nats-Msg-Id`, which the server strips: the
@@ -98,7 +99,7 @@ fn encode<T: serde::Serialize>(v: &T) -> Result<Bytes, BusError> {
 }
 
 impl Bus {
-    async fn publish_keyed(
+    pub(crate) async fn publish_keyed(
         &self,
         op: &'static str,
         subject: String,
@@ -140,8 +141,9 @@ impl Bus {
         Ok(Inflight(vec![p]))
     }
 
-    /// Publishes every effect of a transition (events, audit records, lane messages,
-    /// follow-up commands, in that order) without awaiting the PubAcks.
+    /// Publishes every effect of a transition (remembered rules, events, audit
+    /// records, lane messages, follow-up commands, in that order) without awaiting the
+    /// PubAcks.
     ///
     /// # Errors
     /// Transient when a publish cannot be sent; what was sent before stays in the
@@ -153,6 +155,19 @@ impl Bus {
         traceparent: &str,
     ) -> Result<Inflight, BusError> {
         let mut out = Inflight::default();
+        for r in &effects.rules {
+            out.0.push(
+                self.publish_keyed(
+                    "store remembered rule",
+                    crate::rules::rule_subject(&self.topo, r),
+                    &format!("rule-{}", r.id),
+                    None,
+                    traceparent,
+                    encode(r)?,
+                )
+                .await?,
+            );
+        }
         for e in &effects.events {
             out.extend(self.publish_event(e, traceparent).await?);
         }

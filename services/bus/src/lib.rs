@@ -25,6 +25,7 @@ pub mod events;
 pub mod outcome;
 pub mod partitions;
 pub mod records;
+pub mod rules;
 mod setup;
 pub mod topology;
 pub mod webhooks;
@@ -190,6 +191,8 @@ pub struct Bus {
     pub webhooks: kv::Store,
     /// Webhook deliveries already made (expiring markers).
     pub webhook_delivered: kv::Store,
+    /// Remembered approval rules bucket (see [`rules`]).
+    pub rules: kv::Store,
 }
 
 impl std::fmt::Debug for Bus {

@@ -68,6 +68,8 @@ pub enum Bucket {
     Outcomes,
     /// `HP_WEBHOOKS` (webhook endpoints, secrets included).
     Webhooks,
+    /// `HP_RULES` (remembered approval rules).
+    Rules,
 }
 
 /// A compare-and-set write in flight: await [`PendingWrite::landed`].
@@ -96,6 +98,7 @@ impl Bus {
             Bucket::Sessions => self.topo.sessions_bucket(),
             Bucket::Outcomes => self.topo.outcomes_bucket(),
             Bucket::Webhooks => self.topo.webhooks_bucket(),
+            Bucket::Rules => self.topo.rules_bucket(),
         }
     }
 
@@ -106,6 +109,7 @@ impl Bus {
             Bucket::Sessions => &self.sessions,
             Bucket::Outcomes => &self.outcomes,
             Bucket::Webhooks => &self.webhooks,
+            Bucket::Rules => &self.rules,
         }
     }
 

@@ -69,6 +69,7 @@ impl Bus {
             ),
         )
         .await?;
+        let rules = ensure_bucket(&js, bucket(topo.rules_bucket(), forever)).await?;
         if caps.partitioned() {
             ensure_bucket(&js, bucket(topo.checkpoints_bucket(), forever)).await?;
             ensure_bucket(&js, bucket(topo.presence_bucket(), topo.presence_ttl)).await?;
@@ -84,6 +85,7 @@ impl Bus {
             outcomes,
             webhooks,
             webhook_delivered,
+            rules,
         })
     }
 }
@@ -151,7 +153,10 @@ fn stream_configs(topo: &Topology, caps: Capabilities) -> Vec<stream::Config> {
             ..effects(topo.events_stream(), "evt")
         },
         effects(topo.lanes_stream(), "lane"),
-        effects(topo.audit_stream(), "audit"),
+        stream::Config {
+            max_age: topo.audit_max_age,
+            ..effects(topo.audit_stream(), "audit")
+        },
         stream::Config {
             retention: stream::RetentionPolicy::WorkQueue,
             ..file(topo.webhook_queue_stream(), vec![format!("{sp}.whk.>")])

@@ -11,6 +11,7 @@
 //! | interactions | `HP_INTERACTIONS` | `<org>.<interactionId>` |
 //! | tasks | `HP_TASKS` | `<org>.<taskId>` |
 //! | sessions and lanes | `HP_SESSIONS` | `<org>.<sessionId>`, `<org>.<sessionId>.<lane>` |
+//! | remembered rules | `HP_RULES` | `<org>.<ruleId>` |
 //! | outcomes | `HP_OUTCOMES` | `<Nats-Msg-Id>` |
 //! | checkpoints | `HP_CHECKPOINTS` | `p<partition>` |
 //! | worker presence | `HP_PRESENCE` | `<worker id>` (expires) |
@@ -119,6 +120,8 @@ pub struct Topology {
     /// again (the per-endpoint consumers' `ack_wait`; the notifier's request timeout
     /// must be shorter).
     pub webhook_ack_wait: Duration,
+    /// How long decision-audit records are kept in the audit stream (zero: forever).
+    pub audit_max_age: Duration,
 }
 
 impl Default for Topology {
@@ -136,6 +139,7 @@ impl Default for Topology {
             outcome_ttl: Duration::from_secs(24 * 3600),
             event_max_age: Duration::from_secs(7 * 24 * 3600),
             webhook_ack_wait: Duration::from_secs(30),
+            audit_max_age: Duration::from_secs(365 * 24 * 3600),
         }
     }
 }
@@ -172,6 +176,11 @@ impl Topology {
     pub fn sessions_bucket(&self) -> String {
         self.name("SESSIONS")
     }
+    /// The remembered approval rules bucket (`HP_RULES`, keys `<org>.<ruleId>`).
+    pub fn rules_bucket(&self) -> String {
+        self.name("RULES")
+    }
+
     /// The outcomes bucket (`HP_OUTCOMES`).
     pub fn outcomes_bucket(&self) -> String {
         self.name("OUTCOMES")

@@ -152,6 +152,8 @@ pub struct NatsConfig {
     /// How long a worker keeps a partition without pulling before the server pins
     /// another, in milliseconds (at least 200).
     pub priority_timeout_ms: u64,
+    /// How long the decision audit (`HP_AUDIT`) keeps a record, in days (0: forever).
+    pub audit_retention_days: u64,
 }
 
 impl Default for NatsConfig {
@@ -164,6 +166,7 @@ impl Default for NatsConfig {
             ack_wait_ms: 3_000,
             partitions: t.partitions,
             priority_timeout_ms: 1_000,
+            audit_retention_days: t.audit_max_age.as_secs() / 86_400,
         }
     }
 }
@@ -672,6 +675,9 @@ impl Config {
             partitions: self.nats.partitions,
             priority_timeout: Duration::from_millis(self.nats.priority_timeout_ms),
             webhook_ack_wait: Duration::from_secs(self.webhooks.timeout_secs + 2),
+            audit_max_age: Duration::from_secs(
+                self.nats.audit_retention_days.saturating_mul(86_400),
+            ),
             ..Topology::default()
         }
     }

@@ -427,6 +427,7 @@ mod tests {
                 arguments: json!({"x": hostile}),
                 arguments_digest: "d".into(),
                 approved_by: holdpoint_domain::PersonId::parse("ana").expect("person"),
+                rule: None,
             },
             EventData::ToolCallFinished {
                 call_id: holdpoint_domain::CallId::parse("call-1").expect("call"),

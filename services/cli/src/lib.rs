@@ -90,6 +90,10 @@ pub enum Verb {
     Answer(operator::AnswerArgs),
     /// Approve a held call (or --deny it, with --reason).
     Approve(operator::ApproveArgs),
+    /// List your organisation's remembered approval rules, or `rules revoke <id>`.
+    Rules(operator::RulesArgs),
+    /// Print your organisation's decision audit (approval decisions, rule changes).
+    Audit(operator::AuditArgs),
     /// Follow your organisation's events as they happen (optionally one task or type).
     Tail(operator::TailArgs),
 }
@@ -880,6 +884,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Verb::Answer(args) => operator::answer(args).await,
         Verb::Approve(args) => operator::approve(args).await,
         Verb::Tail(args) => operator::tail(args).await,
+        Verb::Rules(args) => operator::rules(args).await,
+        Verb::Audit(args) => operator::audit(args).await,
         Verb::Runtime(args) => {
             init_tracing("warn");
             runtime_cmd::run(args).await

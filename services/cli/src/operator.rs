@@ -86,6 +86,62 @@ pub struct ApproveArgs {
     /// outcome is unknown, so a retry with it answers once).
     #[arg(long)]
     pub key: Option<String>,
+    /// Remember this decision as a rule for `session`, `agent` or `organisation`:
+    /// later holds of the same server and tool there are decided at once.
+    #[arg(long, value_parser = ["session", "agent", "organisation"])]
+    pub remember: Option<String>,
+    /// With --remember: the rule expires after this many seconds.
+    #[arg(long, requires = "remember")]
+    pub expires_in: Option<u64>,
+    /// With --remember: the rule matches only these exact arguments (their digest).
+    #[arg(long, requires = "remember")]
+    pub exact_arguments: bool,
+}
+
+/// `holdpoint rules` (list) and `holdpoint rules revoke <id>`.
+#[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct RulesArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// Most rules to show.
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+    /// `revoke <id>`.
+    #[command(subcommand)]
+    pub cmd: Option<RulesCmd>,
+}
+
+/// What `holdpoint rules` does besides listing.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum RulesCmd {
+    /// Revoke a rule: it stops deciding holds from the next one on.
+    Revoke(RevokeArgs),
+}
+
+/// `holdpoint rules revoke`.
+#[derive(Debug, Clone, Args)]
+pub struct RevokeArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// The rule id (`rul_…`).
+    pub id: String,
+}
+
+/// `holdpoint audit`.
+#[derive(Debug, Clone, Args)]
+pub struct AuditArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// Start after this audit sequence (0: the oldest record kept).
+    #[arg(long, default_value_t = 0)]
+    pub after: u64,
+    /// Most records to print.
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
 }
 
 /// `holdpoint tail`.
@@ -150,6 +206,15 @@ impl Client {
             Some(t) => r.bearer_auth(t),
             None => r,
         }
+    }
+
+    async fn delete(&self, path: &str) -> anyhow::Result<Value> {
+        let resp = self
+            .req(self.http.delete(format!("{}{path}", self.args.url)))
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {}", self.args.url))?;
+        json_or_error(resp).await
     }
 
     async fn get(&self, path: &str) -> anyhow::Result<Value> {
@@ -398,6 +463,16 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<()> {
     if let Some(r) = &args.reason {
         body["reason"] = json!(r);
     }
+    if let Some(scope) = &args.remember {
+        let mut remember = json!({ "scope": scope });
+        if let Some(s) = args.expires_in {
+            remember["expiresIn"] = json!(s);
+        }
+        if args.exact_arguments {
+            remember["argumentsDigest"] = json!(true);
+        }
+        body["remember"] = remember;
+    }
     if let Some(d) = view["call"]["argumentsDigest"].as_str() {
         body["argumentsDigest"] = json!(d);
         if !args.api.json {
@@ -517,6 +592,162 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
                 out.flush()?;
             }
         }
+    }
+    Ok(())
+}
+
+/// A JSON value for a terminal: a string as its escaped text, anything else as JSON.
+fn txt(v: &Value) -> String {
+    match v.as_str() {
+        Some(s) => terminal::line(s).into_owned(),
+        None => terminal::json(v),
+    }
+}
+
+fn print_rule(r: &Value) {
+    let j = txt;
+    let state = if r["revoked"].is_object() {
+        format!(
+            "revoked by {} at {}",
+            j(&r["revoked"]["by"]),
+            j(&r["revoked"]["at"])
+        )
+    } else if r["expiresAt"].is_string() {
+        format!("expires {}", j(&r["expiresAt"]))
+    } else {
+        "live".to_owned()
+    };
+    let scope = match r["scope"].as_str() {
+        Some("session") => format!("session {}", j(&r["session"])),
+        Some("agent") => format!("agent {}", j(&r["agent"])),
+        _ => "organisation".to_owned(),
+    };
+    println!(
+        "{}  {} {} / {}  {}{}  by {} at {}  ({})",
+        j(&r["id"]),
+        j(&r["effect"]),
+        j(&r["server"]),
+        j(&r["tool"]),
+        scope,
+        if r["argumentsDigest"].is_string() {
+            format!(", arguments {}", j(&r["argumentsDigest"]))
+        } else {
+            String::new()
+        },
+        j(&r["createdBy"]),
+        j(&r["createdAt"]),
+        state
+    );
+}
+
+/// `holdpoint rules` and `holdpoint rules revoke <id>`.
+///
+/// # Errors
+/// When the API is unreachable or refuses (`404 NRY-0027` for an unknown rule).
+pub async fn rules(args: RulesArgs) -> anyhow::Result<()> {
+    if let Some(RulesCmd::Revoke(r)) = &args.cmd {
+        let c = Client::new(&r.api)?;
+        let rule = c.delete(&format!("/v1/rules/{}", urlencode(&r.id))).await?;
+        if r.api.json {
+            println!("{}", terminal::json_pretty(&rule));
+        } else {
+            print_rule(&rule);
+        }
+        return Ok(());
+    }
+    let c = Client::new(&args.api)?;
+    let page = c
+        .get(&format!("/v1/rules?limit={}", args.limit.clamp(1, 500)))
+        .await?;
+    if args.api.json {
+        println!("{}", terminal::json_pretty(&page));
+        return Ok(());
+    }
+    let items = page["items"].as_array().cloned().unwrap_or_default();
+    if items.is_empty() {
+        println!("no rules");
+    }
+    for r in &items {
+        print_rule(r);
+    }
+    if page["nextCursor"].is_string() {
+        println!("… more: raise --limit or use the API's cursor");
+    }
+    Ok(())
+}
+
+/// `holdpoint audit`: the decision audit, oldest first, from `--after`.
+///
+/// # Errors
+/// When the API is unreachable or refuses.
+pub async fn audit(args: AuditArgs) -> anyhow::Result<()> {
+    let c = Client::new(&args.api)?;
+    let mut after = args.after;
+    let mut left = args.limit;
+    let mut all = Vec::new();
+    while left > 0 {
+        let n = left.min(500);
+        let page = c.get(&format!("/v1/audit?after={after}&limit={n}")).await?;
+        let items = page["items"].as_array().cloned().unwrap_or_default();
+        after = page["nextAfter"].as_u64().unwrap_or(after);
+        left = left.saturating_sub(items.len());
+        let short = items.len() < n;
+        all.extend(items);
+        if short {
+            break;
+        }
+    }
+    if args.api.json {
+        println!(
+            "{}",
+            terminal::json_pretty(&json!({"items": all, "nextAfter": after}))
+        );
+        return Ok(());
+    }
+    if all.is_empty() {
+        println!("no audit records");
+    }
+    let j = txt;
+    for e in &all {
+        let r = &e["record"];
+        let d = &r["data"];
+        let line = match r["type"].as_str() {
+            Some("dev.holdpoint.approval-decided") => format!(
+                "{} {} / {} ({})  {} by {}{}{}",
+                j(&d["effectId"]),
+                j(&d["server"]),
+                j(&d["tool"]),
+                j(&d["argumentsDigest"]),
+                j(&d["outcome"]),
+                j(&d["decidedBy"]),
+                if d["approvedBy"].is_string() {
+                    format!(" {}", j(&d["approvedBy"]))
+                } else {
+                    String::new()
+                },
+                if d["reason"].is_string() {
+                    format!(": {}", j(&d["reason"]))
+                } else {
+                    String::new()
+                }
+            ),
+            Some("dev.holdpoint.rule-written") => format!(
+                "rule {} written by {}: {} {} / {} ({})",
+                j(&d["rule"]["id"]),
+                j(&d["rule"]["createdBy"]),
+                j(&d["rule"]["effect"]),
+                j(&d["rule"]["server"]),
+                j(&d["rule"]["tool"]),
+                j(&d["rule"]["scope"])
+            ),
+            Some("dev.holdpoint.rule-revoked") => format!(
+                "rule {} revoked by {}",
+                j(&d["rule"]["id"]),
+                j(&d["rule"]["revoked"]["by"])
+            ),
+            _ => j(&r["type"]),
+        };
+        println!("{:>6}  {}  {}", j(&e["sequence"]), j(&r["time"]), line);
     }
     Ok(())
 }

@@ -38,8 +38,9 @@ use holdpoint_bus::events::Start;
 use holdpoint_bus::outcome::Waiter;
 use holdpoint_bus::{Bus, BusError, Topology};
 use holdpoint_domain::{
-    Accepted, CallId, CallResult, CloseReason, Command, CommandEnvelope, ContextId, Event, IdError,
-    InteractionId, LaneId, MessageId, OnExpiry, OpenInteraction, OpenRequest, OrgId, QuestionSpec,
+    Accepted, AgentId, CallId, CallResult, CloseReason, Command, CommandEnvelope, ContextId, Event,
+    IdError, InteractionId, LaneId, MessageId, OnExpiry, OpenInteraction, OpenRequest, OrgId,
+    QuestionSpec,
     Rejection, SessionId, SessionMode, TaskId,
 };
 pub use manifest::AgentManifest;
@@ -84,6 +85,9 @@ pub struct Placement {
     pub task_id: TaskId,
     /// A2A context.
     pub context_id: ContextId,
+    /// The agent the runtime holds calls for (optional; see
+    /// [`Placement::for_agent`]): `agent`-scoped remembered rules match on it.
+    pub agent: Option<AgentId>,
     /// The deadline of what is opened here (none unless set; the worker's
     /// configured default then applies).
     pub expiry: Expiry,
@@ -121,7 +125,18 @@ impl Placement {
             task_id: TaskId::parse(task)?,
             context_id: ContextId::parse(context)?,
             expiry: Expiry::default(),
+            agent: None,
         })
+    }
+
+    /// The same placement, naming the agent its calls are held for: a rule
+    /// remembered with scope `agent` then matches this agent's calls in any session.
+    ///
+    /// # Errors
+    /// [`ClientError::Id`] when `agent` is not a valid id.
+    pub fn for_agent(mut self, agent: &str) -> Result<Self, ClientError> {
+        self.agent = Some(AgentId::parse(agent)?);
+        Ok(self)
     }
 }
 
@@ -288,6 +303,7 @@ impl Runtime {
             task_id: at.task_id.clone(),
             context_id: at.context_id.clone(),
             call_id: CallId::parse(call_id)?,
+            agent: at.agent.clone(),
             request,
             expires_at: at.expiry.expires_at,
             expires_in: at.expiry.expires_in,

@@ -12,7 +12,7 @@ pub const TYPE_PREFIX: &str = "dev.holdpoint.";
 
 /// Event names published on the audit stream (`hp.audit.<org>`) rather than on
 /// `hp.evt.<org>.<task>.<name>`.
-pub const AUDIT_NAMES: [&str; 1] = ["approval-decided"];
+pub const AUDIT_NAMES: [&str; 3] = ["approval-decided", "rule-written", "rule-revoked"];
 
 /// Marks the start of the generated event table in README.md.
 pub const README_START: &str = "<!-- events:start -->";

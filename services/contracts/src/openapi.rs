@@ -17,15 +17,15 @@ use holdpoint_domain::webhook::{
     WebhookWithSecret,
 };
 use holdpoint_domain::{
-    ErrorBody, ErrorCode, Event, IdempotencyKey, InteractionId, InteractionView, SessionId, State,
-    event::EVENT_NAMES,
+    ErrorBody, ErrorCode, Event, IdempotencyKey, InteractionId, InteractionView, Rule, RuleId,
+    SessionId, State, event::EVENT_NAMES,
 };
 use holdpoint_ingress::a2a::{EXTENSIONS_HEADER, LEGACY_EXTENSIONS_HEADER, VERSION_HEADER};
 use holdpoint_ingress::routes::path::{AGENT_CARD as AGENT_CARD_PATH, JSONRPC as JSONRPC_PATH};
-use holdpoint_ingress::wire::EventsQuery;
 use holdpoint_ingress::wire::{
     AnswerBody, ApproveBody, ListQuery, MessageAccepted, MessageBody, Page, RespondBody,
 };
+use holdpoint_ingress::wire::{AuditPage, AuditQuery, EventsQuery, RulePage, RulesQuery};
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
@@ -75,9 +75,9 @@ pub struct Operation {
 
 use ErrorCode::{
     AlreadySettled, AnswerMismatch, AnswerNotDelivered, ArgumentsChanged, Internal, InvalidRequest,
-    LaneBusy, LaneRefused, NotFound, PayloadTooLarge, SessionNotFound, TooManyStreams,
-    TooManyWebhooks, Unauthenticated, Unavailable, UnknownEventType, UnsupportedMediaType,
-    WebhookDisabled, WebhookUrlRefused,
+    LaneBusy, LaneRefused, NotFound, NotRememberable, PayloadTooLarge, RuleNotFound,
+    ScopeUnavailable, SessionNotFound, TooManyStreams, TooManyWebhooks, Unauthenticated,
+    Unavailable, UnknownEventType, UnsupportedMediaType, WebhookDisabled, WebhookUrlRefused,
 };
 
 const WEBHOOK_CREATE_ERRORS: &[ErrorCode] = &[
@@ -112,6 +112,7 @@ const WEBHOOK_TEST_ERRORS: &[ErrorCode] = &[
 
 const ANSWER_ERRORS: &[ErrorCode] = &[
     InvalidRequest,
+    NotRememberable,
     SessionNotFound,
     AnswerMismatch,
     Unauthenticated,
@@ -127,6 +128,8 @@ const ANSWER_ERRORS: &[ErrorCode] = &[
 
 const APPROVE_ERRORS: &[ErrorCode] = &[
     InvalidRequest,
+    NotRememberable,
+    ScopeUnavailable,
     SessionNotFound,
     AnswerMismatch,
     Unauthenticated,
@@ -150,6 +153,13 @@ const READ_ERRORS: &[ErrorCode] = &[
 ];
 
 const LIST_ERRORS: &[ErrorCode] = &[InvalidRequest, Unauthenticated, Internal, Unavailable];
+const RULE_ERRORS: &[ErrorCode] = &[
+    InvalidRequest,
+    Unauthenticated,
+    RuleNotFound,
+    Internal,
+    Unavailable,
+];
 
 const STREAM_ERRORS: &[ErrorCode] = &[
     InvalidRequest,
@@ -238,6 +248,50 @@ pub const OPERATIONS: &[Operation] = &[
         description: "An idle lane starts the message's turn (202). A busy lane keeps it (`409 NRY-0031`); a full lane or a closed session keeps nothing (`409 NRY-0030`).",
         success: Success::Accepted,
         errors: MESSAGE_ERRORS,
+        secured: true,
+    },
+    Operation {
+        method: "get",
+        path: "/v1/rules",
+        id: "listRules",
+        tag: "rules",
+        summary: "List remembered approval rules",
+        description: "The caller's organisation's rules (revoked and expired ones included), in the order of their last change, paged with `nextCursor`. A rule is written by an approval's answer that carried `remember`; while live it decides later holds of the same server and tool in its scope at once (session, then agent, then organisation: the most specific wins; a deny beats an allow at the same scope).",
+        success: Success::Json,
+        errors: LIST_ERRORS,
+        secured: true,
+    },
+    Operation {
+        method: "get",
+        path: "/v1/rules/{id}",
+        id: "getRule",
+        tag: "rules",
+        summary: "Read a remembered rule",
+        description: "Another organisation's rule answers exactly like a missing one (`404 NRY-0027`).",
+        success: Success::Json,
+        errors: RULE_ERRORS,
+        secured: true,
+    },
+    Operation {
+        method: "delete",
+        path: "/v1/rules/{id}",
+        id: "revokeRule",
+        tag: "rules",
+        summary: "Revoke a remembered rule",
+        description: "The rule stops deciding holds from the next one on; the revocation is recorded on the rule (`revoked`) and in the decision audit (`rule-revoked`). Revoking again returns the same revocation. Answers the rule as revoked.",
+        success: Success::Json,
+        errors: RULE_ERRORS,
+        secured: true,
+    },
+    Operation {
+        method: "get",
+        path: "/v1/audit",
+        id: "listAudit",
+        tag: "audit",
+        summary: "Page through the decision audit",
+        description: "The caller's organisation's records on `hp.audit.<org>`, oldest first: every approval decision (by a person, a rule or an expiry: who, server, tool, arguments digest, outcome, reason, rule; never the arguments) and every rule written or revoked. Never a question. Pass the previous page's `nextAfter` as `after`; a page shorter than `limit` is the last so far. Records are kept for `nats.audit_retention_days`.",
+        success: Success::Json,
+        errors: LIST_ERRORS,
         secured: true,
     },
     Operation {
@@ -637,6 +691,36 @@ fn operation(op: &Operation, generator: &mut SchemaGenerator) -> Value {
             responses.insert(
                 "200".into(),
                 json!({"description": "A page of interactions.", "content": json_content(schema_ref::<Page>(generator))}),
+            );
+        }
+        "listRules" => {
+            parameters.extend(query_params::<RulesQuery>(generator));
+            responses.insert(
+                "200".into(),
+                json!({"description": "A page of rules.", "content": json_content(schema_ref::<RulePage>(generator))}),
+            );
+        }
+        "getRule" | "revokeRule" => {
+            parameters.push(path_param(
+                "id",
+                "The rule (`rul_…`).",
+                schema_ref::<RuleId>(generator),
+            ));
+            let what = if op.id == "getRule" {
+                "The rule."
+            } else {
+                "The rule, revoked."
+            };
+            responses.insert(
+                "200".into(),
+                json!({"description": what, "content": json_content(schema_ref::<Rule>(generator))}),
+            );
+        }
+        "listAudit" => {
+            parameters.extend(query_params::<AuditQuery>(generator));
+            responses.insert(
+                "200".into(),
+                json!({"description": "A page of audit records.", "content": json_content(schema_ref::<AuditPage>(generator))}),
             );
         }
         "postSessionMessage" => {

@@ -25,12 +25,12 @@ use holdpoint_domain::webhook::{
 };
 use holdpoint_domain::{
     CommandEnvelope, ErrorBody, Event, Interaction, InteractionView, Lane, LaneMessage, Outcome,
-    Session, Task,
+    Rule, Session, Task,
 };
-use holdpoint_ingress::wire::EventsQuery;
 use holdpoint_ingress::wire::{
     AnswerBody, ApproveBody, ListQuery, MessageAccepted, MessageBody, Page, RespondBody,
 };
+use holdpoint_ingress::wire::{AuditPage, AuditQuery, EventsQuery, RulePage, RulesQuery};
 use schemars::JsonSchema;
 use serde_json::Value;
 
@@ -173,6 +173,41 @@ pub fn files() -> Vec<(&'static str, Value)> {
             root::<ListQuery>(
                 "holdpoint_ingress::wire::ListQuery",
                 "Query of GET /v1/interactions.",
+            ),
+        ),
+        (
+            "rule.json",
+            root::<Rule>(
+                "holdpoint_domain::Rule",
+                "A remembered approval rule: the HP_RULES record, key <org>.<ruleId>, and the body of GET /v1/rules/{id}.",
+            ),
+        ),
+        (
+            "rest/rule-page.json",
+            root::<RulePage>(
+                "holdpoint_ingress::wire::RulePage",
+                "Body of GET /v1/rules.",
+            ),
+        ),
+        (
+            "rest/rules-query.json",
+            root::<RulesQuery>(
+                "holdpoint_ingress::wire::RulesQuery",
+                "Query of GET /v1/rules.",
+            ),
+        ),
+        (
+            "rest/audit-page.json",
+            root::<AuditPage>(
+                "holdpoint_ingress::wire::AuditPage",
+                "Body of GET /v1/audit.",
+            ),
+        ),
+        (
+            "rest/audit-query.json",
+            root::<AuditQuery>(
+                "holdpoint_ingress::wire::AuditQuery",
+                "Query of GET /v1/audit.",
             ),
         ),
         (

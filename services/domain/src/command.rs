@@ -8,9 +8,10 @@ use serde_json::Value;
 use crate::digest::canonical_json;
 use crate::digest::digest;
 use crate::ids::{
-    CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
+    AgentId, CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
     SessionId, TaskId,
 };
+use crate::policy::Remember;
 use crate::vocab::{
     CallResult, CloseReason, DeadlineStage, OnExpiry, OptionAnswer, QuestionSpec, SessionMode,
 };
@@ -188,6 +189,10 @@ pub struct OpenInteraction {
     pub context_id: ContextId,
     /// The tool call it blocks.
     pub call_id: CallId,
+    /// The agent the runtime holds the call for (optional): an `agent`-scoped
+    /// remembered rule matches calls of the same agent in any session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentId>,
     /// What it asks.
     pub request: OpenRequest,
     /// The deadline, RFC 3339; at most one of `expiresAt` and `expiresIn`. Without
@@ -315,6 +320,10 @@ pub struct AnswerCommand {
     pub context_id: Option<ContextId>,
     /// The input.
     pub input: AnswerInput,
+    /// Approvals only: write a remembered rule from this decision (a question or a
+    /// connection refuses it with `NRY-0025` and writes nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remember: Option<Remember>,
 }
 
 impl CommandEnvelope {

@@ -73,6 +73,18 @@ pub enum ErrorCode {
     /// to an interaction that no longer waits.
     #[serde(rename = "NRY-0023")]
     DeadlineInvalid,
+    /// `remember` was sent with an answer to a question or a connection: only an
+    /// approval's decision can be remembered as a rule. Nothing is written.
+    #[serde(rename = "NRY-0025")]
+    NotRememberable,
+    /// `remember` asks for a scope the held call cannot have: `agent` when the runtime
+    /// named no agent for the call. Nothing is written.
+    #[serde(rename = "NRY-0026")]
+    ScopeUnavailable,
+    /// The remembered rule named in the path does not exist in the caller's
+    /// organisation (another organisation's rule looks the same).
+    #[serde(rename = "NRY-0027")]
+    RuleNotFound,
     /// The lane refused the message and kept nothing: session closed or lane full.
     #[serde(rename = "NRY-0030")]
     LaneRefused,
@@ -124,7 +136,7 @@ pub struct CodeSpec {
 
 impl ErrorCode {
     /// Every code, in catalog order.
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 29] = [
         ErrorCode::InvalidRequest,
         ErrorCode::SessionNotFound,
         ErrorCode::AnswerMismatch,
@@ -142,6 +154,9 @@ impl ErrorCode {
         ErrorCode::CommandConflict,
         ErrorCode::DeadlineUnsupported,
         ErrorCode::DeadlineInvalid,
+        ErrorCode::NotRememberable,
+        ErrorCode::ScopeUnavailable,
+        ErrorCode::RuleNotFound,
         ErrorCode::LaneRefused,
         ErrorCode::LaneBusy,
         ErrorCode::AnswerNotDelivered,
@@ -173,6 +188,9 @@ impl ErrorCode {
             ErrorCode::CommandConflict => (409, "NRY-0021", "Command conflicts with record"),
             ErrorCode::DeadlineUnsupported => (400, "NRY-0022", "Deadlines not available"),
             ErrorCode::DeadlineInvalid => (400, "NRY-0023", "Deadline not valid"),
+            ErrorCode::NotRememberable => (400, "NRY-0025", "Nothing to remember"),
+            ErrorCode::ScopeUnavailable => (400, "NRY-0026", "Rule scope unavailable"),
+            ErrorCode::RuleNotFound => (404, "NRY-0027", "Rule not found"),
             ErrorCode::LaneRefused => (409, "NRY-0030", "Lane refused the message"),
             ErrorCode::LaneBusy => (409, "NRY-0031", "Lane busy; message queued"),
             ErrorCode::AnswerNotDelivered => (409, "NRY-0032", "Answer not delivered"),

@@ -9,9 +9,10 @@ use time::OffsetDateTime;
 
 use crate::digest::digest;
 use crate::ids::{
-    CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
+    CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId, RuleId,
     SessionId, TaskId,
 };
+use crate::policy::Rule;
 use crate::vocab::{
     Admission, Answer, CallResult, CloseReason, Kind, LaneContent, Resolver, SessionMode, TaskState,
 };
@@ -168,7 +169,7 @@ pub enum EventData {
     /// A task's A2A status changed.
     #[serde(rename = "dev.holdpoint.task-status")]
     TaskStatus(TaskStatusData),
-    /// A person's answer resolved an interaction.
+    /// A person's answer, or a remembered rule (`rule`), resolved an interaction.
     #[serde(
         rename = "dev.holdpoint.interaction-resolved",
         rename_all = "camelCase"
@@ -183,12 +184,15 @@ pub enum EventData {
         /// Who answered (`approvedBy` for approvals); `holdpoint:expiry` when the
         /// deadline decided.
         by: PersonId,
-        /// The resolving key.
+        /// The resolving key (for a rule's decision, the rule id).
         key: IdempotencyKey,
-        /// `person`, or `expiry` when the deadline decided (the answer is then the
-        /// kind's expiry default).
+        /// `person`; `rule` when a remembered rule decided at the hold; `expiry` when
+        /// the deadline decided (the answer is then the kind's expiry default).
         #[serde(default)]
         resolved_by: Resolver,
+        /// The remembered rule that decided, when no person did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rule: Option<RuleId>,
     },
     /// A pending interaction's deadline is near: it expires at `expiresAt` unless
     /// answered (sent once per deadline, the configured lead before it).
@@ -229,8 +233,12 @@ pub enum EventData {
         arguments: Value,
         /// Their digest.
         arguments_digest: String,
-        /// The approver.
+        /// The approver: the person, or for a remembered rule its author and id
+        /// (`alice (rule rul_…)`).
         approved_by: PersonId,
+        /// The remembered rule that approved, when no person did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rule: Option<RuleId>,
     },
     /// A blocked call finished; exactly one per blocked call.
     #[serde(rename = "dev.holdpoint.tool-call-finished", rename_all = "camelCase")]
@@ -279,16 +287,40 @@ pub enum EventData {
         server: String,
         /// Tool.
         tool: String,
-        /// The decision.
+        /// The held call's arguments digest (hex SHA-256 of their canonical JSON); the
+        /// arguments themselves are never audited.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments_digest: Option<String>,
+        /// The decision: true when the call was released.
         approved: bool,
-        /// Who decided (`holdpoint:expiry` for an expired approval).
-        approved_by: PersonId,
-        /// `person`, or `expiry` for an approval denied by its deadline.
+        /// `allowed`, `denied`, or `expired` (the approval's deadline passed first).
         #[serde(default)]
-        resolved_by: Resolver,
-        /// Optional reason.
+        outcome: AuditOutcome,
+        /// What decided: a `person`, a remembered `rule`, or `expiry`.
+        #[serde(default)]
+        decided_by: Decider,
+        /// Who decided: the person, or for a rule its author and id
+        /// (`alice (rule rul_…)`); absent for an expiry.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        approved_by: Option<PersonId>,
+        /// The rule that decided, when one did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rule: Option<RuleId>,
+        /// Why: the person's reason, or which rule decided, or that the deadline passed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+    },
+    /// Audit (`hp.audit.<org>`): a person's answer wrote a remembered rule.
+    #[serde(rename = "dev.holdpoint.rule-written", rename_all = "camelCase")]
+    RuleWritten {
+        /// The rule as written (who, server, tool, scope, digest; never arguments).
+        rule: Rule,
+    },
+    /// Audit (`hp.audit.<org>`): a person revoked a remembered rule.
+    #[serde(rename = "dev.holdpoint.rule-revoked", rename_all = "camelCase")]
+    RuleRevoked {
+        /// The rule as revoked (`revoked` names who and when).
+        rule: Rule,
     },
     /// A command could not be decoded and was terminated.
     #[serde(rename = "dev.holdpoint.dead-letter", rename_all = "camelCase")]
@@ -338,6 +370,8 @@ impl EventData {
             EventData::LaneMessage { .. } => "lane-message",
             EventData::TurnStarted { .. } => "turn-started",
             EventData::ApprovalDecided { .. } => "approval-decided",
+            EventData::RuleWritten { .. } => "rule-written",
+            EventData::RuleRevoked { .. } => "rule-revoked",
             EventData::DeadLetter { .. } => "dead-letter",
             EventData::WebhookDisabled { .. } => "webhook-disabled",
             EventData::WebhookTest { .. } => "webhook-test",
@@ -346,7 +380,7 @@ impl EventData {
 }
 
 /// Every short event name, for documentation and subject filters.
-pub const EVENT_NAMES: [&str; 17] = [
+pub const EVENT_NAMES: [&str; 19] = [
     "session-opened",
     "session-closed",
     "approval-requested",
@@ -361,6 +395,8 @@ pub const EVENT_NAMES: [&str; 17] = [
     "lane-message",
     "turn-started",
     "approval-decided",
+    "rule-written",
+    "rule-revoked",
     "dead-letter",
     "webhook-disabled",
     "webhook-test",
@@ -395,4 +431,32 @@ impl Event {
     pub fn name(&self) -> &'static str {
         self.body.name()
     }
+}
+
+/// How an approval's decision came out, for the audit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum AuditOutcome {
+    /// The call was released.
+    #[default]
+    Allowed,
+    /// The call finished as `tool.denied`.
+    Denied,
+    /// The approval's deadline passed before anyone decided.
+    Expired,
+}
+
+/// What decided an approval, for the audit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Decider {
+    /// A person answered.
+    #[default]
+    Person,
+    /// A remembered rule matched the held call.
+    Rule,
+    /// The deadline passed.
+    Expiry,
 }

@@ -213,6 +213,18 @@ ascii_id!(
     "messageId"
 );
 ascii_id!(
+    /// The agent a runtime holds a call for (what an `agent`-scoped remembered rule
+    /// matches on); named by the runtime when it opens the interaction.
+    AgentId,
+    "agent"
+);
+ascii_id!(
+    /// A remembered approval rule (`rul_` and 32 hex digits, derived from the answer
+    /// that wrote it; see `crate::policy`).
+    RuleId,
+    "ruleId"
+);
+ascii_id!(
     /// An answer's idempotency key: an A2A `messageId`, an `Idempotency-Key` header,
     /// or a digest of the answer.
     IdempotencyKey,

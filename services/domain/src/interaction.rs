@@ -6,7 +6,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::ids::{
-    CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
+    AgentId, CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
     SessionId, TaskId,
 };
 use crate::outcome::Outcome;
@@ -76,6 +76,10 @@ pub struct Interaction {
     pub context_id: ContextId,
     /// The tool call it blocks.
     pub call_id: CallId,
+    /// The agent the call was held for, when the runtime named one (what an
+    /// `agent`-scoped remembered rule matches on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentId>,
     /// What it is about.
     pub spec: Spec,
     /// The prompt shown to the person.

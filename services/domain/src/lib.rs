@@ -10,12 +10,14 @@
 //!    `holdpoint-contracts`).
 //! 2. [`ids`]: validated ids and their encoding into subject tokens and KV keys.
 //! 3. [`vocab`]: the shared vocabulary: kinds, states, specs, answers, close
-//!    reasons, session modes, lane messages; and [`outcome`]: what a command achieved.
+//!    reasons, session modes, lane messages; [`outcome`]: what a command achieved;
+//!    and [`policy`]: remembered approval rules as data.
 //! 4. [`command`]: commands (`hp.cmd.<org>.<key>.<verb>`) and their deterministic ids;
 //!    [`event`]: CloudEvents on `hp.evt.<org>.<task>.<name>` and `hp.audit.<org>`.
 //! 5. The records: [`transition`] (committed transitions and their effects, every
 //!    record's outbox), [`interaction`], [`session`] (headers and lanes), [`task`].
-//! 6. [`rules`]: what an opening may ask and how an answer is read (seeds 000, 003).
+//! 6. [`rules`]: what an opening may ask and how an answer is read (seeds 000, 003);
+//!    [`rulebook`]: which remembered rule decides a held call, writing and revoking.
 //! 7. [`decide`](mod@decide): the state machine.
 //!
 //! Beside the layers, [`webhook`]: webhook endpoints, their secrets, delivery
@@ -29,6 +31,8 @@ pub mod event;
 pub mod ids;
 pub mod interaction;
 pub mod outcome;
+pub mod policy;
+pub mod rulebook;
 pub mod rules;
 #[cfg(feature = "schema")]
 pub mod schema;
@@ -46,10 +50,11 @@ pub use command::{
 pub use decide::{Ctx, Deadlines, Decision, Needs, Snapshot, decide, needs};
 pub use digest::digest;
 pub use error::{CodeSpec, ErrorBody, ErrorCode, Rejection};
-pub use event::{EXTENSION_URI, Event, EventData};
+pub use event::{AuditOutcome, Decider, EXTENSION_URI, Event, EventData};
 pub use ids::*;
 pub use interaction::*;
 pub use outcome::{Accepted, Outcome};
+pub use policy::{Narrowing, Remember, Revocation, Rule, RuleEffect, RuleScope};
 pub use session::{DeliveredAnswer, Delivery, Lane, OpenQuestion, Session, SessionStatus};
 pub use task::{Task, Waiting};
 pub use transition::{Effects, OUTBOX_KEEP, Outbox, Scheduled, Transition};

@@ -615,6 +615,7 @@ mod tests {
                     task_id: TaskId::parse("t1").expect("id"),
                     context_id: ContextId::parse("c1").expect("id"),
                     call_id: CallId::parse("call-1").expect("id"),
+                    agent: None,
                     request: OpenRequest::Approval {
                         server: "github".into(),
                         tool: "t".into(),

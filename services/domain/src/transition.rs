@@ -25,6 +25,7 @@ use time::OffsetDateTime;
 use crate::command::CommandEnvelope;
 use crate::event::Event;
 use crate::outcome::Outcome;
+use crate::policy::Rule;
 use crate::vocab::LaneMessage;
 
 /// How many recent transitions a record keeps (confirmed ones without their effects).
@@ -49,6 +50,10 @@ pub struct Effects {
     /// Commands to run next (closing the product questions a lane message superseded).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub follow_ups: Vec<CommandEnvelope>,
+    /// Remembered rules to store in `HP_RULES` (key `<org>.<ruleId>`), written by an
+    /// approval's answer that carried `remember`; stored before the events go out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<Rule>,
     /// Commands the server runs later: JetStream message schedules (`@at`) in the
     /// commands stream, one per interaction and stage (a newer one replaces it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -80,11 +85,13 @@ impl Effects {
             && self.lane_messages.is_empty()
             && self.follow_ups.is_empty()
             && self.schedules.is_empty()
+            && self.rules.is_empty()
     }
 
     /// How many messages publishing these effects takes.
     pub fn len(&self) -> usize {
-        self.events.len()
+        self.rules.len()
+            + self.events.len()
             + self.audit.len()
             + self.lane_messages.len()
             + self.follow_ups.len()

@@ -346,6 +346,9 @@ pub enum Resolver {
     /// A person answered (`by` names them).
     #[default]
     Person,
+    /// A remembered rule decided when the call was held; `rule` names it and `by`
+    /// its author with the rule id.
+    Rule,
     /// The deadline passed with no answer; `by` is [`EXPIRY_ACTOR`].
     Expiry,
 }

@@ -30,6 +30,7 @@ fn hold(effect: &str, call: &str, tool: &str) -> CommandEnvelope {
         task_id: task(TASK),
         context_id: ctx(CONTEXT),
         call_id: holdpoint_domain::CallId::parse(call).expect("call id"),
+        agent: None,
         request: approval_req("github", tool, json!({"tool": tool})),
         expires_at: None,
         expires_in: None,

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use holdpoint_domain::event::{OpenInteractionRef, TaskStatusData};
+use holdpoint_domain::event::{AuditOutcome, Decider, OpenInteractionRef, TaskStatusData};
 use holdpoint_domain::rules::{APP_CHARS, REASON_CHARS, arguments_digest};
 use holdpoint_domain::{
     Accepted, Admission, Answer, AnswerRoute, CallResult, CloseReason, Command, CommandEnvelope,
@@ -801,6 +801,7 @@ fn seed_003_answer_resolves_and_finishes_the_question() {
             by: person(PERSON),
             key: key("k-1"),
             resolved_by: holdpoint_domain::Resolver::Person,
+            rule: None,
         }
     );
     let expected_output = json!({"answers": [
@@ -1026,6 +1027,7 @@ fn approving_releases_the_exact_call_then_its_result_finishes_it() {
             arguments: pr_arguments(),
             arguments_digest: arguments_digest(&pr_arguments()),
             approved_by: person(PERSON),
+            rule: None,
         }
     );
     assert_eq!(names(&d.effects.audit), ["approval-decided"]);
@@ -1035,9 +1037,12 @@ fn approving_releases_the_exact_call_then_its_result_finishes_it() {
             effect_id: iid(APPROVAL),
             server: "github".into(),
             tool: "create_pull_request".into(),
+            arguments_digest: Some(arguments_digest(&pr_arguments())),
             approved: true,
-            approved_by: person(PERSON),
-            resolved_by: holdpoint_domain::Resolver::Person,
+            outcome: AuditOutcome::Allowed,
+            decided_by: Decider::Person,
+            approved_by: Some(person(PERSON)),
+            rule: None,
             reason: None,
         }
     );
@@ -1161,9 +1166,12 @@ fn denying_fails_the_call_as_tool_denied_and_the_reason_travels() {
                 effect_id: iid(APPROVAL),
                 server: "github".into(),
                 tool: "create_pull_request".into(),
+                arguments_digest: Some(arguments_digest(&pr_arguments())),
                 approved: false,
-                approved_by: person(PERSON),
-                resolved_by: holdpoint_domain::Resolver::Person,
+                outcome: AuditOutcome::Denied,
+                decided_by: Decider::Person,
+                approved_by: Some(person(PERSON)),
+                rule: None,
                 reason: reason.map(str::to_owned),
             }]
         );

@@ -38,6 +38,12 @@ pub mod path {
     pub const INTERACTIONS: &str = "/v1/interactions";
     /// `POST`: a person's message on a lane.
     pub const SESSION_MESSAGES: &str = "/v1/sessions/{session_id}/messages";
+    /// `GET`: a page of the organisation's remembered rules.
+    pub const RULES: &str = "/v1/rules";
+    /// `GET`: one remembered rule; `DELETE`: revoke it.
+    pub const RULE: &str = "/v1/rules/{id}";
+    /// `GET`: a page of the organisation's decision audit.
+    pub const AUDIT: &str = "/v1/audit";
     /// `GET`: the organisation's events (SSE).
     pub const EVENTS: &str = "/v1/events";
     /// `POST`: register a webhook; `GET`: list them.
@@ -61,13 +67,16 @@ pub mod path {
     pub const ANSWER_ROUTES: [&str; 3] = [ANSWER_QUESTION, APPROVE, RESPOND];
 
     /// Every route template of the API (the metrics' `route` label).
-    pub const ALL: [&str; 15] = [
+    pub const ALL: [&str; 18] = [
         ANSWER_QUESTION,
         APPROVE,
         RESPOND,
         INTERACTION,
         INTERACTIONS,
         SESSION_MESSAGES,
+        RULES,
+        RULE,
+        AUDIT,
         EVENTS,
         WEBHOOKS,
         WEBHOOK,
@@ -97,6 +106,12 @@ pub fn router(state: AppState) -> Router {
         .route(INTERACTION, get(rest::interactions::get_interaction))
         .route(INTERACTIONS, get(rest::interactions::list_interactions))
         .route(SESSION_MESSAGES, post(rest::sessions::post_message))
+        .route(RULES, get(rest::rules::list_rules))
+        .route(
+            RULE,
+            get(rest::rules::get_rule).delete(rest::rules::revoke_rule),
+        )
+        .route(AUDIT, get(rest::audit::list_audit))
         .route(EVENTS, get(sse::events))
         .route(
             WEBHOOKS,

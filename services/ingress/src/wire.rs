@@ -11,8 +11,10 @@
 //! | [`ListQuery`], [`Page`] | `GET /v1/interactions` |
 //! | [`MessageBody`], [`MessageAccepted`] | `POST /v1/sessions/{sessionId}/messages` |
 //! | [`EventsQuery`] | `GET /v1/events` |
+//! | [`RulesQuery`], [`RulePage`] | `GET /v1/rules` (a rule itself is `holdpoint_domain::Rule`) |
+//! | [`AuditQuery`], [`AuditPage`] | `GET /v1/audit` |
 
-use holdpoint_domain::{InteractionView, OptionAnswer};
+use holdpoint_domain::{Event, InteractionView, OptionAnswer, Remember, Rule};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -35,6 +37,10 @@ pub struct AnswerBody {
     /// into the option list as `question-asked` sent it, `text` only where the
     /// question allows it.
     pub answers: Vec<OptionAnswer>,
+    /// Never accepted here: no rule can be written about a question, so any
+    /// `remember` is `400 NRY-0025` and nothing is written.
+    #[serde(default)]
+    pub remember: Option<Value>,
 }
 
 /// `POST /v1/interactions/{id}/approve` body (seed 000: `approved`, or a boolean
@@ -57,6 +63,12 @@ pub struct ApproveBody {
     /// arguments are not those, the answer is `409 NRY-0010`.
     #[serde(default)]
     pub arguments_digest: Option<String>,
+    /// Remember this decision as a rule (`scope`, optional `expiresIn` seconds,
+    /// optional `argumentsDigest` narrowing): later holds of the same server and tool
+    /// in that scope are decided by the rule at once. Approvals only: on a question
+    /// or a connection it is `400 NRY-0025` and nothing is written.
+    #[serde(default)]
+    pub remember: Option<Remember>,
 }
 
 /// `POST /v1/interactions/{id}/respond` body (seed 000: `value`, or `approved`
@@ -75,6 +87,10 @@ pub struct RespondBody {
     /// Travels with the answer.
     #[serde(default)]
     pub reason: Option<String>,
+    /// As on `approve`: approvals only (`400 NRY-0025` on a question or a
+    /// connection, nothing written).
+    #[serde(default)]
+    pub remember: Option<Remember>,
 }
 
 /// Query of `GET /v1/interactions`.
@@ -153,4 +169,73 @@ pub struct EventsQuery {
     /// Resume after this sequence (as `Last-Event-ID`).
     #[serde(default)]
     pub after: Option<u64>,
+}
+
+/// Largest page of `GET /v1/rules` and `GET /v1/audit`.
+pub const MAX_RULE_PAGE: usize = 500;
+
+/// Query of `GET /v1/rules`.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RulesQuery {
+    /// Page size, 1 to 500 (default 50).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_RULE_PAGE)))]
+    pub limit: Option<usize>,
+    /// The previous page's `nextCursor`.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// A page of the organisation's remembered rules (revoked and expired ones
+/// included), in the order of their last change.
+#[derive(Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RulePage {
+    /// The rules.
+    pub items: Vec<Rule>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// Query of `GET /v1/audit`.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    /// Only records stored after this audit-stream sequence (default 0: from the
+    /// oldest kept); pass the previous page's `nextAfter`.
+    #[serde(default)]
+    pub after: Option<u64>,
+    /// Page size, 1 to 500 (default 50).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_RULE_PAGE)))]
+    pub limit: Option<usize>,
+}
+
+/// One decision-audit record with its place in the audit stream.
+#[derive(Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    /// Its sequence in `HP_AUDIT` (the cursor).
+    pub sequence: u64,
+    /// The record: a CloudEvent `approval-decided`, `rule-written` or
+    /// `rule-revoked` (never about a question).
+    pub record: Event,
+}
+
+/// A page of the organisation's decision audit, oldest first.
+#[derive(Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AuditPage {
+    /// The records.
+    pub items: Vec<AuditEntry>,
+    /// Pass as `after` for the next page (the last record's sequence, or the `after`
+    /// given when the page is empty); a page shorter than `limit` was the last so far.
+    pub next_after: u64,
 }

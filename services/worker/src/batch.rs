@@ -38,8 +38,8 @@ use holdpoint_bus::records::PendingWrite;
 use holdpoint_bus::{Bus, BusError, ErrorKind, REPLY_HEADER, TRACEPARENT_HEADER};
 use holdpoint_domain::Effects;
 use holdpoint_domain::{
-    CommandEnvelope, Ctx, Decision, Event, EventData, OrgId, Transition, decide,
-    decode_subject_token,
+    Command, CommandEnvelope, Ctx, Decision, Event, EventData, OpenRequest, OrgId, Snapshot,
+    Transition, decide, decode_subject_token,
 };
 use holdpoint_telemetry::metrics::{OUTCOME_DEAD_LETTER, OUTCOME_OK, OUTCOME_RETRY};
 use time::OffsetDateTime;
@@ -72,6 +72,8 @@ pub struct Runner {
     pub cache: RecordCache,
     /// Session headers (shared by the worker's runners).
     pub sessions: SessionCache,
+    /// Remembered approval rules (shared by the worker's runners).
+    pub rules: crate::rules::RuleBook,
     /// Committed transitions whose effects are not confirmed yet, by command id.
     pub owed: BTreeMap<String, Owed>,
     /// This partition's checkpoint as read when the runner took the partition.
@@ -362,7 +364,19 @@ impl Runner {
         now: OffsetDateTime,
     ) {
         let in_batch: HashSet<String> = cmds.iter().map(|c| c.ctx.command_id.clone()).collect();
+        // Openings of approvals are decided with every rule written before now.
+        if cmds.iter().any(|c| opens_approval(&c.env)) && !self.rules.fresh(&self.bus).await {
+            warn!(
+                partition = ?self.partition,
+                "the rule watch is behind; deciding approvals with the rules it has"
+            );
+        }
         for c in cmds.iter_mut() {
+            let rules = if opens_approval(&c.env) {
+                self.rules.for_org(&c.env.org)
+            } else {
+                Vec::new()
+            };
             let mut verified = false;
             loop {
                 // A decision earlier in the batch may lead this one to a record not
@@ -376,7 +390,11 @@ impl Runner {
                     break;
                 }
                 let keys = ws.keys_of(&c.env);
-                let mut d = decide(ws.snapshot(&keys), &c.env, &c.ctx);
+                let snapshot = Snapshot {
+                    rules: &rules,
+                    ..ws.snapshot(&keys)
+                };
+                let mut d = decide(snapshot, &c.env, &c.ctx);
                 // A refusal decided on cached records is checked on fresh ones: the
                 // cache of a record another partition wrote may be behind, and a
                 // refusal writes nothing a revision could catch.
@@ -817,4 +835,9 @@ impl Runner {
     pub fn owed_effects(&self) -> impl Iterator<Item = &Effects> {
         self.owed.values().map(|o| &o.effects)
     }
+}
+
+/// True when `env` opens an approval (decided with the organisation's rules).
+fn opens_approval(env: &CommandEnvelope) -> bool {
+    matches!(&env.command, Command::Open(o) if matches!(o.request, OpenRequest::Approval { .. }))
 }

@@ -14,6 +14,8 @@
 //!   takes a partition over, and periodically for what a publish failed.
 //! - [`working`]: the records a batch works on. [`cache`]: what a worker keeps of
 //!   them between batches (a KV watch keeps session headers fresh).
+//! - [`rules`]: the remembered approval rules (a KV watch of `HP_RULES`), passed
+//!   to `decide` as data when an approval opens.
 //! - [`delivery`]: one delivered command: ack, NAK with a delay by the error's kind,
 //!   or term; NAKed at once when dropped unsettled.
 //!
@@ -31,6 +33,7 @@ pub mod batch;
 pub mod cache;
 pub mod delivery;
 pub mod relay;
+pub mod rules;
 pub mod runner;
 pub mod working;
 
@@ -137,6 +140,8 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
     let mut tasks = JoinSet::new();
     let background = CancellationToken::new();
     tasks.spawn(sessions.clone().watch(bus.clone(), background.clone()));
+    let rules = rules::RuleBook::new();
+    tasks.spawn(rules.clone().watch(bus.clone(), background.clone()));
     tasks.spawn(poll_backlog(
         bus.clone(),
         cfg.metrics.clone(),
@@ -172,7 +177,10 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
             bus.clone(),
             cfg.clone(),
             p,
-            sessions.clone(),
+            runner::Shared {
+                sessions: sessions.clone(),
+                rules: rules.clone(),
+            },
             me.clone(),
             live.clone(),
             shutdown.clone(),

@@ -132,13 +132,23 @@ struct Ownership {
     fence_due: Option<Instant>,
 }
 
+/// What a worker's partition runners share: session headers and remembered rules,
+/// each kept fresh by its own KV watch.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    /// Session headers.
+    pub sessions: SessionCache,
+    /// Remembered approval rules.
+    pub rules: crate::rules::RuleBook,
+}
+
 /// Pulls and decides one partition (`Some(p)`) or the shared consumer (`None`)
 /// until shutdown.
 pub async fn run(
     bus: Bus,
     cfg: Arc<WorkerConfig>,
     partition: Option<u32>,
-    sessions: SessionCache,
+    shared: Shared,
     me: String,
     live: Live,
     shutdown: CancellationToken,
@@ -153,7 +163,8 @@ pub async fn run(
         cfg: cfg.clone(),
         partition,
         cache: RecordCache::new(cache_bytes),
-        sessions,
+        sessions: shared.sessions,
+        rules: shared.rules,
         owed: BTreeMap::new(),
         checkpoint: None,
         swept: partition.is_none(),

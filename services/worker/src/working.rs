@@ -254,6 +254,7 @@ impl WorkingSet {
                 Some(Record::Lane(l)) => Some(l),
                 _ => None,
             },
+            rules: &[],
         }
     }
 

@@ -44,6 +44,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Page through the decision audit
+         * @description The caller's organisation's records on `hp.audit.<org>`, oldest first: every approval decision (by a person, a rule or an expiry: who, server, tool, arguments digest, outcome, reason, rule; never the arguments) and every rule written or revoked. Never a question. Pass the previous page's `nextAfter` as `after`; a page shorter than `limit` is the last so far. Records are kept for `nats.audit_retention_days`.
+         */
+        get: operations["listAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;
@@ -164,6 +184,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/rules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List remembered approval rules
+         * @description The caller's organisation's rules (revoked and expired ones included), in the order of their last change, paged with `nextCursor`. A rule is written by an approval's answer that carried `remember`; while live it decides later holds of the same server and tool in its scope at once (session, then agent, then organisation: the most specific wins; a deny beats an allow at the same scope).
+         */
+        get: operations["listRules"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/rules/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a remembered rule
+         * @description Another organisation's rule answers exactly like a missing one (`404 NRY-0027`).
+         */
+        get: operations["getRule"];
+        put?: never;
+        post?: never;
+        /**
+         * Revoke a remembered rule
+         * @description The rule stops deciding holds from the next one on; the revocation is recorded on the rule (`revoked`) and in the decision audit (`rule-revoked`). Revoking again returns the same revocation. Answers the rule as revoked.
+         */
+        delete: operations["revokeRule"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{sessionId}/messages": {
         parameters: {
             query?: never;
@@ -184,134 +248,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/webhooks": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * List webhook endpoints
-         * @description The caller's organisation's endpoints, oldest first; never a secret.
-         */
-        get: operations["listWebhooks"];
-        put?: never;
-        /**
-         * Register a webhook endpoint
-         * @description The caller's organisation's events of the listed types (all when none) are POSTed to `url` as CloudEvents (`application/cloudevents+json`), signed per Standard Webhooks: `webhook-id` is the CloudEvent's id (deduplicate on it), `webhook-timestamp` Unix seconds, `webhook-signature` `v1,<base64 HMAC-SHA256 of id.timestamp.body>` per live secret. The answer carries the secret, shown this once. The URL must be `https` (plain `http` only to loopback in local mode) and must not name a private, loopback or link-local address; the notifier checks every resolved address again before each request, follows no redirect and sends no credentials.
-         */
-        post: operations["createWebhook"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/webhooks/{id}": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Read a webhook endpoint
-         * @description Another organisation's endpoint answers exactly like a missing one (`404 NRY-0004`).
-         */
-        get: operations["getWebhook"];
-        put?: never;
-        post?: never;
-        /**
-         * Remove a webhook endpoint
-         * @description Removes the endpoint and drops its queued deliveries.
-         */
-        delete: operations["deleteWebhook"];
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/webhooks/{id}/attempts": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * List a webhook endpoint's delivery attempts
-         * @description The last 200 attempts (kept 7 days), oldest first: result, HTTP status, latency and the first 256 bytes of the response.
-         */
-        get: operations["listWebhookAttempts"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/webhooks/{id}/enable": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Enable a disabled webhook endpoint
-         * @description Resets its failure count; the deliveries kept while it was disabled are sent.
-         */
-        post: operations["enableWebhook"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/webhooks/{id}/rotate": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Make a new signing secret
-         * @description Answers the new secret (shown once). The previous secret keeps signing beside it for `overlapSecs` (default 86400; 0 stops it at once), so each delivery then carries two signatures and receivers can switch without losing one.
-         */
-        post: operations["rotateWebhookSecret"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/webhooks/{id}/test": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Send a test message
-         * @description Queues a `dev.holdpoint.webhook-test` CloudEvent for this endpoint only, delivered and retried like any event; its attempts are listed under `/attempts`.
-         */
-        post: operations["testWebhook"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -320,6 +256,8 @@ export interface components {
         Admission: "admitted" | "queued";
         /** @description An A2A v1.0 `AgentCard` (a2a-protocol.org), with the types of the official `a2a-lf` crate. */
         AgentCard: Record<string, never>;
+        /** @description The agent a runtime holds a call for (what an `agent`-scoped remembered rule matches on); named by the runtime when it opens the interaction. */
+        AgentId: string;
         /** @description A recorded answer, read by kind (seed 000 "The answer"). */
         Answer: {
             /** @description The decision. */
@@ -352,6 +290,12 @@ export interface components {
              *     question allows it.
              */
             answers: components["schemas"]["OptionAnswer"][];
+            /**
+             * @description Never accepted here: no rule can be written about a question, so any
+             *     `remember` is `400 NRY-0025` and nothing is written.
+             * @default null
+             */
+            remember?: unknown;
         };
         /**
          * @description `POST /v1/interactions/{id}/approve` body (seed 000: `approved`, or a boolean
@@ -376,13 +320,45 @@ export interface components {
              */
             reason?: string | null;
             /**
+             * @description Remember this decision as a rule (`scope`, optional `expiresIn` seconds,
+             *     optional `argumentsDigest` narrowing): later holds of the same server and tool
+             *     in that scope are decided by the rule at once. Approvals only: on a question
+             *     or a connection it is `400 NRY-0025` and nothing is written.
+             * @default null
+             */
+            remember?: components["schemas"]["Remember"] | null;
+            /**
              * @description A boolean reads as `approved`; anything else is `NRY-0001`.
              * @default null
              */
             value?: unknown;
         };
-        /** @description How one attempt ended. */
-        AttemptResult: "delivered" | "failed" | "refused";
+        /** @description One decision-audit record with its place in the audit stream. */
+        AuditEntry: {
+            /**
+             * @description The record: a CloudEvent `approval-decided`, `rule-written` or
+             *     `rule-revoked` (never about a question).
+             */
+            record: components["schemas"]["Event"];
+            /**
+             * Format: uint64
+             * @description Its sequence in `HP_AUDIT` (the cursor).
+             */
+            sequence: number;
+        };
+        /** @description How an approval's decision came out, for the audit. */
+        AuditOutcome: "allowed" | "denied" | "expired";
+        /** @description A page of the organisation's decision audit, oldest first. */
+        AuditPage: {
+            /** @description The records. */
+            items: components["schemas"]["AuditEntry"][];
+            /**
+             * Format: uint64
+             * @description Pass as `after` for the next page (the last record's sequence, or the `after`
+             *     given when the page is empty); a page shorter than `limit` was the last so far.
+             */
+            nextAfter: number;
+        };
         /** @description The tool call an interaction blocks (its `tool-call-finished` names it). */
         CallId: string;
         /** @description How a blocked call ends (`tool-call-finished` payload). */
@@ -415,24 +391,8 @@ export interface components {
         };
         /** @description An A2A context id. */
         ContextId: string;
-        /** @description `POST /v1/webhooks`: register an endpoint. */
-        CreateWebhook: {
-            /**
-             * @description Free text for people, at most 280 characters.
-             * @default
-             */
-            description?: string;
-            /**
-             * @description Event names to deliver (see the README's event list); absent or empty: all.
-             * @default []
-             */
-            eventTypes?: string[];
-            /**
-             * @description `https://…` (plain `http://` only to a loopback host when Holdpoint runs in
-             *     local mode); at most 2048 bytes; no user or password; no fragment.
-             */
-            url: string;
-        };
+        /** @description What decided an approval, for the audit. */
+        Decider: "person" | "rule" | "expiry";
         /** @description The JSON error body every API answers with: `{code, title, message}` (seed 003). */
         ErrorBody: {
             /** @description `NRY-xxxx`. */
@@ -443,7 +403,7 @@ export interface components {
             title: string;
         };
         /** @description A stable error code. Serialized as its `NRY-xxxx` string. */
-        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
+        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0050" | "NRY-0051";
         /** @description A CloudEvents 1.0 event (structured mode). `type` and `data` come from `EventData`. */
         Event: {
             /** @description Always `application/json`. */
@@ -551,10 +511,12 @@ export interface components {
                 by: components["schemas"]["PersonId"];
                 /** @description Interaction. */
                 interactionId: components["schemas"]["InteractionId"];
-                /** @description The resolving key. */
+                /** @description The resolving key (for a rule's decision, the rule id). */
                 key: components["schemas"]["IdempotencyKey"];
                 /** @description Kind. */
                 kind: components["schemas"]["Kind"];
+                /** @description The remembered rule that decided, when no person did. */
+                rule?: components["schemas"]["RuleId"] | null;
             };
             /** @constant */
             type: "dev.holdpoint.interaction-resolved";
@@ -569,7 +531,10 @@ export interface components {
             type: "dev.holdpoint.interaction-closed";
         } | {
             data: {
-                /** @description The approver. */
+                /**
+                 * @description The approver: the person, or for a remembered rule its author and id
+                 *     (`alice (rule rul_…)`).
+                 */
                 approvedBy: components["schemas"]["PersonId"];
                 /** @description The approved arguments. */
                 arguments: unknown;
@@ -579,6 +544,8 @@ export interface components {
                 callId: components["schemas"]["CallId"];
                 /** @description Effect id (the executor's idempotency key). */
                 effectId: components["schemas"]["InteractionId"];
+                /** @description The remembered rule that approved, when no person did. */
+                rule?: components["schemas"]["RuleId"] | null;
                 /** @description MCP server. */
                 server: string;
                 /** @description Tool. */
@@ -629,14 +596,34 @@ export interface components {
             type: "dev.holdpoint.turn-started";
         } | {
             data: {
-                /** @description The decision. */
+                /** @description The decision: true when the call was released. */
                 approved: boolean;
-                /** @description Who decided. */
-                approvedBy: components["schemas"]["PersonId"];
+                /**
+                 * @description Who decided: the person, or for a rule its author and id
+                 *     (`alice (rule rul_…)`); absent for an expiry.
+                 */
+                approvedBy?: components["schemas"]["PersonId"] | null;
+                /**
+                 * @description The held call's arguments digest (hex SHA-256 of their canonical JSON); the
+                 *     arguments themselves are never audited.
+                 */
+                argumentsDigest?: string | null;
+                /**
+                 * @description What decided: a `person`, a remembered `rule`, or `expiry`.
+                 * @default person
+                 */
+                decidedBy?: components["schemas"]["Decider"];
                 /** @description Effect id. */
                 effectId: components["schemas"]["InteractionId"];
-                /** @description Optional reason. */
+                /**
+                 * @description `allowed`, `denied`, or `expired` (the approval's deadline passed first).
+                 * @default allowed
+                 */
+                outcome?: components["schemas"]["AuditOutcome"];
+                /** @description Why: the person's reason, or which rule decided, or that the deadline passed. */
                 reason?: string | null;
+                /** @description The rule that decided, when one did. */
+                rule?: components["schemas"]["RuleId"] | null;
                 /** @description MCP server. */
                 server: string;
                 /** @description Tool. */
@@ -644,6 +631,20 @@ export interface components {
             };
             /** @constant */
             type: "dev.holdpoint.approval-decided";
+        } | {
+            data: {
+                /** @description The rule as written (who, server, tool, scope, digest; never arguments). */
+                rule: components["schemas"]["Rule"];
+            };
+            /** @constant */
+            type: "dev.holdpoint.rule-written";
+        } | {
+            data: {
+                /** @description The rule as revoked (`revoked` names who and when). */
+                rule: components["schemas"]["Rule"];
+            };
+            /** @constant */
+            type: "dev.holdpoint.rule-revoked";
         } | {
             data: {
                 /** @description Why. */
@@ -658,27 +659,6 @@ export interface components {
             };
             /** @constant */
             type: "dev.holdpoint.dead-letter";
-        } | {
-            data: {
-                /**
-                 * Format: uint32
-                 * @description Failed attempts in a row when it was disabled.
-                 */
-                consecutiveFailures: number;
-                /** @description Its URL. */
-                url: string;
-                /** @description The endpoint. */
-                webhookId: components["schemas"]["WebhookId"];
-            };
-            /** @constant */
-            type: "dev.holdpoint.webhook-disabled";
-        } | {
-            data: {
-                /** @description The endpoint. */
-                webhookId: components["schemas"]["WebhookId"];
-            };
-            /** @constant */
-            type: "dev.holdpoint.webhook-test";
         });
         /** @description The held call as the person sees it before approving. */
         HeldCall: {
@@ -801,6 +781,13 @@ export interface components {
         };
         /** @description A lane message id (the question id when the message is an answer). */
         MessageId: string;
+        /**
+         * @description The narrowing of a remembered rule to the call's exact arguments: `true` narrows
+         *     to the digest of the call being answered, `false` (or leaving it out) does not
+         *     narrow, and a string must equal that digest (hex SHA-256 of the canonical JSON
+         *     of the arguments, as shown with the approval), else the answer is `409 NRY-0010`.
+         */
+        Narrowing: boolean | string;
         /** @description The open interaction as seed 000 puts it on a status message. */
         OpenInteractionRef: {
             /** @description Detail (never arguments). */
@@ -833,6 +820,22 @@ export interface components {
         };
         /** @description The person who acts: a verified JWT `sub` or the local OS user (1 to 256 characters, no control characters). */
         PersonId: string;
+        /**
+         * @description `remember` on an approval's answer (REST body or the A2A extension metadata):
+         *     write a rule from this decision.
+         */
+        Remember: {
+            /** @description Narrow the rule to the call's exact arguments (see `Narrowing`). */
+            argumentsDigest?: components["schemas"]["Narrowing"] | null;
+            /**
+             * Format: uint64
+             * @description Seconds the rule stays live after the answer (1 to 31622400, 366 days); never
+             *     expires when left out.
+             */
+            expiresIn?: number | null;
+            /** @description Where the rule applies: `session`, `agent` or `organisation`. */
+            scope: components["schemas"]["RuleScope"];
+        };
         /** @description Who answered what, when. */
         ResolutionView: {
             /** @description The recorded answer. */
@@ -861,22 +864,87 @@ export interface components {
              */
             reason?: string | null;
             /**
+             * @description As on `approve`: approvals only (`400 NRY-0025` on a question or a
+             *     connection, nothing written).
+             * @default null
+             */
+            remember?: components["schemas"]["Remember"] | null;
+            /**
              * @description Any JSON, read by the interaction's kind (`{"answers": [...]}` is checked
              *     like the answer body; `{"connected": true}` or `true` connects).
              * @default null
              */
             value?: unknown;
         };
-        /** @description `POST /v1/webhooks/{id}/rotate`: make a new secret. */
-        RotateWebhook: {
+        /** @description A rule's revocation. */
+        Revocation: {
             /**
-             * Format: uint64
-             * @description How long the previous secret keeps signing beside the new one, in seconds
-             *     (default 86400, at most 604800; 0: it stops at once).
-             * @default null
+             * Format: date-time
+             * @description When, RFC 3339.
              */
-            overlapSecs?: number | null;
+            at: string;
+            /** @description The person who revoked it. */
+            by: components["schemas"]["PersonId"];
         };
+        /**
+         * @description A remembered approval rule (KV `HP_RULES`, key `<org>.<ruleId>`; the body of
+         *     `GET /v1/rules/{id}`).
+         */
+        Rule: {
+            /** @description The agent it applies to (scope `agent`). */
+            agent?: components["schemas"]["AgentId"] | null;
+            /**
+             * @description When narrowed: the only arguments digest it matches (hex SHA-256 of the
+             *     canonical JSON of the arguments). The arguments themselves are never kept.
+             */
+            argumentsDigest?: string | null;
+            /**
+             * Format: date-time
+             * @description When it was written, RFC 3339.
+             */
+            createdAt: string;
+            /** @description The person whose answer wrote it. */
+            createdBy: components["schemas"]["PersonId"];
+            /** @description `allow` or `deny`. */
+            effect: components["schemas"]["RuleEffect"];
+            /**
+             * Format: date-time
+             * @description When it stops matching, RFC 3339; never when absent.
+             */
+            expiresAt?: string | null;
+            /** @description The approval whose answer wrote it. */
+            fromInteraction: components["schemas"]["InteractionId"];
+            /** @description The rule's id (`rul_` and 32 hex digits, derived from the answer that wrote it). */
+            id: components["schemas"]["RuleId"];
+            /** @description The owning organisation; a rule never matches nor shows in another. */
+            org: components["schemas"]["OrgId"];
+            /** @description Set once it is revoked; a revoked rule never matches again. */
+            revoked?: components["schemas"]["Revocation"] | null;
+            /** @description Where it applies. */
+            scope: components["schemas"]["RuleScope"];
+            /** @description The MCP-style server of the calls it decides. */
+            server: string;
+            /** @description The session it applies in (scope `session`). */
+            session?: components["schemas"]["SessionId"] | null;
+            /** @description The tool of the calls it decides. */
+            tool: string;
+        };
+        /** @description What a rule decides. */
+        RuleEffect: "allow" | "deny";
+        /** @description A remembered approval rule (`rul_` and 32 hex digits, derived from the answer that wrote it; see `crate::policy`). */
+        RuleId: string;
+        /**
+         * @description A page of the organisation's remembered rules (revoked and expired ones
+         *     included), in the order of their last change.
+         */
+        RulePage: {
+            /** @description The rules. */
+            items: components["schemas"]["Rule"][];
+            /** @description Pass as `cursor` for the next page; absent on the last page. */
+            nextCursor?: string | null;
+        };
+        /** @description How widely a remembered rule applies, from the most specific to the widest. */
+        RuleScope: "session" | "agent" | "organisation";
         /** @description A runtime session (seed 003: `NRY-0002` when it does not exist). */
         SessionId: string;
         /** @description The two ways a session runs (DESIGN "Interactions", seed 003). */
@@ -900,150 +968,6 @@ export interface components {
             state: components["schemas"]["TaskState"];
             /** @description The task. */
             taskId: components["schemas"]["TaskId"];
-        };
-        /** @description `POST /v1/webhooks/{id}/test`: what was queued. */
-        TestQueued: {
-            /**
-             * @description The test CloudEvent's id (`type` `dev.holdpoint.webhook-test`); its attempts
-             *     appear under `/attempts` with this `eventId`.
-             */
-            eventId: string;
-        };
-        /** @description One delivery attempt to an endpoint. */
-        WebhookAttempt: {
-            /**
-             * Format: date-time
-             * @description When the attempt started (RFC 3339, UTC, milliseconds).
-             */
-            at: string;
-            /**
-             * Format: uint32
-             * @description 1 for the first attempt at this event, then 2, 3...
-             */
-            attempt: number;
-            /**
-             * @description Why it failed when no status says it (timeout, connection refused, address
-             *     refused).
-             */
-            error?: string | null;
-            /** @description The CloudEvent's id, sent as `webhook-id` (receivers deduplicate on it). */
-            eventId: string;
-            /** @description The CloudEvent's `type` (`dev.holdpoint.<name>`). */
-            eventType: string;
-            /**
-             * Format: uint64
-             * @description From sending the request to the end of the (capped) response, in milliseconds.
-             */
-            latencyMs: number;
-            /** @description The first 256 bytes of the response body, as text (invalid UTF-8 replaced). */
-            responseStart: string;
-            /** @description How it ended. */
-            result: components["schemas"]["AttemptResult"];
-            /**
-             * Format: uint16
-             * @description The HTTP status the receiver answered; absent when none came.
-             */
-            status?: number | null;
-            /** @description The endpoint. */
-            webhookId: string;
-        };
-        /** @description `GET /v1/webhooks/{id}/attempts`: the endpoint's latest attempts. */
-        WebhookAttempts: {
-            /** @description Oldest first; Holdpoint keeps the last 200 per endpoint for 7 days. */
-            items: components["schemas"]["WebhookAttempt"][];
-        };
-        /** @description A webhook endpoint (`wh_<32 hex>`, made by Holdpoint when it is registered). */
-        WebhookId: string;
-        /** @description `GET /v1/webhooks`: the organisation's endpoints. */
-        WebhookList: {
-            /** @description Every endpoint of the caller's organisation, oldest registration first. */
-            items: components["schemas"]["WebhookView"][];
-        };
-        /** @description A webhook endpoint as the API shows it: everything but the secrets. */
-        WebhookView: {
-            /**
-             * Format: uint32
-             * @description Failed attempts since the last successful one.
-             */
-            consecutiveFailures: number;
-            /**
-             * Format: date-time
-             * @description When it was registered (RFC 3339, UTC, milliseconds).
-             */
-            createdAt: string;
-            /** @description Free text for people. */
-            description: string;
-            /**
-             * @description True once too many attempts in a row failed: nothing is sent until it is
-             *     enabled again; its queued deliveries are kept.
-             */
-            disabled: boolean;
-            /**
-             * Format: date-time
-             * @description When it was disabled.
-             */
-            disabledAt?: string | null;
-            /**
-             * @description Event names delivered (`approval-requested`, `question-asked`, ...); empty:
-             *     every event of the organisation.
-             */
-            eventTypes: string[];
-            /** @description The endpoint's id (`wh_<32 hex>`). */
-            id: string;
-            /**
-             * Format: date-time
-             * @description After a rotation: when the previous secret stops signing.
-             */
-            previousSecretExpiresAt?: string | null;
-            /** @description Where events are POSTed. */
-            url: string;
-        };
-        /**
-         * @description An endpoint with its new secret: the answer to a registration or a rotation, the
-         *     only time the secret is shown.
-         */
-        WebhookWithSecret: {
-            /**
-             * Format: uint32
-             * @description Failed attempts since the last successful one.
-             */
-            consecutiveFailures: number;
-            /**
-             * Format: date-time
-             * @description When it was registered (RFC 3339, UTC, milliseconds).
-             */
-            createdAt: string;
-            /** @description Free text for people. */
-            description: string;
-            /**
-             * @description True once too many attempts in a row failed: nothing is sent until it is
-             *     enabled again; its queued deliveries are kept.
-             */
-            disabled: boolean;
-            /**
-             * Format: date-time
-             * @description When it was disabled.
-             */
-            disabledAt?: string | null;
-            /**
-             * @description Event names delivered (`approval-requested`, `question-asked`, ...); empty:
-             *     every event of the organisation.
-             */
-            eventTypes: string[];
-            /** @description The endpoint's id (`wh_<32 hex>`). */
-            id: string;
-            /**
-             * Format: date-time
-             * @description After a rotation: when the previous secret stops signing.
-             */
-            previousSecretExpiresAt?: string | null;
-            /**
-             * @description The Standard Webhooks signing secret (`whsec_<base64>`): verify each
-             *     delivery's `webhook-signature` with it. Shown once.
-             */
-            secret: string;
-            /** @description Where events are POSTed. */
-            url: string;
         };
     };
     responses: never;
@@ -1146,6 +1070,73 @@ export interface operations {
             };
         };
     };
+    listAudit: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only records stored after this audit-stream sequence (default 0: from the
+                 *     oldest kept); pass the previous page's `nextAfter`.
+                 */
+                after?: number;
+                /** @description Page size, 1 to 500 (default 50). */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of audit records. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            /** @description `NRY-0001` Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0011` Unauthenticated */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0051` Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0050` Temporarily unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     streamEvents: {
         parameters: {
             query?: {
@@ -1154,7 +1145,7 @@ export interface operations {
                 /** @description Only this task's events. */
                 task?: string;
                 /** @description Only events of this short name. */
-                type?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "dead-letter" | "webhook-disabled" | "webhook-test";
+                type?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "dead-letter";
             };
             header?: {
                 /** @description Resume after this sequence (what `EventSource` sends on reconnect); wins over `after`. */
@@ -1387,7 +1378,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit */
+            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember; `NRY-0026` Rule scope unavailable */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1490,7 +1481,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit */
+            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1593,7 +1584,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit */
+            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1641,6 +1632,212 @@ export interface operations {
             };
             /** @description `NRY-0014` Unsupported media type */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0051` Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0050` Temporarily unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listRules: {
+        parameters: {
+            query?: {
+                /** @description The previous page's `nextCursor`. */
+                cursor?: string;
+                /** @description Page size, 1 to 500 (default 50). */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of rules. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RulePage"];
+                };
+            };
+            /** @description `NRY-0001` Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0011` Unauthenticated */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0051` Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0050` Temporarily unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    getRule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The rule (`rul_…`). */
+                id: components["schemas"]["RuleId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rule. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Rule"];
+                };
+            };
+            /** @description `NRY-0001` Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0011` Unauthenticated */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0027` Rule not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0051` Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0050` Temporarily unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    revokeRule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The rule (`rul_…`). */
+                id: components["schemas"]["RuleId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rule, revoked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Rule"];
+                };
+            };
+            /** @description `NRY-0001` Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0011` Unauthenticated */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0027` Rule not found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1734,601 +1931,6 @@ export interface operations {
             };
             /** @description `NRY-0014` Unsupported media type */
             415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0051` Internal error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0050` Temporarily unavailable */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before retrying with the same idempotency key. */
-                    "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-        };
-    };
-    listWebhooks: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The organisation's endpoints. */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookList"];
-                };
-            };
-            /** @description `NRY-0001` Invalid request */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0011` Unauthenticated */
-            401: {
-                headers: {
-                    "WWW-Authenticate"?: "Bearer";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0051` Internal error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0050` Temporarily unavailable */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before retrying with the same idempotency key. */
-                    "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-        };
-    };
-    createWebhook: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["CreateWebhook"];
-            };
-        };
-        responses: {
-            /** @description Registered; `secret` is shown this once. */
-            201: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookWithSecret"];
-                };
-            };
-            /** @description `NRY-0001` Invalid request; `NRY-0040` Webhook URL refused; `NRY-0041` Unknown event type */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0011` Unauthenticated */
-            401: {
-                headers: {
-                    "WWW-Authenticate"?: "Bearer";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0042` Too many webhooks */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0013` Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0014` Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0051` Internal error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0050` Temporarily unavailable */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before retrying with the same idempotency key. */
-                    "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-        };
-    };
-    getWebhook: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description The webhook endpoint (`wh_<32 hex>`). */
-                id: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The endpoint. */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookView"];
-                };
-            };
-            /** @description `NRY-0001` Invalid request */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0011` Unauthenticated */
-            401: {
-                headers: {
-                    "WWW-Authenticate"?: "Bearer";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0004` Not found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0051` Internal error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0050` Temporarily unavailable */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before retrying with the same idempotency key. */
-                    "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-        };
-    };
-    deleteWebhook: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description The webhook endpoint (`wh_<32 hex>`). */
-                id: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Removed. */
-            204: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description `NRY-0001` Invalid request */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0011` Unauthenticated */
-            401: {
-                headers: {
-                    "WWW-Authenticate"?: "Bearer";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0004` Not found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0051` Internal error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0050` Temporarily unavailable */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before retrying with the same idempotency key. */
-                    "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-        };
-    };
-    listWebhookAttempts: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description The webhook endpoint (`wh_<32 hex>`). */
-                id: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The endpoint's attempts. */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookAttempts"];
-                };
-            };
-            /** @description `NRY-0001` Invalid request */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0011` Unauthenticated */
-            401: {
-                headers: {
-                    "WWW-Authenticate"?: "Bearer";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0004` Not found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0051` Internal error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0050` Temporarily unavailable */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before retrying with the same idempotency key. */
-                    "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-        };
-    };
-    enableWebhook: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description The webhook endpoint (`wh_<32 hex>`). */
-                id: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The endpoint. */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookView"];
-                };
-            };
-            /** @description `NRY-0001` Invalid request */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0011` Unauthenticated */
-            401: {
-                headers: {
-                    "WWW-Authenticate"?: "Bearer";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0004` Not found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0051` Internal error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0050` Temporarily unavailable */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before retrying with the same idempotency key. */
-                    "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-        };
-    };
-    rotateWebhookSecret: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description The webhook endpoint (`wh_<32 hex>`). */
-                id: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: {
-            content: {
-                "application/json": components["schemas"]["RotateWebhook"];
-            };
-        };
-        responses: {
-            /** @description The endpoint and its new secret, shown this once. */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookWithSecret"];
-                };
-            };
-            /** @description `NRY-0001` Invalid request */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0011` Unauthenticated */
-            401: {
-                headers: {
-                    "WWW-Authenticate"?: "Bearer";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0004` Not found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0013` Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0014` Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0051` Internal error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0050` Temporarily unavailable */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before retrying with the same idempotency key. */
-                    "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-        };
-    };
-    testWebhook: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description The webhook endpoint (`wh_<32 hex>`). */
-                id: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Queued. */
-            202: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["TestQueued"];
-                };
-            };
-            /** @description `NRY-0011` Unauthenticated */
-            401: {
-                headers: {
-                    "WWW-Authenticate"?: "Bearer";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0004` Not found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
-            /** @description `NRY-0043` Webhook disabled */
-            409: {
                 headers: {
                     [name: string]: unknown;
                 };

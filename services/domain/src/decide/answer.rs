@@ -12,7 +12,9 @@ use time::format_description::well_known::Rfc3339;
 use crate::Admission;
 use crate::error::ErrorCode;
 use crate::event::EventData;
+use crate::event::{AuditOutcome, Decider};
 use crate::ids::MessageId;
+use crate::rulebook;
 use crate::rules::{question_output, read_answer};
 use crate::session::{DeliveredAnswer, Delivery, Lane, Session, SessionStatus};
 use crate::task::Task;
@@ -30,6 +32,11 @@ pub(super) fn answer(ctx: &Ctx, snap: Snapshot<'_>, a: &AnswerCommand) -> Decisi
         Ok(i) => i,
         Err(d) => return *d,
     };
+    if a.remember.is_some() && i.kind() != Kind::Approval {
+        // Nothing about a question or a connection is ever remembered: refused before
+        // anything else, so the answer writes nothing.
+        return Decision::reply(ctx.outcome(Err(rulebook::not_rememberable(i))));
+    }
     if let Some(r) = &i.resolution
         && r.resolved_by.is_person()
         && ((r.key == a.key && r.by == a.by) || !blocks(i))
@@ -191,6 +198,7 @@ fn resolved_event(
             by: d.by.clone(),
             key: d.key.clone(),
             resolved_by: crate::Resolver::Person,
+            rule: None,
         },
     )
 }
@@ -238,7 +246,8 @@ fn resolve_blocking(
 }
 
 /// What the blocked call finishes with (`None`: an approved call, released to run;
-/// its result comes later), adding the approval's audit record and release.
+/// its result comes later), adding the approval's audit record and release, and the
+/// rule the answer asked to remember.
 fn blocked_call_result(
     ctx: &Ctx,
     i: &Interaction,
@@ -247,53 +256,25 @@ fn blocked_call_result(
     effects: &mut Effects,
 ) -> Result<Option<CallResult>, Box<Decision>> {
     match (&i.spec, answer) {
-        (
-            Spec::Approval {
-                server,
-                tool,
-                arguments,
-                arguments_digest,
-                ..
-            },
-            Answer::Approval { approved, reason },
-        ) => {
-            effects.audit.push(events::on_interaction(
-                i,
-                "decide",
-                ctx.now,
-                EventData::ApprovalDecided {
-                    effect_id: i.id.clone(),
-                    server: server.clone(),
-                    tool: tool.clone(),
-                    approved: *approved,
-                    approved_by: a.by.clone(),
-                    resolved_by: crate::Resolver::Person,
-                    reason: reason.clone(),
-                },
-            ));
-            if !*approved {
-                return Ok(Some(CallResult::Error {
-                    code: "tool.denied".into(),
-                    message: reason
-                        .clone()
-                        .unwrap_or_else(|| "The person denied this call.".into()),
-                }));
+        (Spec::Approval { .. }, Answer::Approval { approved, reason }) => {
+            if let Some(remember) = &a.remember {
+                let rule =
+                    rulebook::rule_for(i, remember, *approved, &a.by, &ctx.command_id, ctx.now)
+                        .map_err(|r| Box::new(Decision::reply(ctx.outcome(Err(r)))))?;
+                effects.audit.push(rulebook::written_event(&rule, ctx.now));
+                effects.rules.push(rule);
             }
-            effects.events.push(events::on_interaction(
+            Ok(approval_decided(
+                ctx,
                 i,
-                "resolve",
-                ctx.now,
-                EventData::ToolCallReleased {
-                    effect_id: i.id.clone(),
-                    call_id: i.call_id.clone(),
-                    server: server.clone(),
-                    tool: tool.clone(),
-                    arguments: arguments.clone(),
-                    arguments_digest: arguments_digest.clone(),
-                    approved_by: a.by.clone(),
+                &ApprovalDecision {
+                    approved: *approved,
+                    by: &a.by,
+                    reason: reason.as_deref(),
+                    rule: None,
                 },
-            ));
-            Ok(None)
+                effects,
+            ))
         }
         (Spec::Connection { app, .. }, Answer::Connection { connected }) => {
             Ok(Some(CallResult::Ok {
@@ -313,6 +294,100 @@ fn blocked_call_result(
             "answer does not match the interaction kind",
         ))),
     }
+}
+
+/// An approval's decision, by a person or by a remembered rule.
+pub(super) struct ApprovalDecision<'a> {
+    /// Released (`true`) or denied.
+    pub approved: bool,
+    /// `approvedBy`: the person, or the rule's [`Rule::approved_by`](crate::Rule::approved_by).
+    pub by: &'a crate::PersonId,
+    /// The person's reason.
+    pub reason: Option<&'a str>,
+    /// The remembered rule that decided, when one did.
+    pub rule: Option<&'a crate::Rule>,
+}
+
+/// The audit record and the release (or the denial's result) of an approval's
+/// decision: `None` when the call is released (its result comes later), else what
+/// it finishes with (`tool.denied`).
+pub(super) fn approval_decided(
+    ctx: &Ctx,
+    i: &Interaction,
+    d: &ApprovalDecision<'_>,
+    effects: &mut Effects,
+) -> Option<CallResult> {
+    let Spec::Approval {
+        server,
+        tool,
+        arguments,
+        arguments_digest,
+        ..
+    } = &i.spec
+    else {
+        return None;
+    };
+    let reason = match d.rule {
+        Some(r) => Some(format!(
+            "remembered rule {} ({} {}, scope {}) by {}",
+            r.id,
+            match r.effect {
+                crate::RuleEffect::Allow => "allow",
+                crate::RuleEffect::Deny => "deny",
+            },
+            tool,
+            r.scope.as_str(),
+            r.created_by
+        )),
+        None => d.reason.map(str::to_owned),
+    };
+    effects.audit.push(events::on_interaction(
+        i,
+        "decide",
+        ctx.now,
+        EventData::ApprovalDecided {
+            effect_id: i.id.clone(),
+            server: server.clone(),
+            tool: tool.clone(),
+            arguments_digest: Some(arguments_digest.clone()),
+            approved: d.approved,
+            outcome: if d.approved {
+                AuditOutcome::Allowed
+            } else {
+                AuditOutcome::Denied
+            },
+            decided_by: if d.rule.is_some() {
+                Decider::Rule
+            } else {
+                Decider::Person
+            },
+            approved_by: Some(d.by.clone()),
+            rule: d.rule.map(|r| r.id.clone()),
+            reason: reason.clone(),
+        },
+    ));
+    if !d.approved {
+        return Some(CallResult::Error {
+            code: "tool.denied".into(),
+            message: reason.unwrap_or_else(|| "The person denied this call.".into()),
+        });
+    }
+    effects.events.push(events::on_interaction(
+        i,
+        "resolve",
+        ctx.now,
+        EventData::ToolCallReleased {
+            effect_id: i.id.clone(),
+            call_id: i.call_id.clone(),
+            server: server.clone(),
+            tool: tool.clone(),
+            arguments: arguments.clone(),
+            arguments_digest: arguments_digest.clone(),
+            approved_by: d.by.clone(),
+            rule: d.rule.map(|r| r.id.clone()),
+        },
+    ));
+    None
 }
 
 /// The lane's delivery of the answer: the one a worker already made (a crash came

@@ -4,7 +4,7 @@
 
 use crate::Accepted;
 use crate::error::ErrorCode;
-use crate::event::EventData;
+use crate::event::{AuditOutcome, Decider, EventData};
 use crate::ids::{InteractionId, MessageId};
 use crate::transition::Effects;
 use crate::{Answer, CallResult, CloseReason, Closure, Spec, State};
@@ -103,10 +103,38 @@ pub(super) fn close_with(
     });
     let task = leave_pending(ctx, snap.task, i);
     events.push(events::task_status(i, &task, "close", ctx.now));
-    let effects = Effects {
+    let mut effects = Effects {
         events,
         ..Effects::default()
     };
+    if reason == CloseReason::Expired
+        && let Spec::Approval {
+            server,
+            tool,
+            arguments_digest,
+            ..
+        } = &i.spec
+    {
+        // An approval whose deadline passed is decided by expiry: audited like a
+        // person's or a rule's decision (a question or a connection never is).
+        effects.audit.push(events::on_interaction(
+            i,
+            "decide",
+            ctx.now,
+            EventData::ApprovalDecided {
+                effect_id: i.id.clone(),
+                server: server.clone(),
+                tool: tool.clone(),
+                arguments_digest: Some(arguments_digest.clone()),
+                approved: false,
+                outcome: AuditOutcome::Expired,
+                decided_by: Decider::Expiry,
+                approved_by: None,
+                rule: None,
+                reason: Some("the approval's deadline passed before anyone decided".into()),
+            },
+        ));
+    }
     Writes {
         lane,
         task: Some(task),

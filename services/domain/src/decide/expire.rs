@@ -331,10 +331,18 @@ fn resolve_by_expiry(
             by: by.clone(),
             key,
             resolved_by: Resolver::Expiry,
+            rule: None,
         },
     ));
-    if let (Spec::Approval { server, tool, .. }, Answer::Approval { reason, .. }) =
-        (&i.spec, &answer)
+    if let (
+        Spec::Approval {
+            server,
+            tool,
+            arguments_digest,
+            ..
+        },
+        Answer::Approval { reason, .. },
+    ) = (&i.spec, &answer)
     {
         effects.audit.push(events::on_interaction(
             i,
@@ -344,9 +352,12 @@ fn resolve_by_expiry(
                 effect_id: i.id.clone(),
                 server: server.clone(),
                 tool: tool.clone(),
+                arguments_digest: Some(arguments_digest.clone()),
                 approved: false,
-                approved_by: by,
-                resolved_by: Resolver::Expiry,
+                outcome: crate::AuditOutcome::Expired,
+                decided_by: crate::Decider::Expiry,
+                approved_by: None,
+                rule: None,
                 reason: reason.clone(),
             },
         ));

@@ -56,6 +56,10 @@ pub struct Snapshot<'a> {
     pub session: Option<&'a Session>,
     /// The lane the command (or its product question) is on, if it has a record.
     pub lane: Option<&'a Lane>,
+    /// The organisation's remembered rules for an approval's opening (the worker's
+    /// KV watch of `HP_RULES`); [`crate::policy::pick`] chooses the one that decides.
+    /// Empty for every other command.
+    pub rules: &'a [crate::policy::Rule],
 }
 
 /// What a command is decided with besides the records: its id, the clock, and the

@@ -9,13 +9,17 @@
 use crate::digest::digest;
 use crate::error::ErrorCode;
 use crate::event::EventData;
+use crate::ids::IdempotencyKey;
+use crate::policy::{Rule, RuleEffect};
+use crate::rulebook;
 use crate::rules::{canonical_json, spec_from_request};
 use crate::session::{Lane, MAX_OPEN_QUESTIONS, OpenQuestion, SessionStatus};
 use crate::task::{MAX_TASK_CALLS, Task, Waiting};
 use crate::transition::Effects;
 use crate::{Accepted, OpenInteraction};
-use crate::{CloseReason, Closure, Interaction, State};
+use crate::{Answer, CloseReason, Closure, Interaction, Resolution, State};
 
+use super::answer::{ApprovalDecision, approval_decided};
 use super::{
     Ctx, Decision, Snapshot, Writes, accept, blocks, events, expire, live_session, reject,
     session_missing,
@@ -71,6 +75,7 @@ pub(super) fn open(ctx: &Ctx, snap: Snapshot<'_>, open: &OpenInteraction) -> Dec
         task_id: open.task_id.clone(),
         context_id: open.context_id.clone(),
         call_id: open.call_id.clone(),
+        agent: open.agent.clone(),
         prompt: spec.prompt(),
         spec,
         state: State::Pending,
@@ -83,6 +88,9 @@ pub(super) fn open(ctx: &Ctx, snap: Snapshot<'_>, open: &OpenInteraction) -> Dec
         result: None,
         outbox: Default::default(),
     };
+    if let Some(rule) = rulebook::pick(snap.rules, &interaction, ctx.now) {
+        return by_rule(ctx, interaction, task, rule);
+    }
     let (lane, superseded) = if blocks(&interaction) {
         (None, false)
     } else {
@@ -227,4 +235,73 @@ fn seal(
         ..Writes::default()
     }
     .commit(ctx, effects, ctx.outcome(Ok(Accepted::Opened)))
+}
+
+/// A live remembered rule matches the held call: it is decided at once, with no
+/// person and nothing pending. The interaction is recorded resolved (allow: the call
+/// is released, `approvedBy` naming the rule and its author) or finished (deny:
+/// `tool.denied`), with the same events a person's decision has, each naming the rule.
+fn by_rule(ctx: &Ctx, mut i: Interaction, mut task: Task, rule: &Rule) -> Decision {
+    let approved = rule.effect == RuleEffect::Allow;
+    let by = rule.approved_by();
+    let Ok(key) = IdempotencyKey::parse(rule.id.as_str()) else {
+        return reject(ctx, ErrorCode::Internal, "rule id is not a key");
+    };
+    // A crashed first attempt of this opening may have listed it as pending.
+    task.remove_pending(&i.id, &ctx.command_id);
+    task.updated_at = ctx.now;
+    let outcome = ctx.outcome(Ok(Accepted::Opened));
+    let answer = Answer::Approval {
+        approved,
+        reason: None,
+    };
+    let mut effects = Effects {
+        events: vec![events::on_interaction(
+            &i,
+            "resolve",
+            ctx.now,
+            EventData::InteractionResolved {
+                interaction_id: i.id.clone(),
+                kind: i.kind(),
+                answer: answer.clone(),
+                by: by.clone(),
+                key: key.clone(),
+                resolved_by: crate::Resolver::Rule,
+                rule: Some(rule.id.clone()),
+            },
+        )],
+        ..Effects::default()
+    };
+    let decision = ApprovalDecision {
+        approved,
+        by: &by,
+        reason: None,
+        rule: Some(rule),
+    };
+    match approval_decided(ctx, &i, &decision, &mut effects) {
+        Some(r) => {
+            i.state = State::Finished;
+            i.result = Some(r.clone());
+            effects.events.push(events::finished(&i, r, ctx.now));
+        }
+        None => i.state = State::Resolved,
+    }
+    i.resolution = Some(Resolution {
+        key,
+        command_id: ctx.command_id.clone(),
+        resolved_by: crate::Resolver::Rule,
+        by,
+        at: ctx.now,
+        answer,
+        outcome: outcome.clone(),
+    });
+    effects
+        .events
+        .push(events::task_status(&i, &task, "resolve", ctx.now));
+    Writes {
+        task: Some(task),
+        interaction: Some(i),
+        ..Writes::default()
+    }
+    .commit(ctx, effects, outcome)
 }

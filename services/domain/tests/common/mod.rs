@@ -121,6 +121,7 @@ pub fn open_on(
         task_id: task(TASK),
         context_id: ctx(CONTEXT),
         call_id: call_of(interaction),
+        agent: None,
         request,
         expires_at: None,
         expires_in: None,
@@ -251,6 +252,7 @@ pub fn answer_cmd(interaction: &str, k: &str, input: AnswerInput) -> AnswerComma
         task_id: None,
         context_id: None,
         input,
+        remember: None,
     }
 }
 
@@ -388,6 +390,9 @@ pub struct Loaded {
     pub session_rev: u64,
     pub lane: Option<Lane>,
     pub lane_rev: u64,
+    /// The remembered rules the worker would pass in (every organisation's: matching
+    /// must keep them apart).
+    pub rules: Vec<holdpoint_domain::Rule>,
 }
 
 impl Loaded {
@@ -397,6 +402,7 @@ impl Loaded {
             task: self.task.as_ref(),
             session: self.session.as_ref(),
             lane: self.lane.as_ref(),
+            rules: &self.rules,
         }
     }
 }
@@ -422,6 +428,8 @@ pub struct Store {
     pub sessions: Bucket<Session>,
     pub lanes: Bucket<Lane>,
     pub published: Published,
+    /// The remembered rules stored so far (what `HP_RULES` would hold).
+    pub rules: Vec<holdpoint_domain::Rule>,
     /// The clock the next decision reads; every decision advances it by one second,
     /// so a re-decision at another time would show in the event contents.
     pub now: OffsetDateTime,
@@ -455,6 +463,7 @@ impl Store {
             sessions: BTreeMap::new(),
             lanes: BTreeMap::new(),
             published: Published::default(),
+            rules: Vec::new(),
             now: t0(),
             writes: 0,
             session_writes: 0,
@@ -472,7 +481,10 @@ impl Store {
     /// records [`needs`] asks for.
     pub fn load(&self, env: &CommandEnvelope) -> Loaded {
         let org = env.org.as_str();
-        let mut l = Loaded::default();
+        let mut l = Loaded {
+            rules: self.rules.clone(),
+            ..Loaded::default()
+        };
         if let Some(id) = env.interaction_id() {
             (l.interaction, l.interaction_rev) = get(&self.interactions, &ikey(org, id.as_str()));
         }
@@ -611,6 +623,12 @@ impl Store {
         let e = &decision.effects;
         self.published.events.extend(e.events.iter().cloned());
         self.published.audit.extend(e.audit.iter().cloned());
+        for r in &e.rules {
+            // A rule is stored once under its id (a re-publish is a no-op).
+            if !self.rules.iter().any(|have| have.id == r.id) {
+                self.rules.push(r.clone());
+            }
+        }
         self.published
             .lane_messages
             .extend(e.lane_messages.iter().cloned());

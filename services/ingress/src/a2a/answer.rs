@@ -9,7 +9,7 @@ use a2a_lf::{
 };
 use holdpoint_domain::{
     AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, ContextId, EXTENSION_URI,
-    ErrorCode, Event, EventData, IdempotencyKey, InteractionId, OrgId, TaskId,
+    ErrorCode, Event, EventData, IdempotencyKey, InteractionId, OrgId, Remember, TaskId,
     TaskState as DTaskState,
 };
 use serde_json::Value;
@@ -27,16 +27,20 @@ pub struct Reading {
     pub interaction: Option<InteractionId>,
     /// What the person sent.
     pub input: AnswerInput,
+    /// `metadata[URI].remember`: write a remembered rule from this approval's
+    /// decision (the worker refuses it on a question or a connection, `NRY-0025`).
+    pub remember: Option<Remember>,
 }
 
 /// The fields of an answer's `metadata[URI]` (seed 000 "The answer", and
 /// `argumentsDigest` as the REST approve body takes it); any other is refused.
-const META_FIELDS: [&str; 5] = [
+const META_FIELDS: [&str; 6] = [
     "interactionId",
     "approved",
     "value",
     "reason",
     "argumentsDigest",
+    "remember",
 ];
 
 /// Reads an answer message (see the module docs). `extension` says whether the
@@ -52,6 +56,7 @@ pub fn read_message(msg: &Message, extension: bool) -> Result<Reading, RpcError>
         return Ok(Reading {
             interaction: None,
             input: read_parts(&msg.parts)?,
+            remember: None,
         });
     };
     if !extension {
@@ -68,7 +73,7 @@ pub fn read_message(msg: &Message, extension: bool) -> Result<Reading, RpcError>
     if let Some(unknown) = obj.keys().find(|k| !META_FIELDS.contains(&k.as_str())) {
         return Err(RpcError::invalid_params(format!(
             "metadata[{EXTENSION_URI}] has an unknown field {unknown:?}; it takes interactionId \
-             and approved or value (and an optional reason and argumentsDigest)"
+             and approved or value (and an optional reason, argumentsDigest and remember)"
         )));
     }
     let interaction = match obj.get("interactionId") {
@@ -88,6 +93,20 @@ pub fn read_message(msg: &Message, extension: bool) -> Result<Reading, RpcError>
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(RpcError::invalid_params("argumentsDigest must be a string")),
+    };
+    let remember = match obj.get("remember") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            let r: Remember = serde_json::from_value(v.clone()).map_err(|e| {
+                RpcError::invalid_params(format!(
+                    "remember must be {{scope: session|agent|organisation, expiresIn?: seconds, \
+                     argumentsDigest?: true|digest}}: {e}"
+                ))
+            })?;
+            r.check()
+                .map_err(|e| RpcError::invalid_params(e.message.clone()))?;
+            Some(r)
+        }
     };
     let mut input = match (obj.get("approved"), obj.get("value")) {
         (Some(_), Some(_)) => {
@@ -121,7 +140,11 @@ pub fn read_message(msg: &Message, extension: bool) -> Result<Reading, RpcError>
             }
         }
     }
-    Ok(Reading { interaction, input })
+    Ok(Reading {
+        interaction,
+        input,
+        remember,
+    })
 }
 
 fn read_parts(parts: &[Part]) -> Result<AnswerInput, RpcError> {
@@ -295,6 +318,7 @@ pub async fn answer(ctx: &Ctx, req: SendMessageRequest) -> Result<TaskView, RpcE
             task_id: Some(task.clone()),
             context_id: Some(context.unwrap_or_else(|| view.context_id.clone())),
             input: reading.input,
+            remember: reading.remember,
         })),
     };
     let outcome = ctx

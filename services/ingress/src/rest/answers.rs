@@ -7,7 +7,8 @@
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use holdpoint_domain::{
-    AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, InteractionId,
+    AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, ErrorCode, InteractionId,
+    Remember,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -28,13 +29,16 @@ async fn answer_with<B: DeserializeOwned>(
     caller: Caller,
     req: Request,
     route: AnswerRoute,
-    input: impl FnOnce(B) -> Result<AnswerInput, ApiError>,
+    input: impl FnOnce(B) -> Result<(AnswerInput, Option<Remember>), ApiError>,
 ) -> Result<StatusCode, ApiError> {
     let interaction_id = parse_id(what, InteractionId::parse, raw_id)?;
     let headers = req.headers().clone();
     let trace = trace_of(&req);
     let (body, _): (B, Value) = json_body(state.cfg.body_limit, req).await?;
-    let input = input(body)?;
+    let (input, remember) = input(body)?;
+    if let Some(r) = &remember {
+        r.check().map_err(ApiError::from)?;
+    }
     let key = idempotency_key(&headers)?;
     let env = CommandEnvelope {
         org: caller.org,
@@ -46,6 +50,7 @@ async fn answer_with<B: DeserializeOwned>(
             task_id: None,
             context_id: None,
             input,
+            remember,
         })),
     };
     let outcome = super::submit(state, env, trace.as_deref()).await?;
@@ -69,7 +74,16 @@ pub async fn answer_question(
         caller,
         req,
         route,
-        |b: AnswerBody| Ok(AnswerInput::Answers { answers: b.answers }),
+        |b: AnswerBody| {
+            if b.remember.is_some() {
+                return Err(ApiError::new(
+                    ErrorCode::NotRememberable,
+                    "remember applies to approvals only: no rule can be written about a \
+                     question, and nothing was written",
+                ));
+            }
+            Ok((AnswerInput::Answers { answers: b.answers }, None))
+        },
     )
     .await
 }
@@ -122,7 +136,8 @@ pub async fn approve(
         route,
         |b: ApproveBody| {
             let names = "`approved` (boolean) or `value`";
-            one_of((b.approved, b.value), b.reason, b.arguments_digest, names)
+            let input = one_of((b.approved, b.value), b.reason, b.arguments_digest, names)?;
+            Ok((input, b.remember))
         },
     )
     .await
@@ -143,12 +158,13 @@ pub async fn respond(
         req,
         route,
         |b: RespondBody| {
-            one_of(
+            let input = one_of(
                 (b.approved, b.value),
                 b.reason,
                 None,
                 "`value` or `approved`",
-            )
+            )?;
+            Ok((input, b.remember))
         },
     )
     .await

@@ -9,13 +9,19 @@
 //! | GET | `/v1/interactions?state=pending&limit=50&cursor=…` | [`interactions::list_interactions`] |
 //! | POST | `/v1/sessions/{sessionId}/messages` | [`sessions::post_message`] |
 //! | POST, GET, DELETE | `/v1/webhooks…` | [`webhooks`] (endpoints, rotation, test, attempts) |
+//! | GET | `/v1/rules?limit=50&cursor=…` | [`rules::list_rules`] |
+//! | GET | `/v1/rules/{id}` | [`rules::get_rule`] |
+//! | DELETE | `/v1/rules/{id}` | [`rules::revoke_rule`] |
+//! | GET | `/v1/audit?after=0&limit=50` | [`audit::list_audit`] |
 //!
 //! The bodies are in [`crate::wire`]; the routes in [`crate::routes`]. A handler
 //! turns a request into a command, [`submit`]s it and maps the worker's outcome:
 //! success to its status, a refusal to its code ([`crate::error`]).
 
 pub mod answers;
+pub mod audit;
 pub mod interactions;
+pub mod rules;
 pub mod sessions;
 pub mod webhooks;
 
