@@ -40,8 +40,7 @@ use holdpoint_bus::{Bus, BusError, Topology};
 use holdpoint_domain::{
     Accepted, AgentId, CallId, CallResult, CloseReason, Command, CommandEnvelope, ContextId, Event,
     IdError, InteractionId, LaneId, MessageId, OnExpiry, OpenInteraction, OpenRequest, OrgId,
-    QuestionSpec,
-    Rejection, SessionId, SessionMode, TaskId,
+    QuestionSpec, Rejection, SessionId, SessionMode, TaskId,
 };
 pub use manifest::AgentManifest;
 

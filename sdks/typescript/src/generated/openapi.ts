@@ -248,6 +248,134 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook endpoints
+         * @description The caller's organisation's endpoints, oldest first; never a secret.
+         */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Register a webhook endpoint
+         * @description The caller's organisation's events of the listed types (all when none) are POSTed to `url` as CloudEvents (`application/cloudevents+json`), signed per Standard Webhooks: `webhook-id` is the CloudEvent's id (deduplicate on it), `webhook-timestamp` Unix seconds, `webhook-signature` `v1,<base64 HMAC-SHA256 of id.timestamp.body>` per live secret. The answer carries the secret, shown this once. The URL must be `https` (plain `http` only to loopback in local mode) and must not name a private, loopback or link-local address; the notifier checks every resolved address again before each request, follows no redirect and sends no credentials.
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a webhook endpoint
+         * @description Another organisation's endpoint answers exactly like a missing one (`404 NRY-0004`).
+         */
+        get: operations["getWebhook"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove a webhook endpoint
+         * @description Removes the endpoint and drops its queued deliveries.
+         */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/attempts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a webhook endpoint's delivery attempts
+         * @description The last 200 attempts (kept 7 days), oldest first: result, HTTP status, latency and the first 256 bytes of the response.
+         */
+        get: operations["listWebhookAttempts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/enable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Enable a disabled webhook endpoint
+         * @description Resets its failure count; the deliveries kept while it was disabled are sent.
+         */
+        post: operations["enableWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a new signing secret
+         * @description Answers the new secret (shown once). The previous secret keeps signing beside it for `overlapSecs` (default 86400; 0 stops it at once), so each delivery then carries two signatures and receivers can switch without losing one.
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test message
+         * @description Queues a `dev.holdpoint.webhook-test` CloudEvent for this endpoint only, delivered and retried like any event; its attempts are listed under `/attempts`.
+         */
+        post: operations["testWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -333,6 +461,8 @@ export interface components {
              */
             value?: unknown;
         };
+        /** @description How one attempt ended. */
+        AttemptResult: "delivered" | "failed" | "refused";
         /** @description One decision-audit record with its place in the audit stream. */
         AuditEntry: {
             /**
@@ -391,6 +521,24 @@ export interface components {
         };
         /** @description An A2A context id. */
         ContextId: string;
+        /** @description `POST /v1/webhooks`: register an endpoint. */
+        CreateWebhook: {
+            /**
+             * @description Free text for people, at most 280 characters.
+             * @default
+             */
+            description?: string;
+            /**
+             * @description Event names to deliver (see the README's event list); absent or empty: all.
+             * @default []
+             */
+            eventTypes?: string[];
+            /**
+             * @description `https://…` (plain `http://` only to a loopback host when Holdpoint runs in
+             *     local mode); at most 2048 bytes; no user or password; no fragment.
+             */
+            url: string;
+        };
         /** @description What decided an approval, for the audit. */
         Decider: "person" | "rule" | "expiry";
         /** @description The JSON error body every API answers with: `{code, title, message}` (seed 003). */
@@ -403,7 +551,7 @@ export interface components {
             title: string;
         };
         /** @description A stable error code. Serialized as its `NRY-xxxx` string. */
-        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0050" | "NRY-0051";
+        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
         /** @description A CloudEvents 1.0 event (structured mode). `type` and `data` come from `EventData`. */
         Event: {
             /** @description Always `application/json`. */
@@ -507,7 +655,10 @@ export interface components {
             data: {
                 /** @description The answer. */
                 answer: components["schemas"]["Answer"];
-                /** @description Who answered (`approvedBy` for approvals). */
+                /**
+                 * @description Who answered (`approvedBy` for approvals); `holdpoint:expiry` when the
+                 *     deadline decided.
+                 */
                 by: components["schemas"]["PersonId"];
                 /** @description Interaction. */
                 interactionId: components["schemas"]["InteractionId"];
@@ -515,11 +666,31 @@ export interface components {
                 key: components["schemas"]["IdempotencyKey"];
                 /** @description Kind. */
                 kind: components["schemas"]["Kind"];
+                /**
+                 * @description `person`; `rule` when a remembered rule decided at the hold; `expiry` when
+                 *     the deadline decided (the answer is then the kind's expiry default).
+                 * @default person
+                 */
+                resolvedBy?: components["schemas"]["Resolver"];
                 /** @description The remembered rule that decided, when no person did. */
                 rule?: components["schemas"]["RuleId"] | null;
             };
             /** @constant */
             type: "dev.holdpoint.interaction-resolved";
+        } | {
+            data: {
+                /**
+                 * Format: date-time
+                 * @description When it expires, RFC 3339 with milliseconds.
+                 */
+                expiresAt: string;
+                /** @description Interaction. */
+                interactionId: components["schemas"]["InteractionId"];
+                /** @description Kind. */
+                kind: components["schemas"]["Kind"];
+            };
+            /** @constant */
+            type: "dev.holdpoint.interaction-expiring";
         } | {
             data: {
                 /** @description Interaction. */
@@ -659,6 +830,27 @@ export interface components {
             };
             /** @constant */
             type: "dev.holdpoint.dead-letter";
+        } | {
+            data: {
+                /**
+                 * Format: uint32
+                 * @description Failed attempts in a row when it was disabled.
+                 */
+                consecutiveFailures: number;
+                /** @description Its URL. */
+                url: string;
+                /** @description The endpoint. */
+                webhookId: components["schemas"]["WebhookId"];
+            };
+            /** @constant */
+            type: "dev.holdpoint.webhook-disabled";
+        } | {
+            data: {
+                /** @description The endpoint. */
+                webhookId: components["schemas"]["WebhookId"];
+            };
+            /** @constant */
+            type: "dev.holdpoint.webhook-test";
         });
         /** @description The held call as the person sees it before approving. */
         HeldCall: {
@@ -687,6 +879,12 @@ export interface components {
             contextId: components["schemas"]["ContextId"];
             /** @description Seed 000 `detail`. */
             detail: unknown;
+            /**
+             * Format: date-time
+             * @description The deadline, RFC 3339 with milliseconds, while one is set; absent when the
+             *     interaction waits without one.
+             */
+            expiresAt?: string | null;
             /** @description The id. */
             interactionId: components["schemas"]["InteractionId"];
             /** @description Kind. */
@@ -695,6 +893,11 @@ export interface components {
             lane: components["schemas"]["LaneId"];
             /** @description Session mode. */
             mode: components["schemas"]["SessionMode"];
+            /**
+             * @description What the deadline decides: `decide` (the kind's default: an approval is
+             *     denied, a question closed, a connection not connected) or `close`.
+             */
+            onExpiry: components["schemas"]["OnExpiry"];
             /**
              * Format: date-time
              * @description When it opened.
@@ -788,10 +991,18 @@ export interface components {
          *     of the arguments, as shown with the approval), else the answer is `409 NRY-0010`.
          */
         Narrowing: boolean | string;
+        /** @description What an interaction's deadline decides when nobody answered in time. */
+        OnExpiry: "decide" | "close";
         /** @description The open interaction as seed 000 puts it on a status message. */
         OpenInteractionRef: {
             /** @description Detail (never arguments). */
             detail: unknown;
+            /**
+             * Format: date-time
+             * @description The interaction's deadline (RFC 3339 with milliseconds), when it has one: a
+             *     Holdpoint field beside the extension's own.
+             */
+            expiresAt?: string | null;
             /** @description Interaction id. */
             interactionId: components["schemas"]["InteractionId"];
             /** @description Kind. */
@@ -845,9 +1056,16 @@ export interface components {
              * @description When.
              */
             at: string;
-            /** @description The person (`approvedBy` for approvals). */
+            /**
+             * @description The person (`approvedBy` for approvals); `holdpoint:expiry` when the
+             *     deadline decided.
+             */
             by: components["schemas"]["PersonId"];
+            /** @description `person`, or `expiry` when the deadline passed with no answer. */
+            resolvedBy: components["schemas"]["Resolver"];
         };
+        /** @description Who settled an interaction: a person's answer or the interaction's deadline. */
+        Resolver: "person" | "rule" | "expiry";
         /**
          * @description `POST /v1/interactions/{id}/respond` body (seed 000: `value`, or `approved`
          *     read as the value); exactly one of the two.
@@ -885,6 +1103,16 @@ export interface components {
             at: string;
             /** @description The person who revoked it. */
             by: components["schemas"]["PersonId"];
+        };
+        /** @description `POST /v1/webhooks/{id}/rotate`: make a new secret. */
+        RotateWebhook: {
+            /**
+             * Format: uint64
+             * @description How long the previous secret keeps signing beside the new one, in seconds
+             *     (default 86400, at most 604800; 0: it stops at once).
+             * @default null
+             */
+            overlapSecs?: number | null;
         };
         /**
          * @description A remembered approval rule (KV `HP_RULES`, key `<org>.<ruleId>`; the body of
@@ -968,6 +1196,150 @@ export interface components {
             state: components["schemas"]["TaskState"];
             /** @description The task. */
             taskId: components["schemas"]["TaskId"];
+        };
+        /** @description `POST /v1/webhooks/{id}/test`: what was queued. */
+        TestQueued: {
+            /**
+             * @description The test CloudEvent's id (`type` `dev.holdpoint.webhook-test`); its attempts
+             *     appear under `/attempts` with this `eventId`.
+             */
+            eventId: string;
+        };
+        /** @description One delivery attempt to an endpoint. */
+        WebhookAttempt: {
+            /**
+             * Format: date-time
+             * @description When the attempt started (RFC 3339, UTC, milliseconds).
+             */
+            at: string;
+            /**
+             * Format: uint32
+             * @description 1 for the first attempt at this event, then 2, 3...
+             */
+            attempt: number;
+            /**
+             * @description Why it failed when no status says it (timeout, connection refused, address
+             *     refused).
+             */
+            error?: string | null;
+            /** @description The CloudEvent's id, sent as `webhook-id` (receivers deduplicate on it). */
+            eventId: string;
+            /** @description The CloudEvent's `type` (`dev.holdpoint.<name>`). */
+            eventType: string;
+            /**
+             * Format: uint64
+             * @description From sending the request to the end of the (capped) response, in milliseconds.
+             */
+            latencyMs: number;
+            /** @description The first 256 bytes of the response body, as text (invalid UTF-8 replaced). */
+            responseStart: string;
+            /** @description How it ended. */
+            result: components["schemas"]["AttemptResult"];
+            /**
+             * Format: uint16
+             * @description The HTTP status the receiver answered; absent when none came.
+             */
+            status?: number | null;
+            /** @description The endpoint. */
+            webhookId: string;
+        };
+        /** @description `GET /v1/webhooks/{id}/attempts`: the endpoint's latest attempts. */
+        WebhookAttempts: {
+            /** @description Oldest first; Holdpoint keeps the last 200 per endpoint for 7 days. */
+            items: components["schemas"]["WebhookAttempt"][];
+        };
+        /** @description A webhook endpoint (`wh_<32 hex>`, made by Holdpoint when it is registered). */
+        WebhookId: string;
+        /** @description `GET /v1/webhooks`: the organisation's endpoints. */
+        WebhookList: {
+            /** @description Every endpoint of the caller's organisation, oldest registration first. */
+            items: components["schemas"]["WebhookView"][];
+        };
+        /** @description A webhook endpoint as the API shows it: everything but the secrets. */
+        WebhookView: {
+            /**
+             * Format: uint32
+             * @description Failed attempts since the last successful one.
+             */
+            consecutiveFailures: number;
+            /**
+             * Format: date-time
+             * @description When it was registered (RFC 3339, UTC, milliseconds).
+             */
+            createdAt: string;
+            /** @description Free text for people. */
+            description: string;
+            /**
+             * @description True once too many attempts in a row failed: nothing is sent until it is
+             *     enabled again; its queued deliveries are kept.
+             */
+            disabled: boolean;
+            /**
+             * Format: date-time
+             * @description When it was disabled.
+             */
+            disabledAt?: string | null;
+            /**
+             * @description Event names delivered (`approval-requested`, `question-asked`, ...); empty:
+             *     every event of the organisation.
+             */
+            eventTypes: string[];
+            /** @description The endpoint's id (`wh_<32 hex>`). */
+            id: string;
+            /**
+             * Format: date-time
+             * @description After a rotation: when the previous secret stops signing.
+             */
+            previousSecretExpiresAt?: string | null;
+            /** @description Where events are POSTed. */
+            url: string;
+        };
+        /**
+         * @description An endpoint with its new secret: the answer to a registration or a rotation, the
+         *     only time the secret is shown.
+         */
+        WebhookWithSecret: {
+            /**
+             * Format: uint32
+             * @description Failed attempts since the last successful one.
+             */
+            consecutiveFailures: number;
+            /**
+             * Format: date-time
+             * @description When it was registered (RFC 3339, UTC, milliseconds).
+             */
+            createdAt: string;
+            /** @description Free text for people. */
+            description: string;
+            /**
+             * @description True once too many attempts in a row failed: nothing is sent until it is
+             *     enabled again; its queued deliveries are kept.
+             */
+            disabled: boolean;
+            /**
+             * Format: date-time
+             * @description When it was disabled.
+             */
+            disabledAt?: string | null;
+            /**
+             * @description Event names delivered (`approval-requested`, `question-asked`, ...); empty:
+             *     every event of the organisation.
+             */
+            eventTypes: string[];
+            /** @description The endpoint's id (`wh_<32 hex>`). */
+            id: string;
+            /**
+             * Format: date-time
+             * @description After a rotation: when the previous secret stops signing.
+             */
+            previousSecretExpiresAt?: string | null;
+            /**
+             * @description The Standard Webhooks signing secret (`whsec_<base64>`): verify each
+             *     delivery's `webhook-signature` with it. Shown once.
+             */
+            secret: string;
+            /** @description Where events are POSTed. */
+            url: string;
         };
     };
     responses: never;
@@ -1145,7 +1517,7 @@ export interface operations {
                 /** @description Only this task's events. */
                 task?: string;
                 /** @description Only events of this short name. */
-                type?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "dead-letter";
+                type?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "dead-letter" | "webhook-disabled" | "webhook-test";
             };
             header?: {
                 /** @description Resume after this sequence (what `EventSource` sends on reconnect); wins over `after`. */
@@ -1222,6 +1594,12 @@ export interface operations {
                 cursor?: string;
                 /** @description Page size, 1 to 500 (default 50). */
                 limit?: number;
+                /**
+                 * @description `expiresAt`: only interactions with a deadline, soonest first. The page is the
+                 *     `limit` soonest among the records one request reads (10,000), with no
+                 *     `nextCursor`.
+                 */
+                sort?: "expiresAt";
                 /** @description `pending` (default), `resolved`, `finished`, `closed` or `all`. */
                 state?: "pending" | "resolved" | "finished" | "closed" | "all";
             };
@@ -1931,6 +2309,601 @@ export interface operations {
             };
             /** @description `NRY-0014` Unsupported media type */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0051` Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0050` Temporarily unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organisation's endpoints. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookList"];
+                };
+            };
+            /** @description `NRY-0001` Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0011` Unauthenticated */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0051` Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0050` Temporarily unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateWebhook"];
+            };
+        };
+        responses: {
+            /** @description Registered; `secret` is shown this once. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookWithSecret"];
+                };
+            };
+            /** @description `NRY-0001` Invalid request; `NRY-0040` Webhook URL refused; `NRY-0041` Unknown event type */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0011` Unauthenticated */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0042` Too many webhooks */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0013` Payload too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0014` Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0051` Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0050` Temporarily unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    getWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint (`wh_<32 hex>`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookView"];
+                };
+            };
+            /** @description `NRY-0001` Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0011` Unauthenticated */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0004` Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0051` Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0050` Temporarily unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint (`wh_<32 hex>`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `NRY-0001` Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0011` Unauthenticated */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0004` Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0051` Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0050` Temporarily unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listWebhookAttempts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint (`wh_<32 hex>`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint's attempts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookAttempts"];
+                };
+            };
+            /** @description `NRY-0001` Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0011` Unauthenticated */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0004` Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0051` Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0050` Temporarily unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    enableWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint (`wh_<32 hex>`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookView"];
+                };
+            };
+            /** @description `NRY-0001` Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0011` Unauthenticated */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0004` Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0051` Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0050` Temporarily unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint (`wh_<32 hex>`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RotateWebhook"];
+            };
+        };
+        responses: {
+            /** @description The endpoint and its new secret, shown this once. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookWithSecret"];
+                };
+            };
+            /** @description `NRY-0001` Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0011` Unauthenticated */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0004` Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0013` Payload too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0014` Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0051` Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0050` Temporarily unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    testWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook endpoint (`wh_<32 hex>`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Queued. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TestQueued"];
+                };
+            };
+            /** @description `NRY-0011` Unauthenticated */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0004` Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0043` Webhook disabled */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
