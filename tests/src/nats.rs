@@ -1238,7 +1238,18 @@ mod tests {
             ..Default::default()
         })
         .await?;
-        let ack = js.publish("r3.a", "before".into()).await?.await?;
+        // A new R3 stream answers once its leader is elected (a loaded machine may
+        // take a moment): until then a publish finds no stream.
+        let ack = wait_for(Duration::from_secs(20), "the new stream's leader", || {
+            let js = js.clone();
+            async move {
+                let publish = PublishMessage::build()
+                    .payload("before".into())
+                    .message_id("before-1");
+                js.send_publish("r3.a", publish).await.ok()?.await.ok()
+            }
+        })
+        .await;
         assert_eq!(ack.sequence, 1);
 
         // Kill the stream's leader so a new one has to be elected.

@@ -70,12 +70,14 @@ export class TooManyStreamsError extends HoldpointError {}
 export class SessionNotFoundError extends HoldpointError {}
 /** The answer does not fit the questions: count, index, single choice, text not allowed, empty (`NRY-0003`). */
 export class AnswerDoesNotFitError extends HoldpointError {}
-/** No such interaction, question or task, or another organisation's (`NRY-0004`). */
+/** No such interaction, question, task or remembered rule, or another organisation's (`NRY-0004`, `-0027`). */
 export class NotFoundError extends HoldpointError {}
 /** A webhook registration Holdpoint refuses: the URL (not https, credentials, a private address) or an unknown event type (`NRY-0040`, `-0041`). */
 export class WebhookRefusedError extends HoldpointError {}
 /** It no longer waits (answered with another key, or closed), or the lane refused; or a webhook limit or a disabled endpoint (`NRY-0009`, `-0021`, `-0030`, `-0031`, `-0032`, `-0042`, `-0043`). */
 export class ConflictError extends HoldpointError {}
+/** A remembered rule cannot be written or read: `remember` on a question or connection, scope `agent` with no agent named (`NRY-0025`, `-0026`). */
+export class RuleRefusedError extends HoldpointError {}
 /** A runtime's deadline was refused: the server has no message schedules (`NRY-0022`), or the deadline cannot be kept (`NRY-0023`). An answer never gets these. */
 export class DeadlineError extends HoldpointError {}
 /** The held call's arguments are not the ones shown (`argumentsDigest` differs; `NRY-0010`). */
@@ -114,6 +116,9 @@ export const ERROR_CATALOG: Readonly<Record<ErrorCode, { readonly type: ErrorCla
   'NRY-0021': { type: ConflictError, retryable: false },
   'NRY-0022': { type: DeadlineError, retryable: false },
   'NRY-0023': { type: DeadlineError, retryable: false },
+  'NRY-0025': { type: RuleRefusedError, retryable: false },
+  'NRY-0026': { type: RuleRefusedError, retryable: false },
+  'NRY-0027': { type: NotFoundError, retryable: false },
   'NRY-0030': { type: ConflictError, retryable: false },
   'NRY-0031': { type: ConflictError, retryable: false },
   'NRY-0032': { type: ConflictError, retryable: false },

@@ -30,6 +30,7 @@ export {
   ArgumentsChangedError,
   ConflictError,
   DeadlineError,
+  RuleRefusedError,
   ERROR_CATALOG,
   HoldpointError,
   type HoldpointErrorInit,

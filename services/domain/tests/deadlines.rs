@@ -298,7 +298,18 @@ fn each_kind_expires_with_its_default() {
     let a = tick(&s, "eff_2", DeadlineStage::Expire);
     let d = s.run(&a);
     assert_eq!(d.outcome.result, Ok(Accepted::Closed));
-    assert!(d.effects.audit.is_empty(), "a close is no decision");
+    // Closed by its deadline, the approval was still not approved: the audit says
+    // it expired (one record, no person).
+    assert_eq!(d.effects.audit.len(), 1, "{:?}", d.effects.audit);
+    assert!(matches!(
+        &d.effects.audit[0].body,
+        holdpoint_domain::EventData::ApprovalDecided {
+            approved: false,
+            outcome: holdpoint_domain::AuditOutcome::Expired,
+            approved_by: None,
+            ..
+        }
+    ));
     assert!(matches!(
         &s.interaction("eff_2").result,
         Some(CallResult::Error { code, .. }) if code == "interaction.closed"
