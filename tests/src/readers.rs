@@ -129,7 +129,18 @@ impl Readers {
         });
         let js = jetstream::new(client);
         let name = format!("chaos-reader-{}", uuid::Uuid::new_v4().simple());
-        let durable_consumer = make_durable(&js, &name).await;
+        // From the first event stored after the readers start: a consumer re-made
+        // after a node loss (its leader gone with the node) starts there again, so it
+        // misses nothing stored meanwhile; what it gets twice is the same sequence.
+        let start = loop {
+            if let Ok(mut stream) = js.get_stream("HP_EVENTS").await
+                && let Ok(info) = stream.info().await
+            {
+                break info.state.last_sequence + 1;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let durable_consumer = make_durable(&js, &name, start).await;
         let token = stop.clone();
         let durable = tokio::spawn(async move {
             let mut out = Vec::new();
@@ -138,7 +149,7 @@ impl Readers {
                 let messages = consumer.messages().await;
                 let Ok(mut messages) = messages else {
                     tokio::time::sleep(Duration::from_millis(200)).await;
-                    consumer = make_durable(&js, &name).await;
+                    consumer = make_durable(&js, &name, start).await;
                     continue;
                 };
                 loop {
@@ -178,7 +189,11 @@ impl Readers {
     }
 }
 
-async fn make_durable(js: &jetstream::Context, name: &str) -> consumer::PullConsumer {
+async fn make_durable(
+    js: &jetstream::Context,
+    name: &str,
+    start_sequence: u64,
+) -> consumer::PullConsumer {
     loop {
         let stream = js.get_stream("HP_EVENTS").await;
         if let Ok(stream) = stream
@@ -189,7 +204,9 @@ async fn make_durable(js: &jetstream::Context, name: &str) -> consumer::PullCons
                         durable_name: Some(name.to_owned()),
                         filter_subject: "hp.evt.>".into(),
                         ack_policy: consumer::AckPolicy::Explicit,
-                        deliver_policy: consumer::DeliverPolicy::New,
+                        deliver_policy: consumer::DeliverPolicy::ByStartSequence {
+                            start_sequence,
+                        },
                         ..Default::default()
                     },
                 )
