@@ -204,9 +204,7 @@ async fn make_durable(
                         durable_name: Some(name.to_owned()),
                         filter_subject: "hp.evt.>".into(),
                         ack_policy: consumer::AckPolicy::Explicit,
-                        deliver_policy: consumer::DeliverPolicy::ByStartSequence {
-                            start_sequence,
-                        },
+                        deliver_policy: consumer::DeliverPolicy::ByStartSequence { start_sequence },
                         ..Default::default()
                     },
                 )
