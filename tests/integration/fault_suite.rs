@@ -41,7 +41,7 @@ fn options(ack_wait: Duration, outcome_timeout: Duration) -> AppOptions {
     AppOptions {
         topo: Topology {
             ack_wait,
-            // The kill storms below take a worker down every 150-450 ms: a partition
+            // The kill storms below take a worker down every 300-900 ms: a partition
             // whose worker died moves to a live one after half a second.
             priority_timeout: Duration::from_millis(500),
             ..Topology::default()
@@ -168,15 +168,17 @@ async fn worker_sigkills_while_answers_flow_lose_nothing_and_resolve_once() {
         rng.next_u64(),
     );
     let before = consumer_info(&app).await.expect("consumer");
-    // Kill a random worker every 150-450 ms while the answers flow; respawn it
-    // (faster, a loaded 2-core machine spends the run restarting debug binaries).
+    // Kill a random worker every 300-900 ms while the answers flow; respawn it.
+    // Faster storms (every 150-450 ms) stay safe (nothing lost or doubled) but on
+    // a loaded 2-core machine some answers then get only 503s for 40 s: the debug
+    // workers spend the run restarting (RELIABILITY.md, "Liveness under a storm").
     let started = Instant::now();
     println!("opened {} interactions", targets.len());
     let kills = chaos::kill_workers_until(
         &mut app,
         &mut pool,
         &mut rng,
-        (Duration::from_millis(150), Duration::from_millis(450)),
+        (Duration::from_millis(300), Duration::from_millis(900)),
         &progress.finished,
     )
     .await;
