@@ -84,3 +84,20 @@ pub fn assert_ids_consistent(events: &[Event]) {
         }
     }
 }
+
+/// Debian's nats-server 2.9 (`HOLDPOINT_OLD_NATS_SERVER`, default
+/// `/usr/sbin/nats-server`) when this machine has it: the compatibility tests run
+/// on it, and are skipped (saying so) without it.
+pub fn debian_nats() -> Option<std::path::PathBuf> {
+    let p = std::path::PathBuf::from(
+        std::env::var("HOLDPOINT_OLD_NATS_SERVER")
+            .unwrap_or_else(|_| "/usr/sbin/nats-server".into()),
+    );
+    let out = std::process::Command::new(&p)
+        .arg("--version")
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .contains("v2.9.")
+        .then_some(p)
+}

@@ -2,27 +2,11 @@
 //! current release. Runs the core flow on Debian's 2.9 binary when the machine has
 //! one (never the shared server on 4222: a private process on a free port).
 
-use std::path::PathBuf;
-
 use holdpoint_domain::SessionMode;
 use holdpoint_tests::app::{AppOptions, TestApp};
 use holdpoint_tests::nats::NatsServerOptions;
 
 use crate::common::*;
-
-fn debian_nats() -> Option<PathBuf> {
-    let p = PathBuf::from(
-        std::env::var("HOLDPOINT_OLD_NATS_SERVER")
-            .unwrap_or_else(|_| "/usr/sbin/nats-server".into()),
-    );
-    let out = std::process::Command::new(&p)
-        .arg("--version")
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&out.stdout)
-        .contains("v2.9.")
-        .then_some(p)
-}
 
 #[tokio::test]
 async fn core_flow_on_nats_server_2_9() {

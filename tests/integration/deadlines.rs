@@ -6,7 +6,6 @@
 //! worker crash nor a nats-server restart loses it or fires it twice. A server
 //! without schedules (2.9) refuses deadlines and does the rest.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use holdpoint_client::{AgentManifest, Expiry, HoldCall, Placement, Runtime};
@@ -503,20 +502,6 @@ async fn a_deadline_outlives_a_worker_crash_and_a_server_restart() {
     app.wait_idle().await;
     let again = app.events("acme").await;
     assert_eq!(finished(&again, &approval).len(), 1);
-}
-
-fn debian_nats() -> Option<PathBuf> {
-    let p = PathBuf::from(
-        std::env::var("HOLDPOINT_OLD_NATS_SERVER")
-            .unwrap_or_else(|_| "/usr/sbin/nats-server".into()),
-    );
-    let out = std::process::Command::new(&p)
-        .arg("--version")
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&out.stdout)
-        .contains("v2.9.")
-        .then_some(p)
 }
 
 #[tokio::test]

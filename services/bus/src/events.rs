@@ -26,12 +26,13 @@ pub enum Start {
     At(u64),
 }
 
-/// One stored event: its sequence in the events stream, subject and payload.
+/// One stored message: its sequence in its stream, subject and payload (an event
+/// of `HP_EVENTS`, an audit record, a webhook attempt).
 #[derive(Debug, Clone)]
 pub struct Stored {
-    /// Sequence in `HP_EVENTS` (the resume point).
+    /// Sequence in its stream (for events, the resume point).
     pub sequence: u64,
-    /// The NATS subject (`hp.evt.<org>.<task>.<name>`).
+    /// The NATS subject (`hp.evt.<org>.<task>.<name>` for an event).
     pub subject: String,
     /// The CloudEvent JSON as stored.
     pub payload: Bytes,
@@ -245,32 +246,57 @@ impl Bus {
     /// # Errors
     /// Transient when NATS does not answer in time.
     pub async fn stored_events(&self, filter: &str) -> Result<Vec<Stored>, BusError> {
+        self.read_stored(
+            self.topo.events_stream(),
+            filter.to_owned(),
+            consumer::DeliverPolicy::All,
+            usize::MAX,
+            "read events",
+        )
+        .await
+    }
+
+    /// Up to `limit` messages of `stream` on `filter` as stored now, from
+    /// `deliver` on, oldest first, through an ordered consumer: the one way the bus
+    /// reads a bounded slice of a stream (a task's events, an organisation's audit
+    /// page, an endpoint's webhook attempts). Each read waits at most 5 s.
+    ///
+    /// # Errors
+    /// Transient (named `what`) when NATS does not answer in time.
+    pub(crate) async fn read_stored(
+        &self,
+        stream: String,
+        filter: String,
+        deliver: consumer::DeliverPolicy,
+        limit: usize,
+        what: &'static str,
+    ) -> Result<Vec<Stored>, BusError> {
         let stream = self
             .js
-            .get_stream_no_info(self.topo.events_stream())
+            .get_stream_no_info(&stream)
             .await
-            .map_err(|e| BusError::transient("read events", e))?;
+            .map_err(|e| BusError::transient(what, e))?;
         let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
             .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: filter.to_owned(),
-                deliver_policy: consumer::DeliverPolicy::All,
+                filter_subject: filter,
+                deliver_policy: deliver,
                 ..Default::default()
             })
             .await
-            .map_err(|e| BusError::transient("read events", e))?;
+            .map_err(|e| BusError::transient(what, e))?;
         let mut out = Vec::new();
-        if consumer.cached_info().num_pending == 0 {
+        if consumer.cached_info().num_pending == 0 || limit == 0 {
             return Ok(out);
         }
         let mut messages = consumer
             .messages()
             .await
-            .map_err(|e| BusError::transient("read events", e))?;
+            .map_err(|e| BusError::transient(what, e))?;
         while let Some(msg) = tokio::time::timeout(Duration::from_secs(5), messages.next())
             .await
-            .map_err(|_| BusError::transient("read events", "timed out"))?
+            .map_err(|_| BusError::transient(what, "timed out"))?
         {
-            let msg = msg.map_err(|e| BusError::transient("read events", e))?;
+            let msg = msg.map_err(|e| BusError::transient(what, e))?;
             let Ok(info) = msg.info() else { continue };
             let (sequence, pending) = (info.stream_sequence, info.pending);
             out.push(Stored {
@@ -278,7 +304,7 @@ impl Bus {
                 subject: msg.subject.to_string(),
                 payload: msg.payload.clone(),
             });
-            if pending == 0 {
+            if pending == 0 || out.len() >= limit {
                 break;
             }
         }

@@ -8,8 +8,6 @@
 //! organisation's keys or subject, so another organisation's rules and audit records
 //! are never read.
 
-use std::time::Duration;
-
 use async_nats::jetstream::{consumer, kv};
 use bytes::Bytes;
 use futures::StreamExt as _;
@@ -181,45 +179,15 @@ impl Bus {
         after: u64,
         limit: usize,
     ) -> Result<Vec<Stored>, BusError> {
-        let stream = self
-            .js
-            .get_stream_no_info(self.topo.audit_stream())
-            .await
-            .map_err(|e| BusError::transient("read audit", e))?;
-        let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
-            .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: self.topo.audit_subject(org),
-                deliver_policy: consumer::DeliverPolicy::ByStartSequence {
-                    start_sequence: after.saturating_add(1),
-                },
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| BusError::transient("read audit", e))?;
-        let mut out = Vec::new();
-        if consumer.cached_info().num_pending == 0 || limit == 0 {
-            return Ok(out);
-        }
-        let mut messages = consumer
-            .messages()
-            .await
-            .map_err(|e| BusError::transient("read audit", e))?;
-        while let Some(msg) = tokio::time::timeout(Duration::from_secs(5), messages.next())
-            .await
-            .map_err(|_| BusError::transient("read audit", "timed out"))?
-        {
-            let msg = msg.map_err(|e| BusError::transient("read audit", e))?;
-            let Ok(info) = msg.info() else { continue };
-            let (sequence, pending) = (info.stream_sequence, info.pending);
-            out.push(Stored {
-                sequence,
-                subject: msg.subject.to_string(),
-                payload: msg.payload.clone(),
-            });
-            if pending == 0 || out.len() >= limit {
-                break;
-            }
-        }
-        Ok(out)
+        self.read_stored(
+            self.topo.audit_stream(),
+            self.topo.audit_subject(org),
+            consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: after.saturating_add(1),
+            },
+            limit,
+            "read audit",
+        )
+        .await
     }
 }

@@ -360,41 +360,19 @@ impl Bus {
         org: &OrgId,
         id: &WebhookId,
     ) -> Result<Vec<WebhookAttempt>, BusError> {
-        let s = self
-            .js
-            .get_stream_no_info(self.topo.webhook_attempts_stream())
-            .await
-            .map_err(|e| BusError::transient("read attempts", e))?;
-        let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = s
-            .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: self.topo.webhook_attempts_subject(org, id),
-                deliver_policy: consumer::DeliverPolicy::All,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| BusError::transient("read attempts", e))?;
-        let mut out = Vec::new();
-        if consumer.cached_info().num_pending == 0 {
-            return Ok(out);
-        }
-        let mut messages = consumer
-            .messages()
-            .await
-            .map_err(|e| BusError::transient("read attempts", e))?;
-        while let Some(msg) = tokio::time::timeout(Duration::from_secs(5), messages.next())
-            .await
-            .map_err(|_| BusError::transient("read attempts", "timed out"))?
-        {
-            let msg = msg.map_err(|e| BusError::transient("read attempts", e))?;
-            let pending = msg.info().map(|i| i.pending).unwrap_or(0);
-            if let Ok(a) = serde_json::from_slice::<WebhookAttempt>(&msg.payload) {
-                out.push(a);
-            }
-            if pending == 0 {
-                break;
-            }
-        }
-        Ok(out)
+        let stored = self
+            .read_stored(
+                self.topo.webhook_attempts_stream(),
+                self.topo.webhook_attempts_subject(org, id),
+                consumer::DeliverPolicy::All,
+                usize::MAX,
+                "read attempts",
+            )
+            .await?;
+        Ok(stored
+            .iter()
+            .filter_map(|m| serde_json::from_slice::<WebhookAttempt>(&m.payload).ok())
+            .collect())
     }
 }
 
