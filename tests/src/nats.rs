@@ -927,6 +927,15 @@ impl NatsCluster {
         self.nodes.iter().map(Process::url).collect()
     }
 
+    /// Node `i`'s process id, while it runs.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.nodes
+            .get(i)?
+            .child
+            .as_ref()
+            .map(std::process::Child::id)
+    }
+
     /// Client URLs of all nodes joined with commas (for flags and env vars).
     pub fn urls_csv(&self) -> String {
         self.urls().join(",")

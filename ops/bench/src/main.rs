@@ -57,9 +57,51 @@ struct Args {
         default_value = ".tools/bin/nats-server"
     )]
     nats_server: PathBuf,
-    /// Only run this fsync setting (`default` or `always`).
+    /// Only run this setting: `default` or `always` (one nats-server, that fsync
+    /// setting), or `cluster` (a 3-node cluster, R3 streams, `sync_interval: always`,
+    /// run only when named).
     #[arg(long)]
     only: Option<String>,
+}
+
+/// Where Holdpoint and the raw baseline run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Setting {
+    /// One nats-server, default fsync (every two minutes).
+    Default,
+    /// One nats-server, `sync_interval: always`.
+    Always,
+    /// Three nats-servers on this machine, R3 streams and buckets, fsync always.
+    Cluster,
+}
+
+impl Setting {
+    fn name(self) -> &'static str {
+        match self {
+            Setting::Default => "default",
+            Setting::Always => "always",
+            Setting::Cluster => "cluster",
+        }
+    }
+
+    fn replicas(self) -> usize {
+        if self == Setting::Cluster { 3 } else { 1 }
+    }
+}
+
+/// The nats-server(s) a run uses.
+enum Nats {
+    Single(Proc),
+    Cluster(holdpoint_tests::nats::NatsCluster),
+}
+
+impl Nats {
+    fn pids(&self) -> Vec<u32> {
+        match self {
+            Nats::Single(p) => vec![p.pid()],
+            Nats::Cluster(c) => (0..c.len()).filter_map(|i| c.pid(i)).collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -204,12 +246,26 @@ async fn wait_port(port: u16) -> anyhow::Result<()> {
     bail!("nothing listens on {port}")
 }
 
+/// Starts the nats-server(s) of `setting`: (servers, client URL, version, the
+/// single server's monitoring port).
 async fn start_nats(
     bin: &Path,
     dir: &Path,
-    sync_always: bool,
-) -> anyhow::Result<(Proc, String, String)> {
-    let port = free_port()?;
+    setting: Setting,
+) -> anyhow::Result<(Nats, String, String, Option<u16>)> {
+    let version = String::from_utf8_lossy(&Command::new(bin).arg("--version").output()?.stdout)
+        .trim()
+        .to_owned();
+    if setting == Setting::Cluster {
+        let cluster = holdpoint_tests::nats::NatsCluster::try_start_with(
+            holdpoint_tests::nats::NatsClusterOptions { sync_always: true },
+        )
+        .await?;
+        let url = cluster.urls_csv();
+        return Ok((Nats::Cluster(cluster), url, version, None));
+    }
+    let sync_always = setting == Setting::Always;
+    let (port, monitor) = (free_port()?, free_port()?);
     let store = dir.join("store");
     let conf = dir.join("nats.conf");
     let sync = if sync_always {
@@ -220,7 +276,7 @@ async fn start_nats(
     std::fs::write(
         &conf,
         format!(
-            "listen: 127.0.0.1:{port}\njetstream {{\n  store_dir: \"{}\"{sync}\n}}\n",
+            "listen: 127.0.0.1:{port}\nhttp: 127.0.0.1:{monitor}\njetstream {{\n  store_dir: \"{}\"{sync}\n}}\n",
             store.display()
         ),
     )?;
@@ -233,10 +289,27 @@ async fn start_nats(
         .with_context(|| format!("starting {}", bin.display()))?;
     let p = Proc { child };
     wait_port(port).await?;
-    let version = String::from_utf8_lossy(&Command::new(bin).arg("--version").output()?.stdout)
-        .trim()
-        .to_owned();
-    Ok((p, format!("nats://127.0.0.1:{port}"), version))
+    Ok((
+        Nats::Single(p),
+        format!("nats://127.0.0.1:{port}"),
+        version,
+        Some(monitor),
+    ))
+}
+
+/// Messages clients have sent to the server so far (`in_msgs` of its `/varz`):
+/// publishes, acks and JetStream API requests alike.
+async fn messages_in(http: &reqwest::Client, monitor: Option<u16>) -> Option<u64> {
+    let port = monitor?;
+    let v: Value = http
+        .get(format!("http://127.0.0.1:{port}/varz"))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    v["in_msgs"].as_u64()
 }
 
 fn hist() -> Histogram<u64> {
@@ -267,8 +340,10 @@ struct Raw {
     sync_p99: u64,
 }
 
-async fn raw_baseline(url: &str, plan: &Plan) -> anyhow::Result<Raw> {
-    let client = async_nats::connect(url).await?;
+async fn raw_baseline(url: &str, plan: &Plan, replicas: usize) -> anyhow::Result<Raw> {
+    let client = async_nats::ConnectOptions::new()
+        .connect(url.split(',').map(str::trim).collect::<Vec<_>>())
+        .await?;
     let js = jetstream::new(client);
     js.create_stream(stream::Config {
         name: "BENCH_RAW".into(),
@@ -276,6 +351,7 @@ async fn raw_baseline(url: &str, plan: &Plan) -> anyhow::Result<Raw> {
         storage: stream::StorageType::File,
         retention: stream::RetentionPolicy::WorkQueue,
         duplicate_window: Duration::from_secs(120),
+        num_replicas: replicas,
         ..Default::default()
     })
     .await?;
@@ -583,19 +659,22 @@ struct Report {
     runs: Vec<(usize, f64, u64, Lat, Lat)>,
     rss: [(f64, f64); 2],
     /// CPU seconds per answer during the one-worker saturation phase:
-    /// nats-server, ingress, worker, load generator.
+    /// nats-server(s), ingress, worker, load generator.
     cpu: [f64; 4],
+    /// Messages clients sent to nats-server per answer in that phase (one server).
+    ops: Option<f64>,
 }
 
-async fn holdpoint_run(args: &Args, plan: &Plan, sync_always: bool) -> anyhow::Result<Report> {
+async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Result<Report> {
     let dir = tempfile::tempdir()?;
-    let (nats, url, version) = start_nats(&args.nats_server, dir.path(), sync_always).await?;
+    let (nats, url, version, monitor) = start_nats(&args.nats_server, dir.path(), setting).await?;
     println!(
-        "── fsync {}: {version}, store in {}",
-        if sync_always { "always" } else { "default" },
+        "── {}: {version}, store in {}",
+        setting.name(),
         dir.path().display()
     );
-    let raw = raw_baseline(&url, plan).await?;
+    let raw = raw_baseline(&url, plan, setting.replicas()).await?;
+    let replicas = setting.replicas().to_string();
 
     let key = holdpoint_cli::devtoken::DevKey::load_or_create(&dir.path().join("jwt"))?;
     let token = key.token("bench", "bench-person", "org", 3600)?;
@@ -630,6 +709,8 @@ async fn holdpoint_run(args: &Args, plan: &Plan, sync_always: bool) -> anyhow::R
         key.jwks.display().to_string(),
         "--jwt-algorithms".into(),
         "EdDSA".into(),
+        "--replicas".into(),
+        replicas.clone(),
     ])?;
     // Each worker serves /metrics, where the bench reads how many partitions it owns.
     let worker_args = |admin: u16| {
@@ -639,6 +720,8 @@ async fn holdpoint_run(args: &Args, plan: &Plan, sync_always: bool) -> anyhow::R
             url.clone(),
             "--admin-listen".into(),
             format!("127.0.0.1:{admin}"),
+            "--replicas".into(),
+            replicas.clone(),
         ]
     };
     let mut worker_admins = vec![free_port()?];
@@ -700,7 +783,7 @@ async fn holdpoint_run(args: &Args, plan: &Plan, sync_always: bool) -> anyhow::R
 
     // tool-call-finished observer (a core NATS subscriber on the events subjects).
     let finished: Arc<Mutex<HashMap<String, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
-    let nc = async_nats::connect(&url).await?;
+    let nc = holdpoint_bus::connect(&url, "bench-observer").await?;
     let mut sub = nc.subscribe("hp.evt.bench.*.tool-call-finished").await?;
     let f2 = finished.clone();
     tokio::spawn(async move {
@@ -720,6 +803,7 @@ async fn holdpoint_run(args: &Args, plan: &Plan, sync_always: bool) -> anyhow::R
     });
     let mut runs = Vec::new();
     let mut cpu = [0.0f64; 4];
+    let mut ops = None;
     for n_workers in [1usize, 2] {
         while workers.len() < n_workers {
             let admin = free_port()?;
@@ -732,18 +816,23 @@ async fn holdpoint_run(args: &Args, plan: &Plan, sync_always: bool) -> anyhow::R
             took.as_secs_f64()
         );
         let pids = [
-            nats.pid(),
-            ingress.pid(),
-            workers[0].pid(),
-            std::process::id(),
+            nats.pids(),
+            vec![ingress.pid()],
+            vec![workers[0].pid()],
+            vec![std::process::id()],
         ];
-        let before: Vec<f64> = pids.iter().map(|p| cpu_secs(*p)).collect();
+        let cpu_of = |ps: &[u32]| ps.iter().map(|p| cpu_secs(*p)).sum::<f64>();
+        let before: Vec<f64> = pids.iter().map(|ps| cpu_of(ps)).collect();
+        let in_before = messages_in(&t.http, monitor).await;
         let answered_before = pool.next.load(Ordering::Relaxed);
         let (sat, sat_errors) = saturation(&t, &pool, plan).await;
         if n_workers == 1 {
             let answered = (pool.next.load(Ordering::Relaxed) - answered_before).max(1) as f64;
-            for (i, p) in pids.iter().enumerate() {
-                cpu[i] = (cpu_secs(*p) - before[i]) / answered;
+            for (i, ps) in pids.iter().enumerate() {
+                cpu[i] = (cpu_of(ps) - before[i]) / answered;
+            }
+            if let (Some(a), Some(b)) = (in_before, messages_in(&t.http, monitor).await) {
+                ops = Some(b.saturating_sub(a) as f64 / answered);
             }
         }
         let need = ((sat * 0.75) * plan.latency.as_secs_f64()) as usize + 100;
@@ -767,7 +856,7 @@ async fn holdpoint_run(args: &Args, plan: &Plan, sync_always: bool) -> anyhow::R
     drop(ingress);
     drop(nats);
     Ok(Report {
-        fsync: if sync_always { "always" } else { "default" },
+        fsync: setting.name(),
         version,
         raw,
         open: (opened, took),
@@ -779,6 +868,7 @@ async fn holdpoint_run(args: &Args, plan: &Plan, sync_always: bool) -> anyhow::R
         runs,
         rss,
         cpu,
+        ops,
     })
 }
 
@@ -841,12 +931,17 @@ fn print(r: &Report) {
         r.rss[0].0, r.rss[1].0
     );
     println!(
-        "| CPU per answer at saturation, 1 worker: nats-server / ingress / worker / load generator | {:.0} / {:.0} / {:.0} / {:.0} µs |",
+        "| CPU per answer at saturation, 1 worker: nats-server(s) / ingress / worker / load generator | {:.0} / {:.0} / {:.0} / {:.0} µs |",
         r.cpu[0] * 1e6,
         r.cpu[1] * 1e6,
         r.cpu[2] * 1e6,
         r.cpu[3] * 1e6
     );
+    if let Some(ops) = r.ops {
+        println!(
+            "| messages clients sent to nats-server per answer (publishes, acks, API requests; /varz in_msgs) | {ops:.1} |"
+        );
+    }
     let best = r.runs.iter().map(|x| x.1).fold(0.0, f64::max);
     let p50_25 = r.runs.first().map_or(0, |x| x.3.to_204[0]);
     println!(
@@ -972,12 +1067,18 @@ async fn main() -> anyhow::Result<()> {
     );
     let started = Instant::now();
     let mut reports = Vec::new();
-    for sync_always in [false, true] {
-        let name = if sync_always { "always" } else { "default" };
-        if args.only.as_deref().is_some_and(|o| o != name) {
-            continue;
+    for setting in [Setting::Default, Setting::Always, Setting::Cluster] {
+        let wanted = match args.only.as_deref() {
+            Some(o) => o == setting.name(),
+            // The cluster runs only when asked for: three servers on two cores.
+            None => setting != Setting::Cluster,
+        };
+        if wanted {
+            reports.push(holdpoint_run(&args, &plan, setting).await?);
         }
-        reports.push(holdpoint_run(&args, &plan, sync_always).await?);
+    }
+    if reports.is_empty() {
+        bail!("--only is default, always or cluster");
     }
     let tmp = tempfile::tempdir()?;
     let jwt = jwt_costs(tmp.path(), if args.mode == "full" { 5_000 } else { 500 }).await?;
