@@ -245,7 +245,12 @@ impl Client {
 
     /// POSTs an answer with `Idempotency-Key: key` (or a fresh `cli-<uuid>`): a `503`
     /// names the key to retry with.
-    pub(crate) async fn post(&self, path: &str, body: &Value, key: Option<&str>) -> anyhow::Result<u16> {
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        body: &Value,
+        key: Option<&str>,
+    ) -> anyhow::Result<u16> {
         let key = key.map_or_else(
             || format!("cli-{}", uuid::Uuid::new_v4().simple()),
             str::to_owned,

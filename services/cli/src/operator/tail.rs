@@ -256,7 +256,11 @@ mod tests {
         let bytes = frame(7, "café ☕");
         // Cut inside `é` (2 bytes) and inside `☕` (3 bytes).
         let e = bytes.windows(2).position(|w| w == [0xc3, 0xa9]).expect("é") + 1;
-        let cup = bytes.windows(3).position(|w| w == [0xe2, 0x98, 0x95]).expect("☕") + 2;
+        let cup = bytes
+            .windows(3)
+            .position(|w| w == [0xe2, 0x98, 0x95])
+            .expect("☕")
+            + 2;
         let chunks = vec![
             bytes[..e].to_vec(),
             bytes[e..cup].to_vec(),
@@ -308,7 +312,12 @@ mod tests {
     async fn comments_and_crlf_are_sse_not_events() {
         let mut p = Printed::new(true);
         let mut bytes = b":keep-alive\r\n\r\n".to_vec();
-        bytes.extend(String::from_utf8(frame(4, "x")).expect("utf-8").replace('\n', "\r\n").bytes());
+        bytes.extend(
+            String::from_utf8(frame(4, "x"))
+                .expect("utf-8")
+                .replace('\n', "\r\n")
+                .bytes(),
+        );
         let out = printed(vec![bytes], &mut p).await;
         assert_eq!(out.lines().count(), 1, "{out:?}");
         assert_eq!(p.last, Some(4));

@@ -10,7 +10,6 @@ use super::{
 };
 use crate::terminal;
 
-
 fn kind_style(kind: &str) -> Style {
     match kind {
         "approval" => AnsiColor::Yellow.on_default().bold(),
@@ -383,7 +382,6 @@ pub async fn audit(args: AuditArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
-
 
 #[cfg(test)]
 mod tests {
