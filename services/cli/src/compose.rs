@@ -2,8 +2,8 @@
 //! NATS [`Topology`], the ingress's [`IngressConfig`] (with its [`IdentityMode`]),
 //! the worker's [`WorkerConfig`], the notifier's
 //! [`NotifierConfig`](holdpoint_notifier::NotifierConfig), and which admin
-//! listener each service opens. Units are converted here (`*_ms`, `*_secs`, MiB)
-//! and nowhere else.
+//! listener each service opens. The sections' units (`*_ms`, `*_secs`, MiB) become
+//! `Duration`s and bytes here ([`crate::config::DeadlinesSection::policy`] aside).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
