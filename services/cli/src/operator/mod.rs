@@ -3,11 +3,11 @@
 //! `approve <id> [--deny --reason …]`, `rules`, `audit`, and
 //! `tail [--task …] [--type …]`.
 //!
-//! - this module: the verbs' arguments (clap), the HTTP [`Client`] they share,
-//!   and [`json_or_error`], which turns a refusal into its status and stable code;
-//! - [`verbs`]: `pending`, `show`, `answer`, `approve`, `rules`, `audit` and how
+//! - this module: the verbs' arguments (clap), the HTTP `Client` they share,
+//!   and `json_or_error`, which turns a refusal into its status and stable code;
+//! - `verbs`: `pending`, `show`, `answer`, `approve`, `rules`, `audit` and how
 //!   they print;
-//! - [`tail`]: `tail`, a Server-Sent Events reader that resumes with
+//! - `tail`: [`tail()`], a Server-Sent Events reader that resumes with
 //!   `Last-Event-ID` after a dropped connection.
 //!
 //! Output is readable (and coloured on a terminal) by default, JSON with `--json`;
