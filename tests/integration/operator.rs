@@ -147,6 +147,16 @@ async fn a_person_works_from_the_command_line() {
     );
 }
 
+/// The next line `tail --json` prints, as JSON.
+async fn next_event(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> Value {
+    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("tail timed out")
+        .expect("read")
+        .expect("tail ended");
+    serde_json::from_str(&line).expect("event json")
+}
+
 async fn next(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
     tokio::time::timeout(Duration::from_secs(20), lines.next_line())
         .await
@@ -210,4 +220,161 @@ async fn the_runtime_example_runs_a_released_call_once() {
     let events = app.events("acme").await;
     assert_eq!(named(&events, "tool-call-released", &effect).len(), 1);
     assert_eq!(finished(&events, &effect).len(), 1);
+}
+
+/// A TCP relay to the ingress that records each connection's request head and can
+/// cut every open connection at once, as a restarting proxy or a lost network would.
+struct CuttableProxy {
+    url: String,
+    heads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl CuttableProxy {
+    async fn start(upstream: &str) -> CuttableProxy {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let upstream = upstream
+            .strip_prefix("http://")
+            .expect("http base")
+            .to_owned();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let open = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (h, o) = (heads.clone(), open.clone());
+        let accept = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let (upstream, heads) = (upstream.clone(), h.clone());
+                let task = tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    // A GET has no body: its head ends at the first blank line.
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match client.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    heads
+                        .lock()
+                        .expect("heads")
+                        .push(String::from_utf8_lossy(&head).to_lowercase());
+                    if server.write_all(&head).await.is_err() {
+                        return;
+                    }
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                });
+                o.lock().expect("open").push(task.abort_handle());
+            }
+        });
+        CuttableProxy {
+            url,
+            heads,
+            open,
+            accept,
+        }
+    }
+
+    /// Drops every open connection (both sides see the socket close).
+    fn cut(&self) {
+        for t in self.open.lock().expect("open").drain(..) {
+            t.abort();
+        }
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().expect("heads").clone()
+    }
+}
+
+impl Drop for CuttableProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.cut();
+    }
+}
+
+#[tokio::test]
+async fn tail_resumes_after_a_dropped_connection_from_the_last_event() {
+    let (app, key, _jwks) = jwt_app().await;
+    let rt = app.runtime("acme").await;
+    let token = key.sign(&claims("acme", "ana"));
+    let proxy = CuttableProxy::start(&app.base).await;
+    let open = |name: &'static str| {
+        let rt = &rt;
+        async move {
+            let session = format!("{name}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+            rt.open_session(&session, SessionMode::Blocking)
+                .await
+                .expect("session");
+            session
+        }
+    };
+    let first = open("first").await;
+    let mut child = tokio::process::Command::new(holdpoint_binary())
+        .args([
+            "tail",
+            "--url",
+            &proxy.url,
+            "--token",
+            &token,
+            "--json",
+            "--from-start",
+            "--type",
+            "session-opened",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("tail");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut errors = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let a = next_event(&mut lines).await;
+    assert_eq!(a["type"], "dev.holdpoint.session-opened");
+    assert!(
+        a["subject"].as_str().expect("subject").contains(&first),
+        "{a}"
+    );
+    assert_eq!(proxy.heads().len(), 1);
+
+    // The connection drops; tail says so and connects again by itself.
+    proxy.cut();
+    let said = tokio::time::timeout(Duration::from_secs(20), errors.next_line())
+        .await
+        .expect("no word of the drop")
+        .expect("read")
+        .expect("stderr open");
+    assert!(said.starts_with("tail: "), "{said}");
+    let second = open("second").await;
+    let b = next_event(&mut lines).await;
+    // The next line is the new event: the first is not printed again.
+    assert!(
+        b["subject"].as_str().expect("subject").contains(&second),
+        "{b}"
+    );
+    let third = open("third").await;
+    let c = next_event(&mut lines).await;
+    assert!(
+        c["subject"].as_str().expect("subject").contains(&third),
+        "{c}"
+    );
+
+    // The server, not only the client, resumed: the connection after the drop
+    // asked for what follows the first event's sequence.
+    let heads = proxy.heads();
+    assert!(heads.len() >= 2, "{heads:?}");
+    assert!(!heads[0].contains("last-event-id"), "{}", heads[0]);
+    let resumed = heads
+        .iter()
+        .skip(1)
+        .all(|h| h.contains("last-event-id: ") && h.contains("after=0"));
+    assert!(resumed, "{heads:?}");
+    let _ = child.kill().await;
 }

@@ -193,9 +193,11 @@ impl<N: Broker> TestApp<N> {
             .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let ingress = CancellationToken::new();
-        tokio::spawn(holdpoint_ingress::run(
+        // The same `serve` as `holdpoint up` and `holdpoint ingress`, on the API
+        // listener alone.
+        tokio::spawn(holdpoint_ingress::serve(
             state.clone(),
-            listener,
+            holdpoint_ingress::Listeners::api(listener),
             ingress.clone(),
         ));
         let mut app = TestApp {

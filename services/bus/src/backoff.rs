@@ -1,6 +1,7 @@
-//! The one back-off policy: a first delay that doubles per attempt up to a cap.
-//! Every retry loop of Holdpoint uses one of the named policies here, so their
-//! pacing is set in one place.
+//! The one back-off policy: a first delay that doubles per attempt up to a cap
+//! (a fixed pause when both are equal). Every retry loop of Holdpoint (worker,
+//! bus readers, the ingress's outcome waiter, the notifier, `holdpoint tail`)
+//! uses one of the named policies here, so their pacing is set in one place.
 
 use std::time::Duration;
 
@@ -32,6 +33,28 @@ impl Backoff {
     pub const RECONNECT: Backoff = Backoff {
         first: Duration::from_millis(50),
         max: Duration::from_secs(1),
+    };
+
+    /// Connecting again to an HTTP event stream after it dropped (`holdpoint
+    /// tail`): 250 ms, 500 ms, … at most 5 s, so a restarting ingress is not
+    /// hammered and a person sees events again within seconds of its return.
+    pub const HTTP_STREAM: Backoff = Backoff {
+        first: Duration::from_millis(250),
+        max: Duration::from_secs(5),
+    };
+
+    /// Making a consumer that is not ready yet (the notifier's events router, a
+    /// webhook endpoint's consumer: NATS away, a stream not made): every 1 s.
+    pub const CONSUMER_NOT_READY: Backoff = Backoff {
+        first: Duration::from_secs(1),
+        max: Duration::from_secs(1),
+    };
+
+    /// Making a webhook endpoint's consumer again after its message stream failed
+    /// or ended (a lost connection, the consumer deleted with its endpoint): 500 ms.
+    pub const CONSUMER_ENDED: Backoff = Backoff {
+        first: Duration::from_millis(500),
+        max: Duration::from_millis(500),
     };
 
     /// The delay before attempt `attempt + 1` (`attempt` 1 is the first try; 0 and

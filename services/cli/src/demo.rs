@@ -22,12 +22,11 @@ use holdpoint_domain::{CallResult, EventData, QuestionSpec, SessionMode};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::args::DemoArgs;
+use crate::config::{Config, Service};
+use crate::localnats;
+use crate::serve::{connect_bus, start_services};
 use crate::terminal;
-use crate::{
-    DemoArgs,
-    config::{Config, Service},
-    connect_bus, localnats, start_services,
-};
 
 const ORG: &str = "acme";
 const PERSON: &str = "ana@acme.example";
@@ -109,19 +108,15 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     // against an identity provider's.
     let key = crate::devtoken::DevKey::load_or_create(&store.path().join("dev-jwt"))?;
     let token = key.token(ORG, PERSON, "org", 3600)?;
-    let cfg = Config::load(
-        None,
-        |l| {
-            l.set("nats.url", Some(url.clone()))
-                .set("http.listen", Some("127.0.0.1:0"))
-                .set("admin.listen", Some("127.0.0.1:0"))
-                .set("auth.jwt_issuer", Some(crate::devtoken::DEV_ISSUER))
-                .set("auth.jwks_file", Some(key.jwks.clone()))
-                .set("auth.jwt_audience", Some(crate::devtoken::DEV_AUDIENCE))
-                .set("auth.jwt_algorithms", Some(vec!["EdDSA"]))
-        },
-        Service::Up,
-    )?;
+    let mut cfg = Config::default();
+    cfg.nats.url = Some(url.clone());
+    cfg.http.listen = ([127, 0, 0, 1], 0).into();
+    cfg.admin.listen = Some(([127, 0, 0, 1], 0).into());
+    cfg.auth.jwt_issuer = Some(crate::devtoken::DEV_ISSUER.into());
+    cfg.auth.jwks_file = Some(key.jwks.clone());
+    cfg.auth.jwt_audience = Some(crate::devtoken::DEV_AUDIENCE.into());
+    cfg.auth.jwt_algorithms = vec!["EdDSA".into()];
+    cfg.validate(Service::Up)?;
     let bus = connect_bus(&url, "holdpoint-demo", cfg.topology()).await?;
     let services = start_services(bus.clone(), &cfg, None, 1, shutdown.clone()).await?;
     let base = format!("http://{}", services.api);

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use crate::operator::{ApiArgs, json_or_error};
+use crate::operator::{ApiArgs, json_or_error, segment};
 use crate::terminal;
 
 /// `holdpoint webhooks`.
@@ -67,22 +67,6 @@ pub enum WebhooksAction {
         /// The endpoint id.
         id: String,
     },
-}
-
-fn path_id(id: &str) -> String {
-    percent_encode(id)
-}
-
-fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 fn text(v: &Value, key: &str) -> String {
@@ -153,7 +137,7 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
             .await?
         }
         WebhooksAction::Remove { id } => {
-            send(http.delete(format!("{base}/v1/webhooks/{}", path_id(id)))).await?
+            send(http.delete(format!("{base}/v1/webhooks/{}", segment(id)))).await?
         }
         WebhooksAction::Rotate { id, overlap_secs } => {
             let mut body = json!({});
@@ -161,27 +145,27 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
                 body["overlapSecs"] = json!(o);
             }
             send(
-                http.post(format!("{base}/v1/webhooks/{}/rotate", path_id(id)))
+                http.post(format!("{base}/v1/webhooks/{}/rotate", segment(id)))
                     .json(&body),
             )
             .await?
         }
         WebhooksAction::Enable { id } => {
             send(
-                http.post(format!("{base}/v1/webhooks/{}/enable", path_id(id)))
+                http.post(format!("{base}/v1/webhooks/{}/enable", segment(id)))
                     .json(&json!({})),
             )
             .await?
         }
         WebhooksAction::Test { id } => {
             send(
-                http.post(format!("{base}/v1/webhooks/{}/test", path_id(id)))
+                http.post(format!("{base}/v1/webhooks/{}/test", segment(id)))
                     .json(&json!({})),
             )
             .await?
         }
         WebhooksAction::Attempts { id } => {
-            send(http.get(format!("{base}/v1/webhooks/{}/attempts", path_id(id)))).await?
+            send(http.get(format!("{base}/v1/webhooks/{}/attempts", segment(id)))).await?
         }
     };
     if args.api.json {
@@ -237,7 +221,7 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
 mod tests {
     #[test]
     fn ids_are_encoded_into_paths() {
-        assert_eq!(super::path_id("wh_1"), "wh_1");
-        assert_eq!(super::path_id("../x"), "%2E%2E%2Fx");
+        assert_eq!(super::segment("wh_1"), "wh_1");
+        assert_eq!(super::segment("../x"), "%2E%2E%2Fx");
     }
 }

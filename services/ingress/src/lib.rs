@@ -27,6 +27,9 @@
 //! - [`routes`]: every path and the router ([`router`]); its `path` submodule, the
 //!   paths alone, is a leaf (the agent card reads the JSON-RPC path there).
 //! - [`unix`]: the Unix socket listener ([`run_unix`]).
+//! - [`serve`]: the one way to run an ingress, used by `holdpoint up`,
+//!   `holdpoint ingress` and the tests: the API, and with them the admin
+//!   endpoints and the Unix socket, on the [`Listeners`] given.
 //! - [`inbox`]: the web inbox at `/inbox`, a page embedded in the binary that
 //!   answers through the API like any client.
 //!
@@ -124,4 +127,52 @@ pub async fn run_admin(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     admin::serve(state.admin(), listener, shutdown).await
+}
+
+/// What one ingress serves on: the API on a TCP listener, and optionally the admin
+/// endpoints on another and the API on a Unix socket.
+#[derive(Debug)]
+pub struct Listeners {
+    /// The API ([`run`]).
+    pub api: TcpListener,
+    /// `/healthz`, `/readyz`, `/metrics` ([`run_admin`]); none when `None`.
+    pub admin: Option<TcpListener>,
+    /// The API on this Unix socket as well ([`run_unix`]); none when `None`.
+    pub socket: Option<std::path::PathBuf>,
+}
+
+impl Listeners {
+    /// The API on `api` alone.
+    pub fn api(api: TcpListener) -> Self {
+        Listeners {
+            api,
+            admin: None,
+            socket: None,
+        }
+    }
+}
+
+/// Serves an ingress on `listeners` until `shutdown`, then drains every listener's
+/// in-flight requests and returns.
+///
+/// # Errors
+/// The first listener's failure (the Unix socket cannot be bound, serving fails);
+/// the others are stopped then.
+pub async fn serve(
+    state: AppState,
+    listeners: Listeners,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let mut tasks = tokio::task::JoinSet::new();
+    if let Some(path) = listeners.socket {
+        tasks.spawn(run_unix(state.clone(), path, shutdown.clone()));
+    }
+    if let Some(admin) = listeners.admin {
+        tasks.spawn(run_admin(state.clone(), admin, shutdown.clone()));
+    }
+    tasks.spawn(run(state, listeners.api, shutdown));
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    Ok(())
 }

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
+use holdpoint_bus::backoff::Backoff;
 use holdpoint_bus::webhooks::{AckKind, Message};
 use holdpoint_bus::{Bus, BusError, Cas};
 use holdpoint_domain::webhook::{AttemptResult, WebhookAttempt, WebhookEndpoint};
@@ -45,7 +46,7 @@ pub async fn run(
                 debug!(webhook = %e.id.as_str(), error = %err, "endpoint consumer not ready");
                 tokio::select! {
                     () = token.cancelled() => return,
-                    () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    () = tokio::time::sleep(Backoff::CONSUMER_NOT_READY.delay(1)) => continue,
                 }
             }
         };
@@ -55,7 +56,7 @@ pub async fn run(
                 debug!(webhook = %e.id.as_str(), error = %err, "endpoint consumer not ready");
                 tokio::select! {
                     () = token.cancelled() => return,
-                    () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    () = tokio::time::sleep(Backoff::CONSUMER_NOT_READY.delay(1)) => continue,
                 }
             }
         };
@@ -77,7 +78,7 @@ pub async fn run(
         }
         tokio::select! {
             () = token.cancelled() => return,
-            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            () = tokio::time::sleep(Backoff::CONSUMER_ENDED.delay(1)) => {}
         }
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use holdpoint_bus::Bus;
+use holdpoint_bus::backoff::Backoff;
 use holdpoint_bus::webhooks::AckKind;
 use holdpoint_domain::webhook::WebhookEndpoint;
 use holdpoint_domain::{Event, OrgId};
@@ -52,7 +53,7 @@ pub async fn run(bus: Bus, shutdown: CancellationToken) {
                 warn!(error = %e, "notifier cannot read the events stream yet");
                 tokio::select! {
                     () = shutdown.cancelled() => return,
-                    () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    () = tokio::time::sleep(Backoff::CONSUMER_NOT_READY.delay(1)) => continue,
                 }
             }
         };

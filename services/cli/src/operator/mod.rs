@@ -1,0 +1,362 @@
+//! Operator and person verbs over the HTTP API, authenticated with a bearer token:
+//! `holdpoint pending`, `show <id>`, `answer <questionId> --answer …`,
+//! `approve <id> [--deny --reason …]`, `rules`, `audit`, and
+//! `tail [--task …] [--type …]`.
+//!
+//! - this module: the verbs' arguments (clap), the HTTP `Client` they share,
+//!   and `json_or_error`, which turns a refusal into its status and stable code;
+//! - `verbs`: `pending`, `show`, `answer`, `approve`, `rules`, `audit` and how
+//!   they print;
+//! - `tail`: [`tail()`], a Server-Sent Events reader that resumes with
+//!   `Last-Event-ID` after a dropped connection.
+//!
+//! Output is readable (and coloured on a terminal) by default, JSON with `--json`;
+//! every text from the server goes through [`crate::terminal`] first. While a
+//! command waits for Holdpoint's outcome a progress line turns on a terminal.
+
+mod tail;
+mod verbs;
+
+pub use tail::tail;
+pub use verbs::{answer, approve, audit, pending, rules, show, time_left};
+
+use std::io::IsTerminal as _;
+use std::time::Duration;
+
+use anstyle::Style;
+use anyhow::{Context as _, bail};
+use clap::Args;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde_json::{Value, json};
+
+use crate::terminal;
+
+/// Where the API is and who is calling.
+#[derive(Debug, Clone, Args)]
+pub struct ApiArgs {
+    /// The API's base URL.
+    #[arg(long, env = "HOLDPOINT_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// A bearer token (e.g. from `holdpoint dev-token`).
+    #[arg(long, env = "HOLDPOINT_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `holdpoint pending`.
+#[derive(Debug, Clone, Args)]
+pub struct PendingArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// Most interactions to show.
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+}
+
+/// `holdpoint show`.
+#[derive(Debug, Clone, Args)]
+pub struct ShowArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// The interaction id.
+    pub id: String,
+}
+
+/// `holdpoint answer`.
+#[derive(Debug, Clone, Args)]
+pub struct AnswerArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// The question id.
+    pub question_id: String,
+    /// One per question, in order: chosen option indices, comma-separated, then
+    /// optionally `:` and free text. E.g. `--answer 0 --answer "2:Keep both"`.
+    #[arg(long = "answer", required = true)]
+    pub answers: Vec<String>,
+    /// Idempotency key (default: a fresh one for this invocation, printed when the
+    /// outcome is unknown, so a retry with it answers once).
+    #[arg(long)]
+    pub key: Option<String>,
+}
+
+/// `holdpoint approve`.
+#[derive(Debug, Clone, Args)]
+pub struct ApproveArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// The interaction id (an approval's effect id).
+    pub id: String,
+    /// Deny instead of approve.
+    #[arg(long)]
+    pub deny: bool,
+    /// Why.
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Idempotency key (default: a fresh one for this invocation, printed when the
+    /// outcome is unknown, so a retry with it answers once).
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Remember this decision as a rule for `session`, `agent` or `organisation`:
+    /// later holds of the same server and tool there are decided at once.
+    #[arg(long, value_parser = ["session", "agent", "organisation"])]
+    pub remember: Option<String>,
+    /// With --remember: the rule expires after this many seconds.
+    #[arg(long, requires = "remember")]
+    pub expires_in: Option<u64>,
+    /// With --remember: the rule matches only these exact arguments (their digest).
+    #[arg(long, requires = "remember")]
+    pub exact_arguments: bool,
+}
+
+/// `holdpoint rules` (list) and `holdpoint rules revoke <id>`.
+#[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct RulesArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// Most rules to show.
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+    /// `revoke <id>`.
+    #[command(subcommand)]
+    pub cmd: Option<RulesCmd>,
+}
+
+/// What `holdpoint rules` does besides listing.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum RulesCmd {
+    /// Revoke a rule: it stops deciding holds from the next one on.
+    Revoke(RevokeArgs),
+}
+
+/// `holdpoint rules revoke`.
+#[derive(Debug, Clone, Args)]
+pub struct RevokeArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// The rule id (`rul_…`).
+    pub id: String,
+}
+
+/// `holdpoint audit`.
+#[derive(Debug, Clone, Args)]
+pub struct AuditArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// Start after this audit sequence (0: the oldest record kept).
+    #[arg(long, default_value_t = 0)]
+    pub after: u64,
+    /// Most records to print.
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+}
+
+/// `holdpoint tail`.
+#[derive(Debug, Clone, Args)]
+pub struct TailArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// Only this task's events.
+    #[arg(long)]
+    pub task: Option<String>,
+    /// Only this event type (e.g. `tool-call-finished`).
+    #[arg(long = "type")]
+    pub event_type: Option<String>,
+    /// Replay from the start of what the events stream keeps.
+    #[arg(long)]
+    pub from_start: bool,
+}
+
+/// Parses one `--answer` value: `0,2` or `2:free text` or `:free text`.
+///
+/// # Errors
+/// A message naming the bad part.
+pub fn parse_answer(spec: &str) -> anyhow::Result<Value> {
+    let (indices, text) = match spec.split_once(':') {
+        Some((i, t)) => (i, Some(t)),
+        None => (spec, None),
+    };
+    let options = indices
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<u32>()
+                .with_context(|| format!("{s:?} is not an option index"))
+        })
+        .collect::<anyhow::Result<Vec<u32>>>()?;
+    let mut entry = json!({ "options": options });
+    if let Some(t) = text {
+        entry["text"] = json!(t);
+    }
+    Ok(entry)
+}
+
+/// An HTTP client for the API at `--url`, sending `--token` as a bearer token.
+pub(crate) struct Client {
+    pub(crate) http: reqwest::Client,
+    pub(crate) args: ApiArgs,
+}
+
+impl Client {
+    pub(crate) fn new(args: &ApiArgs) -> anyhow::Result<Self> {
+        Ok(Client {
+            http: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(5))
+                .build()?,
+            args: args.clone(),
+        })
+    }
+
+    pub(crate) fn req(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.args.token {
+            Some(t) => r.bearer_auth(t),
+            None => r,
+        }
+    }
+
+    pub(crate) async fn delete(&self, path: &str) -> anyhow::Result<Value> {
+        let resp = self
+            .req(self.http.delete(format!("{}{path}", self.args.url)))
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {}", self.args.url))?;
+        json_or_error(resp).await
+    }
+
+    pub(crate) async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let resp = self
+            .req(self.http.get(format!("{}{path}", self.args.url)))
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {}", self.args.url))?;
+        json_or_error(resp).await
+    }
+
+    /// POSTs an answer with `Idempotency-Key: key` (or a fresh `cli-<uuid>`): a `503`
+    /// names the key to retry with.
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        body: &Value,
+        key: Option<&str>,
+    ) -> anyhow::Result<u16> {
+        let key = key.map_or_else(
+            || format!("cli-{}", uuid::Uuid::new_v4().simple()),
+            str::to_owned,
+        );
+        let r = self
+            .req(self.http.post(format!("{}{path}", self.args.url)))
+            .header("Idempotency-Key", &key)
+            .json(body);
+        let spinner = waiting(!self.args.json);
+        let resp = r
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {}", self.args.url));
+        if let Some(s) = spinner {
+            s.finish_and_clear();
+        }
+        let resp = resp?;
+        let status = resp.status().as_u16();
+        if status >= 400 {
+            json_or_error(resp).await.map_err(|e| match status {
+                503 => anyhow::anyhow!("{e} (retry with --key {})", terminal::line(&key)),
+                _ => e,
+            })?;
+        }
+        Ok(status)
+    }
+}
+
+fn waiting(enabled: bool) -> Option<indicatif::ProgressBar> {
+    if !enabled || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = indicatif::ProgressBar::new_spinner();
+    pb.set_message("waiting for Holdpoint's outcome…");
+    pb.enable_steady_tick(Duration::from_millis(80));
+    Some(pb)
+}
+
+/// The JSON body of a successful response; for a refusal, an error that reads
+/// `<status> <code> <title>: <message>` (`409 NRY-0009 …`), each part made safe
+/// for a terminal.
+///
+/// # Errors
+/// When the status is not a success.
+pub(crate) async fn json_or_error(resp: reqwest::Response) -> anyhow::Result<Value> {
+    let status = resp.status();
+    let body: Value = resp.json().await.unwrap_or(Value::Null);
+    if status.is_success() {
+        return Ok(body);
+    }
+    let code = body["code"].as_str().unwrap_or("?");
+    let title = body["title"].as_str().unwrap_or("");
+    let msg = body["message"].as_str().unwrap_or("");
+    bail!(
+        "{} {} {}: {}",
+        status.as_u16(),
+        terminal::line(code),
+        terminal::line(title),
+        terminal::line(msg)
+    )
+}
+
+/// `text` in `style` when stdout is a terminal, plain otherwise.
+pub(crate) fn paint(style: Style, text: &str) -> String {
+    if std::io::stdout().is_terminal() {
+        format!("{style}{text}{style:#}")
+    } else {
+        text.to_owned()
+    }
+}
+
+/// What stays as it is in a path segment: letters, digits, `-` and `_`. Every
+/// other byte is percent-encoded, `.` included, so that an id such as `..` can never
+/// become a dot segment that a URL parser would resolve.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_');
+
+/// `s` as one percent-encoded path segment (`a.b/c d` → `a%2Eb%2Fc%20d`).
+pub(crate) fn segment(s: &str) -> String {
+    utf8_percent_encode(s, SEGMENT).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answer_specs() {
+        assert_eq!(parse_answer("0").expect("ok"), json!({"options": [0]}));
+        assert_eq!(parse_answer("0,2").expect("ok"), json!({"options": [0, 2]}));
+        assert_eq!(
+            parse_answer("2:Keep both: nightly").expect("ok"),
+            json!({"options": [2], "text": "Keep both: nightly"})
+        );
+        assert_eq!(
+            parse_answer(":just text").expect("ok"),
+            json!({"options": [], "text": "just text"})
+        );
+        assert!(parse_answer("x").is_err());
+        assert!(parse_answer("-1").is_err());
+    }
+
+    #[test]
+    fn ids_are_encoded_in_paths() {
+        assert_eq!(segment("a.b/c d"), "a%2Eb%2Fc%20d");
+        assert_eq!(segment(".."), "%2E%2E");
+        assert_eq!(segment("int_01J-x"), "int_01J-x");
+        assert_eq!(segment("é?#"), "%C3%A9%3F%23");
+    }
+}

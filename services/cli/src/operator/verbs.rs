@@ -1,0 +1,401 @@
+//! `holdpoint pending | show | answer | approve | rules | audit`, and how each
+//! prints what the API returns (text through [`crate::terminal`], or `--json`).
+
+use anstyle::{AnsiColor, Style};
+use serde_json::{Value, json};
+
+use super::{
+    AnswerArgs, ApiArgs, ApproveArgs, AuditArgs, Client, PendingArgs, RulesArgs, RulesCmd,
+    ShowArgs, paint, parse_answer, segment,
+};
+use crate::terminal;
+
+fn kind_style(kind: &str) -> Style {
+    match kind {
+        "approval" => AnsiColor::Yellow.on_default().bold(),
+        "question" => AnsiColor::Cyan.on_default().bold(),
+        _ => AnsiColor::Magenta.on_default().bold(),
+    }
+}
+
+/// `v[key]` as a safe line of text (`?` when it is not a string).
+fn text(v: &Value, key: &str) -> String {
+    terminal::line(v[key].as_str().unwrap_or("?")).into_owned()
+}
+
+fn print_view(v: &Value) {
+    let kind = text(v, "kind");
+    let left = v["expiresAt"]
+        .as_str()
+        .and_then(|s| holdpoint_domain::timestamp::parse(s).ok())
+        .map(|at| format!(" {}", time_left(at, time::OffsetDateTime::now_utc())))
+        .unwrap_or_default();
+    println!(
+        "{} {} {}{} {}",
+        paint(kind_style(&kind), &format!("{kind:<10}")),
+        paint(Style::new().bold(), &text(v, "interactionId")),
+        paint(AnsiColor::BrightBlack.on_default(), &text(v, "state")),
+        paint(AnsiColor::Yellow.on_default(), &left),
+        terminal::line(v["prompt"].as_str().unwrap_or(""))
+    );
+}
+
+/// `expires in 4m 10s` (or `expired`) for a deadline `at` seen at `now`.
+pub fn time_left(at: time::OffsetDateTime, now: time::OffsetDateTime) -> String {
+    let secs = (at - now).whole_seconds();
+    if secs <= 0 {
+        return "expired".into();
+    }
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    let span = match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m {s}s"),
+        (0, _, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h"),
+    };
+    format!("expires in {span}")
+}
+
+/// `holdpoint pending`.
+///
+/// # Errors
+/// When the API is unreachable or refuses.
+pub async fn pending(args: PendingArgs) -> anyhow::Result<()> {
+    let c = Client::new(&args.api)?;
+    let page = c
+        .get(&format!(
+            "/v1/interactions?state=pending&limit={}",
+            args.limit.clamp(1, 500)
+        ))
+        .await?;
+    if args.api.json {
+        println!("{}", terminal::json_pretty(&page));
+        return Ok(());
+    }
+    let items = page["items"].as_array().cloned().unwrap_or_default();
+    if items.is_empty() {
+        println!("nothing pending");
+    }
+    for v in &items {
+        print_view(v);
+    }
+    if page["nextCursor"].is_string() {
+        println!("… more: raise --limit or use the API's cursor");
+    }
+    Ok(())
+}
+
+/// `holdpoint show`.
+///
+/// # Errors
+/// When the API is unreachable or refuses.
+pub async fn show(args: ShowArgs) -> anyhow::Result<()> {
+    let c = Client::new(&args.api)?;
+    let v = c
+        .get(&format!("/v1/interactions/{}", segment(&args.id)))
+        .await?;
+    if args.api.json {
+        println!("{}", terminal::json_pretty(&v));
+        return Ok(());
+    }
+    let j = terminal::json;
+    print_view(&v);
+    println!(
+        "  task {}  context {}  session {} ({})",
+        j(&v["taskId"]),
+        j(&v["contextId"]),
+        j(&v["sessionId"]),
+        j(&v["mode"])
+    );
+    if let Some(qs) = v["detail"]["questions"].as_array() {
+        for (i, q) in qs.iter().enumerate() {
+            println!(
+                "  question {i}: {}",
+                terminal::line(q["text"].as_str().unwrap_or(""))
+            );
+            for (n, o) in q["options"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+            {
+                println!("    [{n}] {}", terminal::line(o.as_str().unwrap_or("")));
+            }
+        }
+    }
+    if !v["call"].is_null() {
+        println!(
+            "  call {} / {} {}",
+            j(&v["call"]["server"]),
+            j(&v["call"]["tool"]),
+            j(&v["call"]["arguments"])
+        );
+        println!("  argumentsDigest {}", j(&v["call"]["argumentsDigest"]));
+    }
+    if !v["resolution"].is_null() {
+        println!(
+            "  answered by {} at {}",
+            j(&v["resolution"]["by"]),
+            j(&v["resolution"]["at"])
+        );
+    }
+    Ok(())
+}
+
+/// `holdpoint answer`.
+///
+/// # Errors
+/// When an `--answer` does not parse, or the API refuses.
+pub async fn answer(args: AnswerArgs) -> anyhow::Result<()> {
+    let answers = args
+        .answers
+        .iter()
+        .map(|a| parse_answer(a))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let c = Client::new(&args.api)?;
+    let body = json!({ "answers": answers });
+    let status = c
+        .post(
+            &format!("/v1/questions/{}/answer", segment(&args.question_id)),
+            &body,
+            args.key.as_deref(),
+        )
+        .await?;
+    report(&args.api, status, "answered");
+    Ok(())
+}
+
+/// `holdpoint approve`.
+///
+/// # Errors
+/// When the API refuses.
+pub async fn approve(args: ApproveArgs) -> anyhow::Result<()> {
+    let c = Client::new(&args.api)?;
+    // Bind the decision to the arguments the operator is shown.
+    let view = c
+        .get(&format!("/v1/interactions/{}", segment(&args.id)))
+        .await?;
+    let mut body = json!({ "approved": !args.deny });
+    if let Some(r) = &args.reason {
+        body["reason"] = json!(r);
+    }
+    if let Some(scope) = &args.remember {
+        let mut remember = json!({ "scope": scope });
+        if let Some(s) = args.expires_in {
+            remember["expiresIn"] = json!(s);
+        }
+        if args.exact_arguments {
+            remember["argumentsDigest"] = json!(true);
+        }
+        body["remember"] = remember;
+    }
+    if let Some(d) = view["call"]["argumentsDigest"].as_str() {
+        body["argumentsDigest"] = json!(d);
+        if !args.api.json {
+            println!(
+                "{} / {} {}",
+                terminal::json(&view["call"]["server"]),
+                terminal::json(&view["call"]["tool"]),
+                terminal::json(&view["call"]["arguments"])
+            );
+        }
+    }
+    let status = c
+        .post(
+            &format!("/v1/interactions/{}/approve", segment(&args.id)),
+            &body,
+            args.key.as_deref(),
+        )
+        .await?;
+    report(
+        &args.api,
+        status,
+        if args.deny { "denied" } else { "approved" },
+    );
+    Ok(())
+}
+
+fn report(api: &ApiArgs, status: u16, what: &str) {
+    if api.json {
+        println!("{}", json!({ "status": status }));
+    } else {
+        println!(
+            "{} ({status})",
+            paint(AnsiColor::Green.on_default().bold(), what)
+        );
+    }
+}
+
+/// A JSON value for a terminal: a string as its escaped text, anything else as JSON.
+fn txt(v: &Value) -> String {
+    match v.as_str() {
+        Some(s) => terminal::line(s).into_owned(),
+        None => terminal::json(v),
+    }
+}
+
+fn print_rule(r: &Value) {
+    let j = txt;
+    let state = if r["revoked"].is_object() {
+        format!(
+            "revoked by {} at {}",
+            j(&r["revoked"]["by"]),
+            j(&r["revoked"]["at"])
+        )
+    } else if r["expiresAt"].is_string() {
+        format!("expires {}", j(&r["expiresAt"]))
+    } else {
+        "live".to_owned()
+    };
+    let scope = match r["scope"].as_str() {
+        Some("session") => format!("session {}", j(&r["session"])),
+        Some("agent") => format!("agent {}", j(&r["agent"])),
+        _ => "organisation".to_owned(),
+    };
+    println!(
+        "{}  {} {} / {}  {}{}  by {} at {}  ({})",
+        j(&r["id"]),
+        j(&r["effect"]),
+        j(&r["server"]),
+        j(&r["tool"]),
+        scope,
+        if r["argumentsDigest"].is_string() {
+            format!(", arguments {}", j(&r["argumentsDigest"]))
+        } else {
+            String::new()
+        },
+        j(&r["createdBy"]),
+        j(&r["createdAt"]),
+        state
+    );
+}
+
+/// `holdpoint rules` and `holdpoint rules revoke <id>`.
+///
+/// # Errors
+/// When the API is unreachable or refuses (`404 NRY-0027` for an unknown rule).
+pub async fn rules(args: RulesArgs) -> anyhow::Result<()> {
+    if let Some(RulesCmd::Revoke(r)) = &args.cmd {
+        let c = Client::new(&r.api)?;
+        let rule = c.delete(&format!("/v1/rules/{}", segment(&r.id))).await?;
+        if r.api.json {
+            println!("{}", terminal::json_pretty(&rule));
+        } else {
+            print_rule(&rule);
+        }
+        return Ok(());
+    }
+    let c = Client::new(&args.api)?;
+    let page = c
+        .get(&format!("/v1/rules?limit={}", args.limit.clamp(1, 500)))
+        .await?;
+    if args.api.json {
+        println!("{}", terminal::json_pretty(&page));
+        return Ok(());
+    }
+    let items = page["items"].as_array().cloned().unwrap_or_default();
+    if items.is_empty() {
+        println!("no rules");
+    }
+    for r in &items {
+        print_rule(r);
+    }
+    if page["nextCursor"].is_string() {
+        println!("… more: raise --limit or use the API's cursor");
+    }
+    Ok(())
+}
+
+/// `holdpoint audit`: the decision audit, oldest first, from `--after`.
+///
+/// # Errors
+/// When the API is unreachable or refuses.
+pub async fn audit(args: AuditArgs) -> anyhow::Result<()> {
+    let c = Client::new(&args.api)?;
+    let mut after = args.after;
+    let mut left = args.limit;
+    let mut all = Vec::new();
+    while left > 0 {
+        let n = left.min(500);
+        let page = c.get(&format!("/v1/audit?after={after}&limit={n}")).await?;
+        let items = page["items"].as_array().cloned().unwrap_or_default();
+        after = page["nextAfter"].as_u64().unwrap_or(after);
+        left = left.saturating_sub(items.len());
+        let short = items.len() < n;
+        all.extend(items);
+        if short {
+            break;
+        }
+    }
+    if args.api.json {
+        println!(
+            "{}",
+            terminal::json_pretty(&json!({"items": all, "nextAfter": after}))
+        );
+        return Ok(());
+    }
+    if all.is_empty() {
+        println!("no audit records");
+    }
+    let j = txt;
+    for e in &all {
+        let r = &e["record"];
+        let d = &r["data"];
+        let line = match r["type"].as_str() {
+            Some("dev.holdpoint.approval-decided") => format!(
+                "{} {} / {} ({})  {} by {}{}{}",
+                j(&d["effectId"]),
+                j(&d["server"]),
+                j(&d["tool"]),
+                j(&d["argumentsDigest"]),
+                j(&d["outcome"]),
+                j(&d["decidedBy"]),
+                if d["approvedBy"].is_string() {
+                    format!(" {}", j(&d["approvedBy"]))
+                } else {
+                    String::new()
+                },
+                if d["reason"].is_string() {
+                    format!(": {}", j(&d["reason"]))
+                } else {
+                    String::new()
+                }
+            ),
+            Some("dev.holdpoint.rule-written") => format!(
+                "rule {} written by {}: {} {} / {} ({})",
+                j(&d["rule"]["id"]),
+                j(&d["rule"]["createdBy"]),
+                j(&d["rule"]["effect"]),
+                j(&d["rule"]["server"]),
+                j(&d["rule"]["tool"]),
+                j(&d["rule"]["scope"])
+            ),
+            Some("dev.holdpoint.rule-revoked") => format!(
+                "rule {} revoked by {}",
+                j(&d["rule"]["id"]),
+                j(&d["rule"]["revoked"]["by"])
+            ),
+            _ => j(&r["type"]),
+        };
+        println!("{:>6}  {}  {}", j(&e["sequence"]), j(&r["time"]), line);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_left_reads_as_a_span() {
+        let now = time::macros::datetime!(2026-05-01 12:00:00 UTC);
+        let after = |secs: i64| time_left(now + time::Duration::seconds(secs), now);
+        assert_eq!(after(-3), "expired");
+        assert_eq!(after(0), "expired");
+        assert_eq!(after(42), "expires in 42s");
+        assert_eq!(after(250), "expires in 4m 10s");
+        assert_eq!(after(2 * 3600 + 120), "expires in 2h 2m");
+        assert_eq!(after(3 * 86_400 + 3600), "expires in 3d 1h");
+    }
+}
