@@ -400,7 +400,8 @@ pub struct WorkerPoolArgs {
     #[arg(long, env = "HOLDPOINT_WORKER_BATCH")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batch: Option<usize>,
-    /// Memory for records kept between batches, in MiB (default 32).
+    /// Memory for records kept between batches, in MiB (default 16; records are
+    /// weighed at about four times their JSON size, see BENCHMARKS.md "Memory").
     #[arg(long, env = "HOLDPOINT_WORKER_CACHE_MB")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_mb: Option<u64>,

@@ -325,7 +325,7 @@ impl Default for WorkerSection {
         WorkerSection {
             concurrency: 4,
             batch: 128,
-            cache_mb: 32,
+            cache_mb: 16,
             id: None,
             consumer_poll_ms: 5_000,
         }

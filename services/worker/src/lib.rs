@@ -80,7 +80,9 @@ pub struct WorkerConfig {
     pub concurrency: usize,
     /// Most commands decided together in one batch.
     pub batch: usize,
-    /// Bytes of records the worker keeps between batches (split over partitions).
+    /// Memory for the records the worker keeps between batches, in bytes, split over
+    /// its partitions (each record weighed at about four times its JSON size; see
+    /// `cache::RecordCache`).
     pub cache_bytes: u64,
     /// Most session headers kept (fresh through a KV watch).
     pub session_cache: usize,
@@ -103,7 +105,7 @@ impl Default for WorkerConfig {
         WorkerConfig {
             concurrency: 4,
             batch: 128,
-            cache_bytes: 32 * 1024 * 1024,
+            cache_bytes: 16 * 1024 * 1024,
             session_cache: 100_000,
             worker_id: None,
             failpoint: None,
