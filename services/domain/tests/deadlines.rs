@@ -11,23 +11,21 @@ use std::time::Duration;
 use common::*;
 use holdpoint_domain::{
     Accepted, Answer, CallResult, CloseReason, Command, CommandEnvelope, DeadlineStage, Deadlines,
-    Decision, ErrorCode, EventData, OnExpiry, OpenInteraction, Resolver, SessionMode, State,
+    ErrorCode, EventData, OnExpiry, OpenInteraction, Resolver, SessionMode, State,
 };
 use time::OffsetDateTime;
 
-const S: &str = "s1";
-
 fn store(supported: bool) -> Store {
-    let mut s = Store::new();
-    s.deadlines = Deadlines {
-        supported,
-        default: None,
-        max: Some(Duration::from_secs(3600)),
-        warning: Some(Duration::from_secs(30)),
-    };
-    s.run(&session_open(S, SessionMode::Blocking));
-    s.run(&session_open("p1", SessionMode::Product));
-    s
+    Fixture::new()
+        .deadlines(Deadlines {
+            supported,
+            default: None,
+            max: Some(Duration::from_secs(3600)),
+            warning: Some(Duration::from_secs(30)),
+        })
+        .blocking(S)
+        .session(P, SessionMode::Product)
+        .store()
 }
 
 fn with_deadline(
@@ -60,10 +58,6 @@ fn tick(s: &Store, id: &str, stage: DeadlineStage) -> CommandEnvelope {
     })
 }
 
-fn code(d: &Decision) -> ErrorCode {
-    d.outcome.result.as_ref().expect_err("a refusal").code
-}
-
 #[test]
 fn a_deadline_is_refused_without_schedules_and_changes_nothing() {
     let mut s = store(false);
@@ -74,7 +68,7 @@ fn a_deadline_is_refused_without_schedules_and_changes_nothing() {
         Some(60),
         OnExpiry::Decide,
     ));
-    assert_eq!(code(&d), ErrorCode::DeadlineUnsupported);
+    assert_eq!(code_of(&d), ErrorCode::DeadlineUnsupported);
     assert!(!d.writes());
     assert_eq!(s.revisions(), before);
     // Without one, the same server opens it.
@@ -98,7 +92,7 @@ fn bad_deadlines_are_refused() {
             secs,
             OnExpiry::Decide,
         ));
-        assert_eq!(code(&d), ErrorCode::DeadlineInvalid, "{at:?} {secs:?}");
+        assert_eq!(code_of(&d), ErrorCode::DeadlineInvalid, "{at:?} {secs:?}");
         assert!(!d.writes());
     }
 }
