@@ -573,8 +573,8 @@ async fn the_built_binary_verifies_dev_tokens() {
         String::from_utf8_lossy(&out.stderr)
     );
     let token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let port = holdpoint_tests::nats::free_port();
-    let admin = holdpoint_tests::nats::free_port();
+    let ports = holdpoint_tests::nats::free_ports(2).expect("free ports");
+    let (port, admin) = (ports[0], ports[1]);
     let mut child = std::process::Command::new(&bin)
         .args([
             "ingress",

@@ -208,7 +208,7 @@ impl Drop for Nodes {
 async fn start_production_cluster(
     dir: &std::path::Path,
 ) -> (Nodes, Vec<(u16, u16, u16)>, Vec<serde_json::Value>) {
-    use holdpoint_tests::nats::{free_port, nats_server_binary, workspace_root};
+    use holdpoint_tests::nats::{free_ports, nats_server_binary, workspace_root};
     let conf_dir = workspace_root().join("ops/nats/cluster");
     std::fs::create_dir_all(dir.join("cluster")).expect("mkdir");
     std::fs::copy(
@@ -219,8 +219,10 @@ async fn start_production_cluster(
     let http = reqwest::Client::new();
     let mut failures = Vec::new();
     for attempt in 0..5 {
-        let ports: Vec<(u16, u16, u16)> = (0..3)
-            .map(|_| (free_port(), free_port(), free_port()))
+        let ports: Vec<(u16, u16, u16)> = free_ports(9)
+            .expect("free ports")
+            .chunks(3)
+            .map(|p| (p[0], p[1], p[2]))
             .collect();
         let mut nodes = Nodes(Vec::new());
         let mut logs = Vec::new();
@@ -248,15 +250,13 @@ async fn start_production_cluster(
             let path = dir.join(format!("cluster/nats-{n}.conf"));
             std::fs::write(&path, text).expect("write config");
             let log_path = dir.join(format!("nats-{attempt}-{n}.log"));
-            let log = std::fs::File::create(&log_path).expect("log");
             nodes.0.push(
-                std::process::Command::new(nats_server_binary())
-                    .arg("-c")
-                    .arg(&path)
-                    .stdout(log.try_clone().expect("log"))
-                    .stderr(log)
-                    .spawn()
-                    .expect("spawn nats-server"),
+                holdpoint_cli::localnats::spawn(
+                    &nats_server_binary(),
+                    [std::ffi::OsStr::new("-c"), path.as_os_str()],
+                    Some(&log_path),
+                )
+                .expect("spawn nats-server"),
             );
             logs.push(log_path);
         }
