@@ -13,146 +13,8 @@ use holdpoint_tests::nats::workspace_root;
 use serde_json::{Value, json};
 
 use crate::common::*;
-use crate::streams::{Next, SseReader, WAIT};
-
-const URI: &str = holdpoint_domain::EXTENSION_URI;
-
-/// One person of one organisation talking JSON-RPC to `/a2a`.
-pub(crate) struct Rpc {
-    http: reqwest::Client,
-    base: String,
-    org: String,
-    person: String,
-}
-
-/// A JSON-RPC answer: HTTP status, headers, body.
-pub(crate) struct RpcReply {
-    pub status: u16,
-    pub headers: reqwest::header::HeaderMap,
-    pub body: Value,
-}
-
-impl RpcReply {
-    pub(crate) fn result(&self) -> &Value {
-        assert!(
-            self.body.get("error").is_none(),
-            "unexpected error: {}",
-            self.body
-        );
-        &self.body["result"]
-    }
-
-    pub(crate) fn error_code(&self) -> i64 {
-        self.body["error"]["code"]
-            .as_i64()
-            .unwrap_or_else(|| panic!("expected an error: {}", self.body))
-    }
-
-    /// The Holdpoint code in `error.data[ErrorInfo].metadata.code`.
-    pub(crate) fn holdpoint(&self) -> &str {
-        self.body["error"]["data"][0]["metadata"]["code"]
-            .as_str()
-            .unwrap_or("")
-    }
-
-    pub(crate) fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-}
-
-impl Rpc {
-    pub(crate) fn new(app: &TestApp, org: &str, person: &str) -> Rpc {
-        Rpc {
-            http: reqwest::Client::new(),
-            base: app.base.clone(),
-            org: org.into(),
-            person: person.into(),
-        }
-    }
-
-    pub(crate) fn request(
-        &self,
-        method: &str,
-        params: Value,
-        headers: &[(&str, &str)],
-    ) -> reqwest::RequestBuilder {
-        let mut r = self
-            .http
-            .post(format!("{}/a2a", self.base))
-            .header("X-Holdpoint-Org", &self.org)
-            .header("X-Holdpoint-Person", &self.person)
-            .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}));
-        // A2A v1.0 clients name their version (the official SDKs do); a test that
-        // means another gives its own.
-        if !headers
-            .iter()
-            .any(|(k, _)| k.eq_ignore_ascii_case("a2a-version"))
-        {
-            r = r.header("A2A-Version", "1.0");
-        }
-        for (k, v) in headers {
-            r = r.header(*k, *v);
-        }
-        r
-    }
-
-    pub(crate) async fn call_with(
-        &self,
-        method: &str,
-        params: Value,
-        headers: &[(&str, &str)],
-    ) -> RpcReply {
-        let resp = self
-            .request(method, params, headers)
-            .send()
-            .await
-            .expect("http");
-        let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let bytes = resp.bytes().await.expect("body");
-        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        RpcReply {
-            status,
-            headers,
-            body,
-        }
-    }
-
-    /// With the extension activated.
-    pub(crate) async fn call(&self, method: &str, params: Value) -> RpcReply {
-        self.call_with(method, params, &[("A2A-Extensions", URI)])
-            .await
-    }
-
-    /// Without the extension.
-    pub(crate) async fn plain(&self, method: &str, params: Value) -> RpcReply {
-        self.call_with(method, params, &[]).await
-    }
-
-    pub(crate) async fn stream(&self, method: &str, params: Value) -> SseReader {
-        SseReader::open(self.request(method, params, &[("A2A-Extensions", URI)])).await
-    }
-}
-
-/// `SendMessage` params answering `at`'s task.
-pub(crate) fn answer(at: &Placement, message_id: &str, parts: Value, meta: Option<Value>) -> Value {
-    let mut message = json!({
-        "role": "ROLE_USER",
-        "messageId": message_id,
-        "taskId": at.task_id.as_str(),
-        "contextId": at.context_id.as_str(),
-        "parts": parts,
-    });
-    if let Some(m) = meta {
-        message["extensions"] = json!([URI]);
-        message["metadata"] = json!({ URI: m });
-    }
-    json!({ "message": message })
-}
-
-fn get(at: &Placement) -> Value {
-    json!({"id": at.task_id.as_str()})
-}
+use crate::rpc::{Rpc, URI, answer, get};
+use crate::streams::{Next, WAIT};
 
 pub(crate) async fn state_of(app: &TestApp, org: &str, id: &str) -> State {
     app.interaction(org, id).await.expect("stored").state
@@ -369,8 +231,7 @@ async fn data_and_text_parts_are_read_as_the_seed_says() {
         )
         .await,
     ] {
-        assert_eq!(r.error_code(), -32004, "{}", r.body);
-        assert_eq!(r.holdpoint(), "NRY-0020");
+        r.assert_error(-32004, "NRY-0020");
     }
     assert_eq!(state_of(&app, "acme", &held).await, State::Pending);
     let r = ana.call("GetTask", get(&at)).await;
@@ -387,12 +248,7 @@ async fn data_and_text_parts_are_read_as_the_seed_says() {
             ),
         )
         .await;
-    assert_eq!(
-        (r.error_code(), r.holdpoint()),
-        (-32602, "NRY-0001"),
-        "{}",
-        r.body
-    );
+    r.assert_error(-32602, "NRY-0001");
     assert_eq!(state_of(&app, "acme", &held).await, State::Pending);
 
     // A text part answers a question.
@@ -435,12 +291,7 @@ async fn data_and_text_parts_are_read_as_the_seed_says() {
             ),
         )
         .await;
-    assert_eq!(
-        (bad.error_code(), bad.holdpoint()),
-        (-32602, "NRY-0003"),
-        "{}",
-        bad.body
-    );
+    bad.assert_error(-32602, "NRY-0003");
     let r = ana
         .plain(
             "SendMessage",
@@ -569,12 +420,7 @@ async fn a_retry_with_the_same_message_id_answers_once() {
             answer(&at, "m-3", json!([{"data": {"approved": false}}]), None),
         )
         .await;
-    assert_eq!(
-        (other.error_code(), other.holdpoint()),
-        (-32602, "NRY-0009"),
-        "{}",
-        other.body
-    );
+    other.assert_error(-32602, "NRY-0009");
     // Naming the resolved interaction with another messageId: a conflict.
     let named_other = ana
         .call(
@@ -587,12 +433,7 @@ async fn a_retry_with_the_same_message_id_answers_once() {
             ),
         )
         .await;
-    assert_eq!(
-        (named_other.error_code(), named_other.holdpoint()),
-        (-32602, "NRY-0009"),
-        "{}",
-        named_other.body
-    );
+    named_other.assert_error(-32602, "NRY-0009");
     app.wait_idle().await;
     let events = app.events("acme").await;
     assert_eq!(named(&events, "interaction-resolved", &eff).len(), 1);
@@ -667,13 +508,13 @@ async fn unknown_and_foreign_tasks_are_not_found() {
         bo.call("CancelTask", get(&at)).await,
         bo.call("SubscribeToTask", get(&at)).await,
     ] {
-        assert_eq!((r.status, r.error_code()), (200, -32001), "{}", r.body);
-        assert_eq!(r.holdpoint(), "NRY-0004");
+        assert_eq!(r.status, 200);
+        r.assert_error(-32001, "NRY-0004");
     }
     assert_eq!(state_of(&app, "acme", &eff).await, State::Pending);
     // The owner may not cancel either: Holdpoint does not run tasks.
     let r = ana.call("CancelTask", get(&at)).await;
-    assert_eq!(r.error_code(), -32002, "{}", r.body);
+    r.assert_code(-32002);
 }
 
 #[tokio::test]
@@ -689,17 +530,17 @@ async fn bad_answers_change_nothing() {
     let mut p = answer(&at, "m-c", yes.clone(), None);
     p["message"]["contextId"] = json!("ctx-other");
     let r = ana.plain("SendMessage", p).await;
-    assert_eq!(r.error_code(), -32602, "{}", r.body);
+    r.assert_code(-32602);
     // No taskId.
     let mut p = answer(&at, "m-t", yes.clone(), None);
     p["message"].as_object_mut().expect("obj").remove("taskId");
     let r = ana.plain("SendMessage", p).await;
-    assert_eq!(r.error_code(), -32602, "{}", r.body);
+    r.assert_code(-32602);
     // A messageId that is not a key.
     let r = ana
         .plain("SendMessage", answer(&at, "m 1", yes.clone(), None))
         .await;
-    assert_eq!(r.error_code(), -32602, "{}", r.body);
+    r.assert_code(-32602);
     // An interactionId that is not the task's: an error, never a new message.
     for id in ["eff_nope", other.as_str()] {
         let r = ana
@@ -713,12 +554,7 @@ async fn bad_answers_change_nothing() {
                 ),
             )
             .await;
-        assert_eq!(
-            (r.error_code(), r.holdpoint()),
-            (-32602, "NRY-0004"),
-            "{}",
-            r.body
-        );
+        r.assert_error(-32602, "NRY-0004");
     }
     // Metadata under the extension without activating it.
     let mut p = answer(
@@ -732,25 +568,25 @@ async fn bad_answers_change_nothing() {
         .expect("obj")
         .remove("extensions");
     let r = ana.plain("SendMessage", p).await;
-    assert_eq!(r.error_code(), -32602, "{}", r.body);
+    r.assert_code(-32602);
     // An agent's message, file parts, two parts.
     let mut p = answer(&at, "m-r", yes.clone(), None);
     p["message"]["role"] = json!("ROLE_AGENT");
-    assert_eq!(ana.plain("SendMessage", p).await.error_code(), -32602);
+    ana.plain("SendMessage", p).await.assert_code(-32602);
     let r = ana
         .plain(
             "SendMessage",
             answer(&at, "m-f", json!([{"url": "https://x.example/f"}]), None),
         )
         .await;
-    assert_eq!(r.error_code(), -32005, "{}", r.body);
+    r.assert_code(-32005);
     let r = ana
         .plain(
             "SendMessage",
             answer(&at, "m-2p", json!([{"text": "a"}, {"text": "b"}]), None),
         )
         .await;
-    assert_eq!(r.error_code(), -32602, "{}", r.body);
+    r.assert_code(-32602);
 
     app.wait_idle().await;
     for id in [&eff, &other] {
@@ -805,15 +641,6 @@ async fn protocol_headers_and_envelopes() {
     assert!(r.result()["status"]["message"].get("metadata").is_none());
 
     // Envelopes.
-    let raw = |body: &'static str| {
-        reqwest::Client::new()
-            .post(format!("{}/a2a", app.base))
-            .header("X-Holdpoint-Org", "acme")
-            .header("X-Holdpoint-Person", "ana")
-            .header("Content-Type", "application/json")
-            .header("A2A-Version", "1.0")
-            .body(body)
-    };
     for (body, code) in [
         ("{not json", -32700),
         ("[]", -32600),
@@ -834,9 +661,9 @@ async fn protocol_headers_and_envelopes() {
             -32003,
         ),
     ] {
-        let resp = raw(body).send().await.expect("http");
-        assert_eq!(resp.status().as_u16(), 200, "{body}");
-        let v: Value = resp.json().await.expect("json");
+        let r = ana.raw(body, &[("A2A-Version", "1.0")]).await;
+        assert_eq!(r.status, 200, "{body}");
+        let v = &r.body;
         assert_eq!(v["error"]["code"], code, "{body}: {v}");
         assert_eq!(v["jsonrpc"], "2.0");
     }
@@ -903,12 +730,9 @@ async fn list_tasks_shows_the_org_tasks_that_wait() {
         .call("ListTasks", json!({"status": "TASK_STATE_INPUT_REQUIRED"}))
         .await;
     assert_eq!(r.result()["tasks"].as_array().map(Vec::len), Some(1));
-    assert_eq!(
-        ana.call("ListTasks", json!({"pageSize": 1000}))
-            .await
-            .error_code(),
-        -32602
-    );
+    ana.call("ListTasks", json!({"pageSize": 1000}))
+        .await
+        .assert_code(-32602);
 }
 
 #[tokio::test]
@@ -1051,8 +875,8 @@ async fn no_outcome_in_time_is_a_retryable_internal_error_then_the_recorded_answ
         Some(json!({"interactionId": eff, "approved": true})),
     );
     let r = ana.call("SendMessage", params.clone()).await;
-    assert_eq!((r.status, r.error_code()), (200, -32603), "{}", r.body);
-    assert_eq!(r.holdpoint(), "NRY-0050");
+    assert_eq!(r.status, 200);
+    r.assert_error(-32603, "NRY-0050");
     assert_eq!(r.body["error"]["data"][0]["metadata"]["retryable"], "true");
     assert_eq!(r.header("retry-after"), Some("1"));
     app.start_worker().await;

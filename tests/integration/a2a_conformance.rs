@@ -6,8 +6,8 @@ use holdpoint_domain::{EventData, State};
 use holdpoint_tests::app::{AppOptions, TestApp};
 use serde_json::{Value, json};
 
-use crate::a2a::{Rpc, answer};
 use crate::common::*;
+use crate::rpc::{Rpc, answer};
 use crate::streams::{Next, WAIT};
 
 /// `argumentsDigest` in the extension metadata binds an A2A approval as it binds a
@@ -37,12 +37,7 @@ async fn arguments_digest_binds_an_a2a_approval() {
             ),
         )
         .await;
-    assert_eq!(
-        (r.error_code(), r.holdpoint()),
-        (-32602, "NRY-0010"),
-        "{}",
-        r.body
-    );
+    r.assert_error(-32602, "NRY-0010");
     app.wait_idle().await;
     assert_eq!(
         crate::a2a::state_of(&app, "acme", &eff).await,
@@ -84,22 +79,17 @@ async fn arguments_digest_binds_an_a2a_approval() {
             ),
         )
         .await;
-    assert_eq!((r.error_code(), r.holdpoint()), (-32602, "NRY-0001"));
+    r.assert_error(-32602, "NRY-0001");
 }
 
-/// A JSON-RPC request with the development identity and exactly `headers`.
+/// A JSON-RPC request with the development identity and exactly `headers`; the
+/// reply's body.
 async fn raw_rpc(app: &TestApp, body: Value, headers: &[(&str, &str)]) -> Value {
-    let mut r = reqwest::Client::new()
-        .post(format!("{}/a2a", app.base))
-        .header("X-Holdpoint-Org", "acme")
-        .header("X-Holdpoint-Person", "ana")
-        .json(&body);
-    for (k, v) in headers {
-        r = r.header(*k, *v);
-    }
-    let resp = r.send().await.expect("http");
-    assert_eq!(resp.status().as_u16(), 200);
-    resp.json().await.expect("json")
+    let r = Rpc::new(app, "acme", "ana")
+        .raw(body.to_string(), headers)
+        .await;
+    assert_eq!(r.status, 200);
+    r.body
 }
 
 /// A2A v1.0: a request without `A2A-Version` is version 0.3, which a v1.0 server
@@ -218,16 +208,12 @@ async fn a_negative_history_length_is_invalid_params() {
         ("ListTasks", json!({"historyLength": -1, "pageSize": 10})),
     ] {
         let r = rpc.call(method, params.clone()).await;
-        assert_eq!(
-            (r.error_code(), r.holdpoint()),
-            (-32602, "NRY-0001"),
-            "{method} {params}"
-        );
+        r.assert_error_for(&format!("{method} {params}"), -32602, "NRY-0001");
     }
     let mut send = answer(&at, "m-h", json!([{"data": {"approved": true}}]), None);
     send["configuration"] = json!({"historyLength": -1});
     let r = rpc.call("SendMessage", send).await;
-    assert_eq!(r.error_code(), -32602, "{}", r.body);
+    r.assert_code(-32602);
     app.wait_idle().await;
     assert_eq!(
         crate::a2a::state_of(&app, "acme", &eff).await,
@@ -275,7 +261,7 @@ async fn every_timestamp_has_one_format() {
         one_format("ListTasks", &t["status"]["timestamp"]);
     }
     let missing = rpc.call("GetTask", json!({"id": "no-such-task"})).await;
-    assert_eq!(missing.error_code(), -32001);
+    missing.assert_code(-32001);
     one_format(
         "error data",
         &missing.body["error"]["data"][0]["metadata"]["timestamp"],
@@ -362,12 +348,7 @@ async fn protojson_input_is_read_and_canonical_json_written() {
             }}),
         )
         .await;
-    assert_eq!(
-        (r.error_code(), r.holdpoint()),
-        (-32602, "NRY-0001"),
-        "{}",
-        r.body
-    );
+    r.assert_error(-32602, "NRY-0001");
     let r = rpc
         .call(
             "SendMessage",
@@ -400,5 +381,5 @@ async fn protojson_input_is_read_and_canonical_json_written() {
             json!({"id": at.task_id.as_str(), "historyLength": 1, "history_length": 1}),
         )
         .await;
-    assert_eq!(r.error_code(), -32602);
+    r.assert_code(-32602);
 }

@@ -8,8 +8,8 @@ use holdpoint_domain::SessionMode;
 use holdpoint_tests::app::TestApp;
 use serde_json::{Value, json};
 
-use crate::a2a::{Rpc, answer};
 use crate::common::*;
+use crate::rpc::{Rpc, answer};
 use crate::streams::WAIT;
 
 const URI: &str = holdpoint_domain::EXTENSION_URI;

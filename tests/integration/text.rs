@@ -15,9 +15,9 @@ use holdpoint_tests::app::{TestApp, holdpoint_binary};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt as _;
 
-use crate::a2a::{Rpc, answer as a2a_answer};
 use crate::common::*;
 use crate::operator::cli;
+use crate::rpc::{Rpc, answer as a2a_answer};
 
 /// The control characters of the issue: ESC (with a colour sequence), BEL,
 /// backspace, DEL and U+0085 (NEL, a C1 control).
@@ -85,12 +85,7 @@ async fn a_persons_control_characters_are_refused_over_rest_and_a2a() {
                 a2a_answer(&qat, &format!("m-t{n}"), json!([{"text": s}]), None),
             )
             .await;
-        assert_eq!(
-            (r.error_code(), r.holdpoint()),
-            (-32602, "NRY-0001"),
-            "text part {s:?}: {}",
-            r.body
-        );
+        r.assert_error_for(&format!("text part {s:?}"), -32602, "NRY-0001");
         let r = rpc
             .call(
                 "SendMessage",
@@ -102,12 +97,7 @@ async fn a_persons_control_characters_are_refused_over_rest_and_a2a() {
                 ),
             )
             .await;
-        assert_eq!(
-            (r.error_code(), r.holdpoint()),
-            (-32602, "NRY-0001"),
-            "A2A reason {s:?}: {}",
-            r.body
-        );
+        r.assert_error_for(&format!("A2A reason {s:?}"), -32602, "NRY-0001");
     }
     app.wait_idle().await;
     assert_eq!(
