@@ -2,6 +2,7 @@
 
 use holdpoint_client::{HoldCall, Placement, Runtime};
 use holdpoint_domain::{Event, EventData, SessionMode};
+use holdpoint_tests::app::{Person, Reply, TestApp};
 use serde_json::{Value, json};
 
 /// The seed 003 example body.
@@ -57,6 +58,56 @@ pub async fn open_approval(rt: &Runtime) -> (Placement, String) {
     .await
     .expect("hold");
     (at, effect)
+}
+
+/// One answer of a burst: who sends it, to which path, with which
+/// `Idempotency-Key` (`None`: none sent), and what.
+pub struct Shot {
+    pub person: Person,
+    pub path: String,
+    pub key: Option<String>,
+    pub body: Value,
+}
+
+/// Sends every shot at once; the replies, in the shots' order.
+pub async fn at_once(shots: impl IntoIterator<Item = Shot>) -> Vec<Reply> {
+    futures::future::join_all(shots.into_iter().map(|s| async move {
+        match &s.key {
+            Some(key) => s.person.post_keyed(&s.path, key, &s.body).await,
+            None => s.person.post(&s.path, &s.body).await,
+        }
+    }))
+    .await
+}
+
+/// Two approvals in `acme` (each on its own task), and in `globex` one held under
+/// the first one's effect id. Returns
+/// `[("acme", a1), ("acme", a2), ("globex", a1)]`: an answer's key is scoped by
+/// organisation and task, so the same key on each is a separate answer.
+pub async fn one_effect_in_two_orgs_and_two_tasks(app: &TestApp) -> [(&'static str, String); 3] {
+    let acme = app.runtime("acme").await;
+    let globex = app.runtime("globex").await;
+    let (_, a1) = open_approval(&acme).await;
+    let (_, a2) = open_approval(&acme).await;
+    globex
+        .open_session("s-shared", SessionMode::Blocking)
+        .await
+        .expect("session");
+    globex
+        .hold_for_approval(
+            &placement("s-shared"),
+            HoldCall {
+                effect_id: a1.clone(),
+                call_id: "c".into(),
+                server: "github".into(),
+                tool: "merge".into(),
+                arguments: json!({}),
+                reason: None,
+            },
+        )
+        .await
+        .expect("hold");
+    [("acme", a1.clone()), ("acme", a2), ("globex", a1)]
 }
 
 /// The events named `name` about interaction `id`.
