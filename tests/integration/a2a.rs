@@ -142,15 +142,12 @@ async fn approval_with_extension_metadata_resumes_the_task_and_records_the_appro
     let (at, eff) = open_approval(&rt).await;
     let ana = Rpc::new(&app, "acme", "ana@acme.example");
     let r = ana
-        .call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-2",
-                json!([{"data": {"approved": true}}]),
-                Some(json!({"interactionId": eff, "approved": true})),
-            ),
-        )
+        .send(answer(
+            &at,
+            "m-2",
+            json!([{"data": {"approved": true}}]),
+            Some(json!({"interactionId": eff, "approved": true})),
+        ))
         .await;
     let task = &r.result()["task"];
     assert_eq!(task["id"], at.task_id.as_str());
@@ -186,12 +183,14 @@ async fn data_and_text_parts_are_read_as_the_seed_says() {
     // A data part {approved: true} approves, with or without the extension.
     let (at, eff) = open_approval(&rt).await;
     let r = ana
-        .plain(
-            "SendMessage",
-            answer(&at, "m-a", json!([{"data": {"approved": true}}]), None),
-        )
+        .send_plain(answer(
+            &at,
+            "m-a",
+            json!([{"data": {"approved": true}}]),
+            None,
+        ))
         .await;
-    assert_eq!(r.result()["task"]["status"]["state"], "TASK_STATE_WORKING");
+    r.assert_working();
     assert!(matches!(
         app.interaction("acme", &eff)
             .await
@@ -205,30 +204,26 @@ async fn data_and_text_parts_are_read_as_the_seed_says() {
     // {approved: false} denies: the call fails as tool.denied.
     let (at, denied) = open_approval(&rt).await;
     let r = ana
-        .plain(
-            "SendMessage",
-            answer(&at, "m-d", json!([{"data": {"approved": false}}]), None),
-        )
+        .send_plain(answer(
+            &at,
+            "m-d",
+            json!([{"data": {"approved": false}}]),
+            None,
+        ))
         .await;
-    assert_eq!(r.result()["task"]["status"]["state"], "TASK_STATE_WORKING");
+    r.assert_working();
 
     // Text never approves: -32004, and nothing changes.
     let (at, held) = open_approval(&rt).await;
     for r in [
-        ana.plain(
-            "SendMessage",
-            answer(&at, "m-t", json!([{"text": "yes, go"}]), None),
-        )
-        .await,
-        ana.call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-t2",
-                json!([{"text": "yes"}]),
-                Some(json!({"interactionId": held})),
-            ),
-        )
+        ana.send_plain(answer(&at, "m-t", json!([{"text": "yes, go"}]), None))
+            .await,
+        ana.send(answer(
+            &at,
+            "m-t2",
+            json!([{"text": "yes"}]),
+            Some(json!({"interactionId": held})),
+        ))
         .await,
     ] {
         r.assert_error(-32004, "NRY-0020");
@@ -238,15 +233,12 @@ async fn data_and_text_parts_are_read_as_the_seed_says() {
     assert_eq!(r.result()["status"]["state"], "TASK_STATE_AUTH_REQUIRED");
     // A boolean value approves; any other value does not fit.
     let r = ana
-        .call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-v",
-                json!([]),
-                Some(json!({"interactionId": held, "value": "ok"})),
-            ),
-        )
+        .send(answer(
+            &at,
+            "m-v",
+            json!([]),
+            Some(json!({"interactionId": held, "value": "ok"})),
+        ))
         .await;
     r.assert_error(-32602, "NRY-0001");
     assert_eq!(state_of(&app, "acme", &held).await, State::Pending);
@@ -260,12 +252,14 @@ async fn data_and_text_parts_are_read_as_the_seed_says() {
         "question"
     );
     let r = ana
-        .plain(
-            "SendMessage",
-            answer(&at, "m-q", json!([{"text": "main, and keep both"}]), None),
-        )
+        .send_plain(answer(
+            &at,
+            "m-q",
+            json!([{"text": "main, and keep both"}]),
+            None,
+        ))
         .await;
-    assert_eq!(r.result()["task"]["status"]["state"], "TASK_STATE_WORKING");
+    r.assert_working();
     assert_eq!(
         app.interaction("acme", &q)
             .await
@@ -281,29 +275,23 @@ async fn data_and_text_parts_are_read_as_the_seed_says() {
     // A data part answers a question too (seed 003 answers are checked).
     let (at, q2) = open_question(&rt, SessionMode::Blocking).await;
     let bad = ana
-        .plain(
-            "SendMessage",
-            answer(
-                &at,
-                "m-q2",
-                json!([{"data": {"answers": [{"options": [9]}, {"options": [0]}]}}]),
-                None,
-            ),
-        )
+        .send_plain(answer(
+            &at,
+            "m-q2",
+            json!([{"data": {"answers": [{"options": [9]}, {"options": [0]}]}}]),
+            None,
+        ))
         .await;
     bad.assert_error(-32602, "NRY-0003");
     let r = ana
-        .plain(
-            "SendMessage",
-            answer(
-                &at,
-                "m-q3",
-                json!([{"data": {"answers": [{"options": [1]}, {"options": [2]}]}}]),
-                None,
-            ),
-        )
+        .send_plain(answer(
+            &at,
+            "m-q3",
+            json!([{"data": {"answers": [{"options": [1]}, {"options": [2]}]}}]),
+            None,
+        ))
         .await;
-    assert_eq!(r.result()["task"]["status"]["state"], "TASK_STATE_WORKING");
+    r.assert_working();
     assert!(matches!(
         app.interaction("acme", &q2)
             .await
@@ -352,16 +340,9 @@ async fn connections_follow_the_reading_rules() {
             m
         });
         let r = ana
-            .call(
-                "SendMessage",
-                answer(&at, &format!("m-{i}"), parts.clone(), meta),
-            )
+            .send(answer(&at, &format!("m-{i}"), parts.clone(), meta))
             .await;
-        assert_eq!(
-            r.result()["task"]["status"]["state"],
-            "TASK_STATE_WORKING",
-            "{parts}"
-        );
+        r.assert_working_for(&format!("{parts}"));
         expect.push((id, connected));
     }
     app.wait_idle().await;
@@ -391,47 +372,39 @@ async fn a_retry_with_the_same_message_id_answers_once() {
         json!([{"data": {"approved": true}}]),
         Some(json!({"interactionId": eff, "approved": true})),
     );
-    let first = ana.call("SendMessage", with_ext.clone()).await;
-    let again = ana.call("SendMessage", with_ext).await;
-    assert_eq!(
-        first.result()["task"]["status"]["state"],
-        "TASK_STATE_WORKING"
-    );
+    let first = ana.send(with_ext.clone()).await;
+    let again = ana.send(with_ext).await;
+    first.assert_working();
     assert_eq!(again.result()["task"]["id"], first.result()["task"]["id"]);
-    assert_eq!(
-        again.result()["task"]["status"]["state"],
-        "TASK_STATE_WORKING"
-    );
+    again.assert_working();
     // Without naming the interaction, the same messageId still finds its answer.
     let plain = ana
-        .plain(
-            "SendMessage",
-            answer(&at, "m-2", json!([{"data": {"approved": true}}]), None),
-        )
+        .send_plain(answer(
+            &at,
+            "m-2",
+            json!([{"data": {"approved": true}}]),
+            None,
+        ))
         .await;
-    assert_eq!(
-        plain.result()["task"]["status"]["state"],
-        "TASK_STATE_WORKING"
-    );
+    plain.assert_working();
     // Another messageId: the task waits for nothing now.
     let other = ana
-        .plain(
-            "SendMessage",
-            answer(&at, "m-3", json!([{"data": {"approved": false}}]), None),
-        )
+        .send_plain(answer(
+            &at,
+            "m-3",
+            json!([{"data": {"approved": false}}]),
+            None,
+        ))
         .await;
     other.assert_error(-32602, "NRY-0009");
     // Naming the resolved interaction with another messageId: a conflict.
     let named_other = ana
-        .call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-4",
-                json!([]),
-                Some(json!({"interactionId": eff, "approved": false})),
-            ),
-        )
+        .send(answer(
+            &at,
+            "m-4",
+            json!([]),
+            Some(json!({"interactionId": eff, "approved": false})),
+        ))
         .await;
     named_other.assert_error(-32602, "NRY-0009");
     app.wait_idle().await;
@@ -460,21 +433,14 @@ async fn the_same_message_id_in_two_orgs_and_two_tasks_does_not_collide() {
     let (g1, e3) = open_approval(&globex).await;
     for (org, at, eff) in [("acme", &a1, &e1), ("acme", &a2, &e2), ("globex", &g1, &e3)] {
         let r = Rpc::new(&app, org, "ana")
-            .call(
-                "SendMessage",
-                answer(
-                    at,
-                    "m-2",
-                    json!([]),
-                    Some(json!({"interactionId": eff, "approved": true})),
-                ),
-            )
+            .send(answer(
+                at,
+                "m-2",
+                json!([]),
+                Some(json!({"interactionId": eff, "approved": true})),
+            ))
             .await;
-        assert_eq!(
-            r.result()["task"]["status"]["state"],
-            "TASK_STATE_WORKING",
-            "{org} {eff}"
-        );
+        r.assert_working_for(&format!("{org} {eff}"));
         let res = app
             .interaction(org, eff)
             .await
@@ -495,15 +461,12 @@ async fn unknown_and_foreign_tasks_are_not_found() {
     for r in [
         ana.call("GetTask", json!({"id": "no-such-task"})).await,
         bo.call("GetTask", get(&at)).await,
-        bo.call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-x",
-                json!([]),
-                Some(json!({"interactionId": eff, "approved": true})),
-            ),
-        )
+        bo.send(answer(
+            &at,
+            "m-x",
+            json!([]),
+            Some(json!({"interactionId": eff, "approved": true})),
+        ))
         .await,
         bo.call("CancelTask", get(&at)).await,
         bo.call("SubscribeToTask", get(&at)).await,
@@ -529,30 +492,25 @@ async fn bad_answers_change_nothing() {
     // contextId of another context.
     let mut p = answer(&at, "m-c", yes.clone(), None);
     p["message"]["contextId"] = json!("ctx-other");
-    let r = ana.plain("SendMessage", p).await;
+    let r = ana.send_plain(p).await;
     r.assert_code(-32602);
     // No taskId.
     let mut p = answer(&at, "m-t", yes.clone(), None);
     p["message"].as_object_mut().expect("obj").remove("taskId");
-    let r = ana.plain("SendMessage", p).await;
+    let r = ana.send_plain(p).await;
     r.assert_code(-32602);
     // A messageId that is not a key.
-    let r = ana
-        .plain("SendMessage", answer(&at, "m 1", yes.clone(), None))
-        .await;
+    let r = ana.send_plain(answer(&at, "m 1", yes.clone(), None)).await;
     r.assert_code(-32602);
     // An interactionId that is not the task's: an error, never a new message.
     for id in ["eff_nope", other.as_str()] {
         let r = ana
-            .call(
-                "SendMessage",
-                answer(
-                    &at,
-                    "m-u",
-                    json!([]),
-                    Some(json!({"interactionId": id, "approved": true})),
-                ),
-            )
+            .send(answer(
+                &at,
+                "m-u",
+                json!([]),
+                Some(json!({"interactionId": id, "approved": true})),
+            ))
             .await;
         r.assert_error(-32602, "NRY-0004");
     }
@@ -567,24 +525,28 @@ async fn bad_answers_change_nothing() {
         .as_object_mut()
         .expect("obj")
         .remove("extensions");
-    let r = ana.plain("SendMessage", p).await;
+    let r = ana.send_plain(p).await;
     r.assert_code(-32602);
     // An agent's message, file parts, two parts.
     let mut p = answer(&at, "m-r", yes.clone(), None);
     p["message"]["role"] = json!("ROLE_AGENT");
-    ana.plain("SendMessage", p).await.assert_code(-32602);
+    ana.send_plain(p).await.assert_code(-32602);
     let r = ana
-        .plain(
-            "SendMessage",
-            answer(&at, "m-f", json!([{"url": "https://x.example/f"}]), None),
-        )
+        .send_plain(answer(
+            &at,
+            "m-f",
+            json!([{"url": "https://x.example/f"}]),
+            None,
+        ))
         .await;
     r.assert_code(-32005);
     let r = ana
-        .plain(
-            "SendMessage",
-            answer(&at, "m-2p", json!([{"text": "a"}, {"text": "b"}]), None),
-        )
+        .send_plain(answer(
+            &at,
+            "m-2p",
+            json!([{"text": "a"}, {"text": "b"}]),
+            None,
+        ))
         .await;
     r.assert_code(-32602);
 
@@ -690,15 +652,12 @@ async fn list_tasks_shows_the_org_tasks_that_wait() {
     let (_g, _) = open_approval(&globex).await;
     let ana = Rpc::new(&app, "acme", "ana");
     let r = ana
-        .call(
-            "SendMessage",
-            answer(
-                &a3,
-                "m-1",
-                json!([]),
-                Some(json!({"interactionId": e3, "approved": true})),
-            ),
-        )
+        .send(answer(
+            &a3,
+            "m-1",
+            json!([]),
+            Some(json!({"interactionId": e3, "approved": true})),
+        ))
         .await;
     r.result();
     let r = ana.call("ListTasks", json!({})).await;
@@ -761,15 +720,12 @@ async fn subscribe_to_task_streams_the_working_update_after_an_answer() {
     );
 
     let r = ana
-        .call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-2",
-                json!([]),
-                Some(json!({"interactionId": eff, "approved": true})),
-            ),
-        )
+        .send(answer(
+            &at,
+            "m-2",
+            json!([]),
+            Some(json!({"interactionId": eff, "approved": true})),
+        ))
         .await;
     r.result();
     let update = sub.expect(WAIT, "the WORKING update").await.json();
@@ -874,7 +830,7 @@ async fn no_outcome_in_time_is_a_retryable_internal_error_then_the_recorded_answ
         json!([]),
         Some(json!({"interactionId": eff, "approved": true})),
     );
-    let r = ana.call("SendMessage", params.clone()).await;
+    let r = ana.send(params.clone()).await;
     assert_eq!(r.status, 200);
     r.assert_error(-32603, "NRY-0050");
     assert_eq!(r.body["error"]["data"][0]["metadata"]["retryable"], "true");
@@ -882,8 +838,8 @@ async fn no_outcome_in_time_is_a_retryable_internal_error_then_the_recorded_answ
     app.start_worker().await;
     app.wait_idle().await;
     // The command was kept: the retry with the same messageId reads its outcome.
-    let r = ana.call("SendMessage", params).await;
-    assert_eq!(r.result()["task"]["status"]["state"], "TASK_STATE_WORKING");
+    let r = ana.send(params).await;
+    r.assert_working();
     assert_eq!(
         named(&app.events("acme").await, "interaction-resolved", &eff).len(),
         1

@@ -27,15 +27,12 @@ async fn arguments_digest_binds_an_a2a_approval() {
     let rpc = Rpc::new(&app, "acme", "ana");
     let meta = |d: &str| json!({"interactionId": eff, "approved": true, "argumentsDigest": d});
     let r = rpc
-        .call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-d1",
-                json!([{"data": {"approved": true}}]),
-                Some(meta("0".repeat(64).as_str())),
-            ),
-        )
+        .send(answer(
+            &at,
+            "m-d1",
+            json!([{"data": {"approved": true}}]),
+            Some(meta("0".repeat(64).as_str())),
+        ))
         .await;
     r.assert_error(-32602, "NRY-0010");
     app.wait_idle().await;
@@ -44,22 +41,14 @@ async fn arguments_digest_binds_an_a2a_approval() {
         State::Pending
     );
     let r = rpc
-        .call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-d2",
-                json!([{"data": {"approved": true}}]),
-                Some(meta(&digest)),
-            ),
-        )
+        .send(answer(
+            &at,
+            "m-d2",
+            json!([{"data": {"approved": true}}]),
+            Some(meta(&digest)),
+        ))
         .await;
-    assert_eq!(
-        r.result()["task"]["status"]["state"],
-        "TASK_STATE_WORKING",
-        "{}",
-        r.body
-    );
+    r.assert_working();
     app.wait_idle().await;
     let events = app.events("acme").await;
     assert_eq!(named(&events, "tool-call-released", &eff).len(), 1);
@@ -69,15 +58,12 @@ async fn arguments_digest_binds_an_a2a_approval() {
     )));
     // Still refused where it cannot bind anything.
     let r = rpc
-        .call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-d3",
-                json!([{"text": "ok"}]),
-                Some(json!({"interactionId": eff, "value": true, "argumentsDigest": digest})),
-            ),
-        )
+        .send(answer(
+            &at,
+            "m-d3",
+            json!([{"text": "ok"}]),
+            Some(json!({"interactionId": eff, "value": true, "argumentsDigest": digest})),
+        ))
         .await;
     r.assert_error(-32602, "NRY-0001");
 }
@@ -212,7 +198,7 @@ async fn a_negative_history_length_is_invalid_params() {
     }
     let mut send = answer(&at, "m-h", json!([{"data": {"approved": true}}]), None);
     send["configuration"] = json!({"historyLength": -1});
-    let r = rpc.call("SendMessage", send).await;
+    let r = rpc.send(send).await;
     r.assert_code(-32602);
     app.wait_idle().await;
     assert_eq!(
@@ -277,10 +263,12 @@ async fn every_timestamp_has_one_format() {
         &first.json()["result"]["task"]["status"]["timestamp"],
     );
     let sent = rpc
-        .call(
-            "SendMessage",
-            answer(&at, "m-ts", json!([{"data": {"approved": true}}]), None),
-        )
+        .send(answer(
+            &at,
+            "m-ts",
+            json!([{"data": {"approved": true}}]),
+            None,
+        ))
         .await;
     one_format("SendMessage", &sent.result()["task"]["status"]["timestamp"]);
     drop(sub);
@@ -338,9 +326,7 @@ async fn protojson_input_is_read_and_canonical_json_written() {
     assert_eq!(r.result()["tasks"].as_array().map(Vec::len), Some(1));
     // The extension's metadata is the sender's own: `interaction_id` is unknown there.
     let r = rpc
-        .call(
-            "SendMessage",
-            json!({"message": {
+        .send(json!({"message": {
                 "message_id": "m-p0", "task_id": other.task_id.as_str(), "role": 1,
                 "parts": [{"data": {"approved": true}}],
                 "extensions": [holdpoint_domain::EXTENSION_URI],
@@ -350,21 +336,13 @@ async fn protojson_input_is_read_and_canonical_json_written() {
         .await;
     r.assert_error(-32602, "NRY-0001");
     let r = rpc
-        .call(
-            "SendMessage",
-            json!({"message": {
+        .send(json!({"message": {
                 "message_id": "m-p1", "task_id": at.task_id.as_str(),
                 "context_id": at.context_id.as_str(), "role": 1,
                 "parts": [{"data": {"approved": true}}]
-            }, "configuration": {"history_length": "0"}}),
-        )
+            }, "configuration": {"history_length": "0"}}))
         .await;
-    assert_eq!(
-        r.result()["task"]["status"]["state"],
-        "TASK_STATE_WORKING",
-        "{}",
-        r.body
-    );
+    r.assert_working();
     app.wait_idle().await;
     assert_eq!(
         crate::a2a::state_of(&app, "acme", &eff).await,

@@ -118,17 +118,13 @@ async fn unknown_closed_and_sessionless_questions() {
     rt.close_interaction(&q, CloseReason::Interrupted)
         .await
         .expect("close");
-    let r = ana
-        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-        .await;
+    let r = answer_seed(&ana, &q).await;
     assert_eq!((r.status, r.code()), (409, "NRY-0009"));
 
     // The session is gone: 400 NRY-0002 as seed 003 shows.
     let (at, q) = open_question(&rt, SessionMode::Blocking).await;
     rt.end_session(at.session.as_str()).await.expect("end");
-    let r = ana
-        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-        .await;
+    let r = answer_seed(&ana, &q).await;
     assert_eq!((r.status, r.code()), (400, "NRY-0002"), "{r:?}");
     assert_eq!(r.body["title"], "Session not found");
     assert_eq!(
@@ -427,9 +423,7 @@ async fn organisations_do_not_see_each_other() {
     let eve = app.person("globex", "eve");
     let missing = uuid::Uuid::new_v4().to_string();
 
-    let a = eve
-        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-        .await;
+    let a = answer_seed(&eve, &q).await;
     let b = eve
         .post(&format!("/v1/questions/{missing}/answer"), &seed_answer())
         .await;

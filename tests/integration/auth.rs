@@ -387,9 +387,7 @@ async fn another_organisation_sees_nothing_and_changes_nothing() {
     let not_found_q = eve
         .post(&format!("/v1/questions/{missing}/answer"), &seed_answer())
         .await;
-    let r = eve
-        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-        .await;
+    let r = answer_seed(&eve, &q).await;
     assert_eq!((r.status, r.code()), (404, "NRY-0004"));
     assert_eq!(r.body["title"], not_found_q.body["title"]);
     // A wrong-shaped answer to the other tenant's question still says "not found":
@@ -432,12 +430,7 @@ async fn another_organisation_sees_nothing_and_changes_nothing() {
     );
     // The owner can.
     let ana = app.bearer(&key.sign(&claims("acme", "ana")));
-    assert_eq!(
-        ana.post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-            .await
-            .status,
-        204
-    );
+    assert_eq!(answer_seed(&ana, &q).await.status, 204);
 }
 
 /// The socket rule: the service's own uid without a token is the machine's user;

@@ -10,6 +10,13 @@ pub fn seed_answer() -> Value {
     json!({"answers": [{"options": [0]}, {"options": [2], "text": "Keep both and reconcile nightly."}]})
 }
 
+/// `person` answers question `q` with [`seed_answer`] (no `Idempotency-Key`).
+pub async fn answer_seed(person: &Person, q: &str) -> Reply {
+    person
+        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
+        .await
+}
+
 /// Two questions, the second with three options and free text.
 pub use holdpoint_tests::chaos::two_questions;
 

@@ -152,9 +152,7 @@ async fn a_message_on_the_lane_closes_the_question() {
     app.wait_idle().await;
     let record = app.interaction("acme", &q).await.expect("stored");
     assert_eq!(record.state, State::Closed);
-    let r = ana
-        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-        .await;
+    let r = answer_seed(&ana, &q).await;
     assert_eq!((r.status, r.code()), (409, "NRY-0009"), "{r:?}");
     // Same message id again: one message on the lane.
     let again = ana

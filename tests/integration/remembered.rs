@@ -610,12 +610,7 @@ async fn the_audit_holds_exactly_the_approval_decisions_and_rule_changes() {
     let ana = app.person("acme", "ana");
     // A question and a connection answered: never audited.
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
-    assert_eq!(
-        ana.post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-            .await
-            .status,
-        204
-    );
+    assert_eq!(answer_seed(&ana, &q).await.status, 204);
     let s = session(&rt, None).await;
     let conn = connection(&rt, &s).await;
     let r = ana

@@ -84,6 +84,24 @@ impl RpcReply {
         );
     }
 
+    /// Asserts the reply is a task whose state is `TASK_STATE_WORKING` (what a
+    /// taken answer returns).
+    #[track_caller]
+    pub(crate) fn assert_working(&self) {
+        self.assert_working_for("");
+    }
+
+    /// [`assert_working`](Self::assert_working), saying `what` was sent on failure.
+    #[track_caller]
+    pub(crate) fn assert_working_for(&self, what: &str) {
+        assert_eq!(
+            self.result()["task"]["status"]["state"],
+            "TASK_STATE_WORKING",
+            "{what}: {}",
+            self.body
+        );
+    }
+
     /// Asserts the reply is JSON-RPC error `code` (the body shows on failure).
     #[track_caller]
     pub(crate) fn assert_code(&self, code: i64) {
@@ -160,6 +178,16 @@ impl Rpc {
     pub(crate) async fn call(&self, method: &str, params: Value) -> RpcReply {
         self.call_with(method, params, &[("A2A-Extensions", URI)])
             .await
+    }
+
+    /// `SendMessage` with the extension activated.
+    pub(crate) async fn send(&self, params: Value) -> RpcReply {
+        self.call("SendMessage", params).await
+    }
+
+    /// `SendMessage` without the extension.
+    pub(crate) async fn send_plain(&self, params: Value) -> RpcReply {
+        self.plain("SendMessage", params).await
     }
 
     /// Without the extension.

@@ -105,10 +105,12 @@ async fn every_view_of_a_task_names_its_oldest_pending_interaction() {
 
     // An answer without interactionId goes to B; the reply names C.
     let r = rpc
-        .call(
-            "SendMessage",
-            answer(&at, "m-b", json!([{"data": {"approved": true}}]), None),
-        )
+        .send(answer(
+            &at,
+            "m-b",
+            json!([{"data": {"approved": true}}]),
+            None,
+        ))
         .await;
     assert_eq!(waits_on(&r.result()["task"]), auth(&c));
     assert_ne!(
@@ -169,10 +171,7 @@ async fn two_open_questions_on_one_task_are_answered_oldest_first() {
     assert_eq!(listed(&rpc, &at).await, Some(input(&q1)));
 
     let r = rpc
-        .call(
-            "SendMessage",
-            answer(&at, "m-1", json!([{"text": "main"}]), None),
-        )
+        .send(answer(&at, "m-1", json!([{"text": "main"}]), None))
         .await;
     assert_eq!(waits_on(&r.result()["task"]), input(&q2));
     assert_ne!(
@@ -181,10 +180,7 @@ async fn two_open_questions_on_one_task_are_answered_oldest_first() {
     );
     // A retry of the same message goes back to the question it answered, not to q2.
     let again = rpc
-        .call(
-            "SendMessage",
-            answer(&at, "m-1", json!([{"text": "main"}]), None),
-        )
+        .send(answer(&at, "m-1", json!([{"text": "main"}]), None))
         .await;
     assert_eq!(waits_on(&again.result()["task"]), input(&q2));
     assert_eq!(
@@ -192,10 +188,7 @@ async fn two_open_questions_on_one_task_are_answered_oldest_first() {
         holdpoint_domain::State::Pending
     );
     let r = rpc
-        .call(
-            "SendMessage",
-            answer(&at, "m-2", json!([{"text": "second"}]), None),
-        )
+        .send(answer(&at, "m-2", json!([{"text": "second"}]), None))
         .await;
     assert_eq!(
         waits_on(&r.result()["task"]),

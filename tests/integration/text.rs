@@ -80,22 +80,21 @@ async fn a_persons_control_characters_are_refused_over_rest_and_a2a() {
         );
         // A2A: a text part answering the question, a reason with an approval.
         let r = rpc
-            .call(
-                "SendMessage",
-                a2a_answer(&qat, &format!("m-t{n}"), json!([{"text": s}]), None),
-            )
+            .send(a2a_answer(
+                &qat,
+                &format!("m-t{n}"),
+                json!([{"text": s}]),
+                None,
+            ))
             .await;
         r.assert_error_for(&format!("text part {s:?}"), -32602, "NRY-0001");
         let r = rpc
-            .call(
-                "SendMessage",
-                a2a_answer(
-                    &eat,
-                    &format!("m-r{n}"),
-                    json!([{"data": {"approved": true, "reason": s}}]),
-                    None,
-                ),
-            )
+            .send(a2a_answer(
+                &eat,
+                &format!("m-r{n}"),
+                json!([{"data": {"approved": true, "reason": s}}]),
+                None,
+            ))
             .await;
         r.assert_error_for(&format!("A2A reason {s:?}"), -32602, "NRY-0001");
     }
@@ -392,10 +391,12 @@ async fn large_integers_keep_their_digits_end_to_end() {
     assert_eq!(r.status, 204, "{r:?}");
     let big: Value = serde_json::from_str(BIG).expect("big");
     let r = Rpc::new(&app, "acme", "ana")
-        .call(
-            "SendMessage",
-            a2a_answer(&qat2, "m-big", json!([{"data": {"n": big}}]), None),
-        )
+        .send(a2a_answer(
+            &qat2,
+            "m-big",
+            json!([{"data": {"n": big}}]),
+            None,
+        ))
         .await;
     r.result();
     app.wait_idle().await;

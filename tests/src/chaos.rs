@@ -2,6 +2,10 @@
 //! (`tests/integration/fault_suite.rs`, `cluster.rs`) and the long soak
 //! (`tests/soak/main.rs`, `ops/soak.sh`).
 //!
+//! - [`Scenario`]: one run described once (what is opened, how it is answered,
+//!   the bounds it is judged by); [`Scenario::start`] runs the pieces below in
+//!   order, the test injects its faults while [`Running::progress`] moves, and
+//!   [`Running::judge`] settles and checks.
 //! - [`open_targets`]: opens blocking questions and approvals to answer.
 //! - [`plan_jobs`]: one answer per target with its own `Idempotency-Key`, plus a
 //!   racing second answer (another key, another body) for some targets.

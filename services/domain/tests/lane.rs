@@ -74,11 +74,7 @@ fn a_product_answer_on_an_idle_lane_starts_the_next_turn() {
     );
     assert_eq!(
         data(&d.effects.events, "turn-started"),
-        &EventData::TurnStarted {
-            session: sid(P),
-            lane: lane(LANE),
-            turn_id: mid(QUESTION),
-        }
+        &turn_started(QUESTION)
     );
     assert_eq!(task_status(&d.effects.events).state, TaskState::Working);
     assert_eq!(d.effects.lane_messages.len(), 1);
@@ -127,14 +123,7 @@ fn a_product_answer_on_a_busy_lane_is_kept_and_queued() {
         Accepted::Admitted,
         &["turn-started"],
     );
-    assert_eq!(
-        d.effects.events[0].body,
-        EventData::TurnStarted {
-            session: sid(P),
-            lane: lane(LANE),
-            turn_id: mid("turn-1")
-        }
-    );
+    assert_eq!(d.effects.events[0].body, turn_started("turn-1"));
 
     let env = answer(QUESTION, "k-1", seed_answers());
     let d = s.run(&env);
@@ -179,14 +168,7 @@ fn a_product_answer_on_a_busy_lane_is_kept_and_queued() {
         Accepted::Unchanged,
         &["turn-started"],
     );
-    assert_eq!(
-        d.effects.events[0].body,
-        EventData::TurnStarted {
-            session: sid(P),
-            lane: lane(LANE),
-            turn_id: mid(QUESTION)
-        }
-    );
+    assert_eq!(d.effects.events[0].body, turn_started(QUESTION));
     let l = s.lane(P, LANE);
     assert_eq!(l.running, Some(mid(QUESTION)));
     assert!(l.queue.is_empty());

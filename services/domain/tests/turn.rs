@@ -39,14 +39,7 @@ fn turns_admit_queued_messages_in_order() {
         Accepted::Unchanged,
         &["turn-started"],
     );
-    assert_eq!(
-        d.effects.events[0].body,
-        EventData::TurnStarted {
-            session: sid(P),
-            lane: lane(LANE),
-            turn_id: mid("m-1")
-        }
-    );
+    assert_eq!(d.effects.events[0].body, turn_started("m-1"));
     let l = s.lane(P, LANE);
     assert_eq!(l.running, Some(mid("m-1")));
     assert_eq!(l.queue, [mid("m-2")]);

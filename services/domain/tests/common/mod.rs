@@ -482,6 +482,15 @@ pub fn finished_result(events: &[Event]) -> &CallResult {
     }
 }
 
+/// The `turn-started` body of turn `turn` on lane [`LANE`] of session [`P`].
+pub fn turn_started(turn: &str) -> EventData {
+    EventData::TurnStarted {
+        session: sid(P),
+        lane: lane(LANE),
+        turn_id: mid(turn),
+    }
+}
+
 /// A call that returned the string `s`.
 pub fn output(s: &str) -> CallResult {
     CallResult::Ok {
