@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use holdpoint_client::{AgentManifest, HoldCall, Placement, Runtime};
+use holdpoint_client::{AgentManifest, Placement, Runtime};
 use holdpoint_domain::{Answer, EventData, SessionMode, State, TaskState};
 use holdpoint_tests::app::{AppOptions, TestApp};
 use holdpoint_tests::nats::workspace_root;
@@ -16,20 +16,13 @@ use crate::common::*;
 use crate::rpc::{Rpc, URI, answer, get};
 use crate::streams::{Next, WAIT};
 
-pub(crate) async fn state_of(app: &TestApp, org: &str, id: &str) -> State {
-    app.interaction(org, id).await.expect("stored").state
-}
-
 fn connections_agent() -> AgentManifest {
     AgentManifest::from_markdown("---\nloop:\n  connections: true\n---\n").expect("manifest")
 }
 
 /// Opens a blocking session and a connection request; returns (placement, id).
 async fn open_connection(rt: &Runtime) -> (Placement, String) {
-    let session = format!("s-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    rt.open_session(&session, SessionMode::Blocking)
-        .await
-        .expect("session");
+    let session = open_session(rt, SessionMode::Blocking).await;
     let at = placement(&session);
     let id = rt
         .request_connection(
@@ -735,20 +728,7 @@ async fn subscribe_to_task_streams_the_working_update_after_an_answer() {
     assert_eq!(su["status"]["state"], "TASK_STATE_WORKING");
 
     // The task waits again (a new hold on the same task): the next update shows it.
-    let next = format!("eff_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
-    rt.hold_for_approval(
-        &at,
-        HoldCall {
-            effect_id: next.clone(),
-            call_id: format!("call-{next}"),
-            server: "github".into(),
-            tool: "merge".into(),
-            arguments: json!({"pr": 42}),
-            reason: None,
-        },
-    )
-    .await
-    .expect("hold");
+    let next = hold_call(&rt, &at, "merge", json!({"pr": 42}), None).await;
     let update = sub.expect(WAIT, "the AUTH_REQUIRED update").await.json();
     let su = &update["result"]["statusUpdate"];
     assert_eq!(su["status"]["state"], "TASK_STATE_AUTH_REQUIRED");

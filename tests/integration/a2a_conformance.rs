@@ -36,10 +36,7 @@ async fn arguments_digest_binds_an_a2a_approval() {
         .await;
     r.assert_error(-32602, "NRY-0010");
     app.wait_idle().await;
-    assert_eq!(
-        crate::a2a::state_of(&app, "acme", &eff).await,
-        State::Pending
-    );
+    assert_eq!(state_of(&app, "acme", &eff).await, State::Pending);
     let r = rpc
         .send(answer(
             &at,
@@ -201,10 +198,7 @@ async fn a_negative_history_length_is_invalid_params() {
     let r = rpc.send(send).await;
     r.assert_code(-32602);
     app.wait_idle().await;
-    assert_eq!(
-        crate::a2a::state_of(&app, "acme", &eff).await,
-        State::Pending
-    );
+    assert_eq!(state_of(&app, "acme", &eff).await, State::Pending);
     for (method, params) in [
         ("GetTask", json!({"id": task, "historyLength": 0})),
         ("ListTasks", json!({"historyLength": 3})),
@@ -344,14 +338,8 @@ async fn protojson_input_is_read_and_canonical_json_written() {
         .await;
     r.assert_working();
     app.wait_idle().await;
-    assert_eq!(
-        crate::a2a::state_of(&app, "acme", &eff).await,
-        State::Resolved
-    );
-    assert_eq!(
-        crate::a2a::state_of(&app, "acme", &other_eff).await,
-        State::Pending
-    );
+    assert_eq!(state_of(&app, "acme", &eff).await, State::Resolved);
+    assert_eq!(state_of(&app, "acme", &other_eff).await, State::Pending);
     // A name given twice is refused.
     let r = rpc
         .call(

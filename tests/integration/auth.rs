@@ -205,10 +205,7 @@ async fn tokens_are_verified_and_every_failure_looks_the_same() {
         assert_401(&anon.get_with("/v1/interactions", &hs).await, what);
     }
     app.wait_idle().await;
-    assert_eq!(
-        app.interaction("acme", &q).await.expect("stored").state,
-        State::Pending
-    );
+    assert_eq!(state_of(&app, "acme", &q).await, State::Pending);
 }
 
 /// RFC 7519 NumericDates may be decimal: a correctly signed token whose `exp`,
@@ -420,14 +417,8 @@ async fn another_organisation_sees_nothing_and_changes_nothing() {
         json!([])
     );
     app.wait_idle().await;
-    assert_eq!(
-        app.interaction("acme", &q).await.expect("stored").state,
-        State::Pending
-    );
-    assert_eq!(
-        app.interaction("acme", &eff).await.expect("stored").state,
-        State::Pending
-    );
+    assert_eq!(state_of(&app, "acme", &q).await, State::Pending);
+    assert_eq!(state_of(&app, "acme", &eff).await, State::Pending);
     // The owner can.
     let ana = app.bearer(&key.sign(&claims("acme", "ana")));
     assert_eq!(answer_seed(&ana, &q).await.status, 204);

@@ -1,7 +1,7 @@
 //! Fixtures shared by the integration tests.
 
 use holdpoint_client::{HoldCall, Placement, Runtime};
-use holdpoint_domain::{Event, EventData, SessionMode};
+use holdpoint_domain::{Event, EventData, SessionMode, State};
 use holdpoint_tests::app::{Person, Reply, TestApp};
 use serde_json::{Value, json};
 
@@ -26,10 +26,16 @@ pub fn placement(session: &str) -> Placement {
     Placement::new(session, "main", &format!("task-{}", &t[..12]), "ctx-1").expect("ids")
 }
 
-/// Opens a session and a question on it; returns (placement, question id).
-pub async fn open_question(rt: &Runtime, mode: SessionMode) -> (Placement, String) {
+/// Opens a session `s-<12 hex>` in `mode`; returns its name.
+pub async fn open_session(rt: &Runtime, mode: SessionMode) -> String {
     let session = format!("s-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     rt.open_session(&session, mode).await.expect("session");
+    session
+}
+
+/// Opens a session and a question on it; returns (placement, question id).
+pub async fn open_question(rt: &Runtime, mode: SessionMode) -> (Placement, String) {
+    let session = open_session(rt, mode).await;
     let at = placement(&session);
     let q = rt
         .ask_user(
@@ -43,28 +49,63 @@ pub async fn open_question(rt: &Runtime, mode: SessionMode) -> (Placement, Strin
     (at, q.to_string())
 }
 
-/// Opens a blocking session and an approval; returns (placement, effect id).
-pub async fn open_approval(rt: &Runtime) -> (Placement, String) {
-    let session = format!("s-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    rt.open_session(&session, SessionMode::Blocking)
-        .await
-        .expect("session");
-    let at = placement(&session);
+/// Holds a call of `github` / `tool` with `arguments` at `at`, as effect
+/// `eff_<16 hex>` with call id `call-<effect>`; returns the effect id.
+pub async fn hold_call(
+    rt: &Runtime,
+    at: &Placement,
+    tool: &str,
+    arguments: Value,
+    reason: Option<&str>,
+) -> String {
     let effect = format!("eff_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
     rt.hold_for_approval(
-        &at,
+        at,
         HoldCall {
             effect_id: effect.clone(),
             call_id: format!("call-{effect}"),
             server: "github".into(),
-            tool: "create_pull_request".into(),
-            arguments: json!({"repo": "acme/app", "title": "Fix"}),
-            reason: Some("writes".into()),
+            tool: tool.into(),
+            arguments,
+            reason: reason.map(Into::into),
         },
     )
     .await
     .expect("hold");
+    effect
+}
+
+/// Opens a blocking session and an approval; returns (placement, effect id).
+pub async fn open_approval(rt: &Runtime) -> (Placement, String) {
+    let session = open_session(rt, SessionMode::Blocking).await;
+    let at = placement(&session);
+    let effect = hold_call(
+        rt,
+        &at,
+        "create_pull_request",
+        json!({"repo": "acme/app", "title": "Fix"}),
+        Some("writes"),
+    )
+    .await;
     (at, effect)
+}
+
+/// Moves the deadline of every one of `ids` to one instant `secs` from now (a
+/// runtime's deadline change), all at once; returns that instant.
+pub async fn move_deadlines(rt: &Runtime, ids: &[String], secs: i64) -> time::OffsetDateTime {
+    let deadline = time::OffsetDateTime::now_utc() + time::Duration::seconds(secs);
+    let moved = futures::future::join_all(ids.iter().map(|id| {
+        rt.set_deadline(
+            id,
+            holdpoint_client::Expiry {
+                expires_at: Some(deadline),
+                ..holdpoint_client::Expiry::default()
+            },
+        )
+    }))
+    .await;
+    assert!(moved.iter().all(Result::is_ok), "{moved:?}");
+    deadline
 }
 
 /// One answer of a burst: who sends it, to which path, with which
@@ -115,6 +156,11 @@ pub async fn one_effect_in_two_orgs_and_two_tasks(app: &TestApp) -> [(&'static s
         .await
         .expect("hold");
     [("acme", a1.clone()), ("acme", a2), ("globex", a1)]
+}
+
+/// The state of the stored interaction `id` of `org` (it must be stored).
+pub async fn state_of(app: &TestApp, org: &str, id: &str) -> State {
+    app.interaction(org, id).await.expect("stored").state
 }
 
 /// The events named `name` about interaction `id`.

@@ -298,7 +298,7 @@ async fn each_caller_has_a_limit_of_open_streams() {
     );
     app.wait_idle().await;
     assert_eq!(
-        crate::a2a::state_of(&app, "acme", &eff).await,
+        state_of(&app, "acme", &eff).await,
         State::Pending,
         "a refused SendStreamingMessage answers nothing"
     );

@@ -133,11 +133,7 @@ async fn keys_are_scoped_by_organisation_and_task() {
     }
     app.wait_idle().await;
     for (org, id) in &cases {
-        assert_eq!(
-            app.interaction(org, id).await.expect("stored").state,
-            State::Resolved,
-            "{org}/{id}"
-        );
+        assert_eq!(state_of(&app, org, id).await, State::Resolved, "{org}/{id}");
         let events = app.events(org).await;
         assert_eq!(
             named(&events, "tool-call-released", id).len(),

@@ -562,10 +562,7 @@ async fn a_worker_dying_after_its_write_then_a_nats_crash_keeps_the_events() {
     let again = ana.post_keyed(&path, "k", &json!({"approved": true})).await;
     assert_eq!(again.status, 204, "{again:?}");
     app.wait_idle().await;
-    assert_eq!(
-        app.interaction("acme", &eff).await.expect("stored").state,
-        State::Resolved
-    );
+    assert_eq!(state_of(&app, "acme", &eff).await, State::Resolved);
     let events = app.events("acme").await;
     assert_eq!(
         named(&events, "interaction-resolved", &eff).len(),
@@ -587,7 +584,7 @@ async fn a_worker_dying_after_its_write_then_a_nats_crash_keeps_the_events() {
 /// and every 2xx answer is the recorded, person-made resolution.
 #[tokio::test]
 async fn deadlines_fire_once_through_worker_kills() {
-    use holdpoint_client::{Expiry, HoldCall};
+    use holdpoint_client::Expiry;
     use holdpoint_domain::{EventData, Resolver};
 
     let (mut rng, seed) = Rng::from_env(SEED_ENV);
@@ -602,10 +599,7 @@ async fn deadlines_fire_once_through_worker_kills() {
     .await;
     let mut pool = WorkerPool::start(&mut app, 3);
     let rt = app.runtime("acme").await;
-    let session = format!("s-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    rt.open_session(&session, SessionMode::Blocking)
-        .await
-        .expect("session");
+    let session = open_session(&rt, SessionMode::Blocking).await;
     // Opened with a far deadline, then moved together to one near instant once all
     // are open (a slow machine cannot make it pass mid-opening).
     let expiry = Expiry {
@@ -616,21 +610,7 @@ async fn deadlines_fire_once_through_worker_kills() {
     for n in 0..60 {
         let at = placement(&session).with_expiry(expiry);
         let id = if n % 2 == 0 {
-            let effect = format!("eff_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
-            rt.hold_for_approval(
-                &at,
-                HoldCall {
-                    effect_id: effect.clone(),
-                    call_id: format!("call-{effect}"),
-                    server: "github".into(),
-                    tool: "merge".into(),
-                    arguments: json!({"n": n}),
-                    reason: None,
-                },
-            )
-            .await
-            .expect("hold");
-            effect
+            hold_call(&rt, &at, "merge", json!({"n": n}), None).await
         } else {
             rt.ask_user(&at, &format!("call-{n}"), two_questions(), None)
                 .await
@@ -639,18 +619,7 @@ async fn deadlines_fire_once_through_worker_kills() {
         };
         ids.push(id);
     }
-    let deadline = time::OffsetDateTime::now_utc() + time::Duration::seconds(6);
-    let moved = futures::future::join_all(ids.iter().map(|id| {
-        rt.set_deadline(
-            id,
-            Expiry {
-                expires_at: Some(deadline),
-                ..Expiry::default()
-            },
-        )
-    }))
-    .await;
-    assert!(moved.iter().all(Result::is_ok), "{moved:?}");
+    let deadline = move_deadlines(&rt, &ids, 6).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // People answer every fourth interaction around the deadline, retrying 503s
     // with the same key.

@@ -82,7 +82,7 @@ async fn worker_killed_between_write_and_ack_resolves_once() {
             "{failpoint}: {first:?}"
         );
         assert_eq!(
-            app.interaction("acme", &eff).await.expect("stored").state,
+            state_of(&app, "acme", &eff).await,
             State::Resolved,
             "{failpoint}: the write happened"
         );

@@ -16,10 +16,7 @@ const URI: &str = holdpoint_domain::EXTENSION_URI;
 
 /// A blocking session with three approvals held on one task, in the order A, B, C.
 async fn three_holds(rt: &Runtime) -> (Placement, [String; 3]) {
-    let session = format!("s-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    rt.open_session(&session, SessionMode::Blocking)
-        .await
-        .expect("session");
+    let session = open_session(rt, SessionMode::Blocking).await;
     let at = placement(&session);
     let tag = &uuid::Uuid::new_v4().simple().to_string()[..10];
     let mut ids = Vec::new();

@@ -105,7 +105,7 @@ async fn a_persons_control_characters_are_refused_over_rest_and_a2a() {
         "nothing was emitted"
     );
     for id in [&q, &eff] {
-        assert_eq!(crate::a2a::state_of(&app, "acme", id).await, State::Pending);
+        assert_eq!(state_of(&app, "acme", id).await, State::Pending);
     }
     // TAB, LF and CR are a person's to use.
     let r = ana
