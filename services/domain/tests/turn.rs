@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use holdpoint_domain::{Accepted, ErrorCode, EventData};
+use holdpoint_domain::{Accepted, ErrorCode};
 
 // ================================================================ turns
 
