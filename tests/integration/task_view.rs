@@ -4,7 +4,7 @@
 //! an explicit key, a second answer on a blocking session is `409 NRY-0009`.
 
 use holdpoint_client::{HoldCall, Placement, Runtime};
-use holdpoint_domain::SessionMode;
+use holdpoint_domain::{SessionMode, State};
 use holdpoint_tests::app::TestApp;
 use serde_json::{Value, json};
 
@@ -167,26 +167,15 @@ async fn two_open_questions_on_one_task_are_answered_oldest_first() {
     assert_eq!(get_task(&rpc, &at).await, input(&q1));
     assert_eq!(listed(&rpc, &at).await, Some(input(&q1)));
 
-    let r = rpc
-        .send(answer(&at, "m-1", json!([{"text": "main"}]), None))
-        .await;
+    let send_text = |id: &str, text: &str| rpc.send(answer(&at, id, json!([{"text": text}]), None));
+    let r = send_text("m-1", "main").await;
     assert_eq!(waits_on(&r.result()["task"]), input(&q2));
-    assert_ne!(
-        app.interaction("acme", &q1).await.expect("q1").state,
-        holdpoint_domain::State::Pending
-    );
+    assert_ne!(state_of(&app, "acme", &q1).await, State::Pending);
     // A retry of the same message goes back to the question it answered, not to q2.
-    let again = rpc
-        .send(answer(&at, "m-1", json!([{"text": "main"}]), None))
-        .await;
+    let again = send_text("m-1", "main").await;
     assert_eq!(waits_on(&again.result()["task"]), input(&q2));
-    assert_eq!(
-        app.interaction("acme", &q2).await.expect("q2").state,
-        holdpoint_domain::State::Pending
-    );
-    let r = rpc
-        .send(answer(&at, "m-2", json!([{"text": "second"}]), None))
-        .await;
+    assert_eq!(state_of(&app, "acme", &q2).await, State::Pending);
+    let r = send_text("m-2", "second").await;
     assert_eq!(
         waits_on(&r.result()["task"]),
         ("TASK_STATE_WORKING".to_owned(), None)
