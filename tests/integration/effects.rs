@@ -320,3 +320,69 @@ async fn a_killed_worker_hands_its_partitions_over_within_seconds() {
         assert_eq!(released(&events, eff), 1, "{eff}");
     }
 }
+
+#[tokio::test]
+async fn a_worker_publishes_nothing_again_that_it_wrote_and_saw_confirmed() {
+    // One worker writes every record, through several partition runners: an answer
+    // is keyed by its interaction, the opening it answers by its task, so another
+    // runner usually decides the answer and loads the record the first one wrote.
+    // After a takeover a runner also sweeps again once a previous owner can no longer
+    // be committing (the fence sweep). Neither publishes anything again here: every
+    // transition was confirmed by this worker. Before the worker shared what it saw
+    // confirmed and signed its writes, each answer published its opening's effects
+    // again, and each fence sweep every write since the takeover (thousands a few
+    // seconds into a busy run, which stalled the partition until it lost its pin).
+    let app = app_without_workers(Duration::from_secs(120)).await;
+    let metrics = std::sync::Arc::new(holdpoint_telemetry::Metrics::new());
+    let token = tokio_util::sync::CancellationToken::new();
+    let worker = tokio::spawn(holdpoint_worker::run(
+        app.bus.clone(),
+        holdpoint_worker::WorkerConfig {
+            metrics: metrics.clone(),
+            ..holdpoint_worker::WorkerConfig::default()
+        },
+        token.clone(),
+    ));
+    let rt = app.runtime("acme").await;
+    let ana = app.person("acme", "ana");
+    for _ in 0..24 {
+        let (_, eff) = open_approval(&rt).await;
+        let r = ana
+            .post(
+                &format!("/v1/interactions/{eff}/approve"),
+                &json!({"approved": true}),
+            )
+            .await;
+        assert_eq!(r.status, 204, "{r:?}");
+    }
+    app.wait_idle().await;
+    let written = time::OffsetDateTime::now_utc();
+    println!("relayed before the fence sweep: {}", metrics.relayed.get());
+    // A partition's checkpoint passes its owner's takeover only after the fence sweep.
+    let bus = app.bus.clone();
+    wait_for(
+        Duration::from_secs(40),
+        "every owned partition's fence sweep",
+        || {
+            let bus = bus.clone();
+            async move {
+                for p in 0..bus.topo.partitions {
+                    if bus.pinned_client(p).await.ok()?.is_some()
+                        && bus.checkpoint(p).await.ok()?.is_none_or(|c| c < written)
+                    {
+                        return None;
+                    }
+                }
+                Some(())
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        metrics.relayed.get(),
+        0,
+        "the worker published its own confirmed transitions again"
+    );
+    token.cancel();
+    let _ = worker.await;
+}

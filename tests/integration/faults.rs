@@ -49,7 +49,23 @@ async fn pending_survives_a_nats_server_kill() {
     })
     .await;
     assert_eq!(r.status, 204, "{r:?}");
-    app.wait_idle().await;
+    // Settled: the answer finished and every partition consumer has delivered and
+    // had acknowledged every command. Not `wait_idle` (an empty commands stream): a
+    // SIGKILLed server can come back still holding a work-queue message whose ack
+    // it had taken (the removal was not on disk yet) below the consumer's ack floor,
+    // where no consumer delivers it again; it is the server's to drop, not a command
+    // anyone is still working on.
+    let bus = app.bus.clone();
+    let org = "acme";
+    wait_for(Duration::from_secs(30), "the answer to settle", || {
+        let (bus, app, q) = (bus.clone(), &app, q.clone());
+        async move {
+            let backlog = bus.consumer_backlog().await.ok()?;
+            let events = app.events(org).await;
+            (backlog == (0, 0) && !finished(&events, &q).is_empty()).then_some(())
+        }
+    })
+    .await;
     let events = app.events("acme").await;
     assert_eq!(finished(&events, &q).len(), 1);
     assert_ids_consistent(&events);

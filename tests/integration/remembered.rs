@@ -9,7 +9,10 @@
 //! - the audit holds exactly the approval decisions and rule changes, never a
 //!   question, and pages with `after` and `limit`;
 //! - a rule's decision under a worker that dies after its write (and under
-//!   `kill -9`) is made once.
+//!   `kill -9`) is made once;
+//! - an A2A answer remembers through the extension metadata (and is refused on a
+//!   question), and a call held with `holdpoint runtime hold --agent` meets its
+//!   agent's rules.
 
 use std::time::Duration;
 
@@ -890,4 +893,132 @@ async fn a_rule_decision_under_a_dying_worker_is_made_once() {
             "one audit record for {id}"
         );
     }
+}
+
+#[tokio::test]
+async fn an_a2a_approval_remembers_through_the_extension_metadata() {
+    // The A2A answer carries `remember` in the interactions extension's metadata,
+    // as the REST approve body does: the rule it writes decides the next hold of the
+    // same tool in the session at once, and names the person who answered. On a
+    // question it is refused (invalid params, NRY-0025) and nothing is written.
+    use crate::rpc::{Rpc, answer};
+    let app = TestApp::start().await;
+    let rt = app.runtime("acme").await;
+    let ana = app.person("acme", "ana");
+    let rpc = Rpc::new(&app, "acme", "ana");
+    let at = session(&rt, None).await;
+    let first = hold(&rt, &at, TOOL, args(1)).await;
+    let r = rpc
+        .send(answer(
+            &at,
+            "m-remember",
+            json!([{"data": {"approved": true}}]),
+            Some(json!({
+                "interactionId": first,
+                "approved": true,
+                "remember": {"scope": "session"},
+            })),
+        ))
+        .await;
+    r.result();
+    let rule = rule_written_from(&ana, &first).await;
+    let written = rules(&ana)
+        .await
+        .into_iter()
+        .find(|r| r["id"] == rule.as_str())
+        .expect("the rule");
+    assert_eq!(written["scope"], "session", "{written}");
+    assert_eq!(written["effect"], "allow", "{written}");
+    assert_eq!(written["createdBy"], "ana", "{written}");
+    // The next hold of that tool in the session is allowed by the rule, with no person.
+    let next = hold(&rt, &at, TOOL, args(2)).await;
+    assert_allowed_by(&app, "acme", &next, &rule, "the rule remembered over A2A").await;
+    // Another session: still asks a person.
+    let elsewhere = session(&rt, None).await;
+    let other = hold(&rt, &elsewhere, TOOL, args(1)).await;
+    assert_pending(&app, "acme", &other, "a session rule in another session").await;
+
+    // A question: no rule can be written about it.
+    let (qat, q) = open_question(&rt, SessionMode::Blocking).await;
+    let before = rules(&ana).await.len();
+    let r = rpc
+        .send(answer(
+            &qat,
+            "m-question",
+            json!([{"data": {"answers": [{"options": [0]}, {"options": [0]}]}}]),
+            Some(json!({"interactionId": q, "remember": {"scope": "organisation"}})),
+        ))
+        .await;
+    assert_eq!(r.holdpoint(), "NRY-0025", "{}", r.body);
+    assert_eq!(
+        app.interaction("acme", &q).await.expect("q").state,
+        State::Pending
+    );
+    assert_eq!(rules(&ana).await.len(), before);
+}
+
+#[tokio::test]
+async fn a_call_held_from_the_command_line_for_an_agent_meets_its_agent_rules() {
+    // `holdpoint runtime hold --agent` names the agent, so an `agent`-scoped rule
+    // remembered in one session decides that agent's call held from a shell in
+    // another session; an agent id that is not one is refused before anything is sent.
+    let app = TestApp::start().await;
+    let rt = app.runtime("acme").await;
+    let ana = app.person("acme", "ana");
+    let at = session(&rt, Some("reviewer")).await;
+    let first = hold(&rt, &at, TOOL, args(1)).await;
+    let r = decide(&ana, &first, true, json!({"scope": "agent"})).await;
+    assert_eq!(r.status, 204, "{r:?}");
+    let rule = rule_written_from(&ana, &first).await;
+
+    let s2 = unique("s");
+    rt.open_session(&s2, SessionMode::Blocking)
+        .await
+        .expect("session");
+    let effect = unique("eff");
+    let url = app.nats.url();
+    let hold_from_shell = |agent: &'static str, effect: String| {
+        let (url, s2) = (url.clone(), s2.clone());
+        async move {
+            crate::operator::cli(&[
+                "runtime",
+                "--nats-url",
+                &url,
+                "--org",
+                "acme",
+                "hold",
+                "--session",
+                &s2,
+                "--task",
+                "t-cli",
+                "--call",
+                &format!("call-{effect}"),
+                "--effect",
+                &effect,
+                "--server",
+                SERVER,
+                "--tool",
+                TOOL,
+                "--arguments",
+                r#"{"n":2}"#,
+                "--agent",
+                agent,
+            ])
+            .await
+        }
+    };
+    let (ok, out, err) = hold_from_shell("reviewer", effect.clone()).await;
+    assert!(ok, "stdout {out} stderr {err}");
+    assert_allowed_by(
+        &app,
+        "acme",
+        &effect,
+        &rule,
+        "the agent rule, from the shell",
+    )
+    .await;
+
+    let (ok, _, err) = hold_from_shell("not an agent", unique("eff")).await;
+    assert!(!ok);
+    assert!(err.contains("--agent"), "{err}");
 }

@@ -142,6 +142,53 @@ fn memory(pid: u32) -> (f64, f64) {
     (field("VmHWM:"), field("VmRSS:"))
 }
 
+/// Partitions of the commands stream (the worker's default).
+const PARTITIONS: u64 = 8;
+
+/// Waits until every worker (by admin port) owns a share of the partitions and
+/// together they own all of them: a worker that joins is handed its share once it
+/// has been alive for a while (the worker's `SETTLED`), and the bench measures the
+/// settled state. The server pins a partition to a worker when it delivers a
+/// command, so a trickle of interactions is opened meanwhile (they stay pending,
+/// outside the pool). Returns how long that took.
+async fn balanced(
+    http: &reqwest::Client,
+    admins: &[u16],
+    rt: &Runtime,
+) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(60);
+    let mut round = 0;
+    loop {
+        round += 1;
+        open_pool(rt, 16, 10_000_000 * admins.len() + round * 16).await?;
+        let mut owned = Vec::new();
+        for port in admins {
+            let text = match http
+                .get(format!("http://127.0.0.1:{port}/metrics"))
+                .send()
+                .await
+            {
+                Ok(r) => r.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            let n = text
+                .lines()
+                .find_map(|l| l.strip_prefix("holdpoint_partitions_owned "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0) as u64;
+            owned.push(n);
+        }
+        if owned.iter().all(|&n| n > 0) && owned.iter().sum::<u64>() == PARTITIONS {
+            return Ok(start.elapsed());
+        }
+        if Instant::now() > deadline {
+            bail!("workers did not share the {PARTITIONS} partitions within 60 s: {owned:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn start_nats(
     bin: &Path,
     dir: &Path,
@@ -536,7 +583,10 @@ async fn holdpoint_run(args: &Args, plan: &Plan, sync_always: bool) -> anyhow::R
         Ok(Proc {
             child: Command::new(&args.holdpoint_bin)
                 .args(args_)
-                .env("RUST_LOG", "warn")
+                .env(
+                    "RUST_LOG",
+                    std::env::var("HOLDPOINT_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+                )
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit())
                 .spawn()
@@ -560,8 +610,18 @@ async fn holdpoint_run(args: &Args, plan: &Plan, sync_always: bool) -> anyhow::R
         "--jwt-algorithms".into(),
         "EdDSA".into(),
     ])?;
-    let worker_args = vec!["worker".to_owned(), "--nats-url".into(), url.clone()];
-    let mut workers = vec![spawn(worker_args.clone())?];
+    // Each worker serves /metrics, where the bench reads how many partitions it owns.
+    let worker_args = |admin: u16| {
+        vec![
+            "worker".to_owned(),
+            "--nats-url".into(),
+            url.clone(),
+            "--admin-listen".into(),
+            format!("127.0.0.1:{admin}"),
+        ]
+    };
+    let mut worker_admins = vec![free_port()?];
+    let mut workers = vec![spawn(worker_args(worker_admins[0]))?];
     localnats::wait_listening(api, WAIT_LISTENING).await?;
 
     let rt = Runtime::connect(&url, "bench")
@@ -641,8 +701,15 @@ async fn holdpoint_run(args: &Args, plan: &Plan, sync_always: bool) -> anyhow::R
     let mut cpu = [0.0f64; 4];
     for n_workers in [1usize, 2] {
         while workers.len() < n_workers {
-            workers.push(spawn(worker_args.clone())?);
+            let admin = free_port()?;
+            workers.push(spawn(worker_args(admin))?);
+            worker_admins.push(admin);
         }
+        let took = balanced(&t.http, &worker_admins, &rt).await?;
+        println!(
+            "  {n_workers} worker(s) own every partition between them after {:.1}s",
+            took.as_secs_f64()
+        );
         let pids = [
             nats.pid(),
             ingress.pid(),

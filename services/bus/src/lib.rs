@@ -47,6 +47,13 @@ pub const REPLY_HEADER: &str = "Hp-Reply-To";
 /// sweeps read the buckets' streams headers only and load just the keys whose last
 /// write carries it.
 pub const UNCONFIRMED_HEADER: &str = "Hp-Unconfirmed";
+/// The header naming the process that made a record's KV write (the [`Bus::writer`]
+/// of a worker: its presence id and a nonce of this run). A relay sweep skips keys
+/// its own process wrote last: that process relayed the record's due effects when
+/// it loaded it, and retries what it owes itself, so only other processes' writes
+/// need a sweep (a fence sweep after a takeover then costs the late writes of the
+/// previous owner, not every write since the takeover).
+pub const WRITER_HEADER: &str = "Hp-Writer";
 /// Header carrying the W3C trace context.
 pub const TRACEPARENT_HEADER: &str = "traceparent";
 
@@ -193,6 +200,9 @@ pub struct Bus {
     pub webhook_delivered: kv::Store,
     /// Remembered approval rules bucket (see [`rules`]).
     pub rules: kv::Store,
+    /// Who this process's record writes say made them ([`WRITER_HEADER`]); `None`
+    /// (clients, the ingress) writes none. Set by [`Bus::writing_as`].
+    pub writer: Option<std::sync::Arc<str>>,
 }
 
 impl std::fmt::Debug for Bus {
@@ -205,6 +215,14 @@ impl std::fmt::Debug for Bus {
 }
 
 impl Bus {
+    /// This bus, with its record writes signed by `writer` in [`WRITER_HEADER`]: a
+    /// worker passes an id unique to its run, so a restarted worker never takes its
+    /// previous run's writes for its own.
+    pub fn writing_as(mut self, writer: impl Into<std::sync::Arc<str>>) -> Self {
+        self.writer = Some(writer.into());
+        self
+    }
+
     /// True when commands are partitioned over pinned workers (nats-server 2.11+).
     pub fn partitioned(&self) -> bool {
         self.caps.partitioned()

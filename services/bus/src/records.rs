@@ -215,6 +215,9 @@ impl Bus {
         if let Some(u) = unconfirmed {
             headers.insert(crate::UNCONFIRMED_HEADER, u);
         }
+        if let Some(w) = &self.writer {
+            headers.insert(crate::WRITER_HEADER, &**w);
+        }
         let subject = format!("$KV.{}.{key}", self.bucket_name(b));
         self.js
             .publish_with_headers(subject, headers, value)
@@ -249,7 +252,8 @@ impl Bus {
     }
 
     /// The keys of bucket `b` whose last write since `since` carries the
-    /// [`crate::UNCONFIRMED_HEADER`] with a value `accept` takes, read from the
+    /// [`crate::UNCONFIRMED_HEADER`] with a value `accept` takes (it is given that
+    /// value and the write's [`crate::WRITER_HEADER`], if any), read from the
     /// bucket's stream headers only (no values are sent), oldest write first.
     /// A key written again later without the header is not returned: that write
     /// confirmed it. Each read waits at most 5 s.
@@ -260,7 +264,7 @@ impl Bus {
         &self,
         b: Bucket,
         since: time::OffsetDateTime,
-        accept: impl Fn(&str) -> bool,
+        accept: impl Fn(&str, Option<&str>) -> bool,
     ) -> Result<Vec<String>, BusError> {
         let name = self.bucket_name(b);
         let stream = self
@@ -296,11 +300,13 @@ impl Bus {
             let Ok(info) = msg.info() else { continue };
             let remaining = info.pending;
             if let Some(key) = msg.subject.strip_prefix(&prefix) {
-                let marked = msg
-                    .headers
-                    .as_ref()
+                let headers = msg.headers.as_ref();
+                let writer = headers
+                    .and_then(|h| h.get(crate::WRITER_HEADER))
+                    .map(|v| v.as_str());
+                let marked = headers
                     .and_then(|h| h.get(crate::UNCONFIRMED_HEADER))
-                    .is_some_and(|v| accept(v.as_str()));
+                    .is_some_and(|v| accept(v.as_str(), writer));
                 match at.get(key) {
                     Some(&i) => last[i].1 = marked,
                     None => {

@@ -86,6 +86,7 @@ impl Bus {
             webhooks,
             webhook_delivered,
             rules,
+            writer: None,
         })
     }
 }

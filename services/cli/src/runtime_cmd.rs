@@ -45,6 +45,10 @@ pub struct PlaceArgs {
     /// The blocked tool call's id.
     #[arg(long)]
     pub call: String,
+    /// The agent whose call this is (`[A-Za-z0-9._:@-]`, as an AGENT.md names it):
+    /// rules remembered with scope `agent` match on it, in any session.
+    #[arg(long)]
+    pub agent: Option<String>,
     /// Deadline as RFC 3339 (`2026-05-01T12:00:00Z`); refused on a nats-server
     /// without message schedules.
     #[arg(long, conflicts_with = "expires_in")]
@@ -154,7 +158,13 @@ fn place(a: &PlaceArgs) -> anyhow::Result<Placement> {
         expires_in: a.expires_in,
         on_expiry,
     };
-    Ok(Placement::new(&a.session, &a.lane, &a.task, &a.context)?.with_expiry(expiry))
+    let at = Placement::new(&a.session, &a.lane, &a.task, &a.context)?.with_expiry(expiry);
+    Ok(match &a.agent {
+        Some(agent) => at
+            .for_agent(agent)
+            .with_context(|| format!("--agent {agent:?}"))?,
+        None => at,
+    })
 }
 
 fn parse_time(s: Option<&str>) -> anyhow::Result<Option<time::OffsetDateTime>> {

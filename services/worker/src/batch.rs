@@ -74,6 +74,8 @@ pub struct Runner {
     pub sessions: SessionCache,
     /// Remembered approval rules (shared by the worker's runners).
     pub rules: crate::rules::RuleBook,
+    /// Transitions this worker saw confirmed (shared by the worker's runners).
+    pub confirmed: crate::cache::Confirmed,
     /// Committed transitions whose effects are not confirmed yet, by command id.
     pub owed: BTreeMap<String, Owed>,
     /// This partition's checkpoint as read when the runner took the partition.
@@ -348,6 +350,9 @@ impl Runner {
         for key in read {
             if let Some(record) = ws.record(key) {
                 for t in relay::due(record, horizon, self.partition, checkpoint) {
+                    if self.confirmed.contains(&t.command_id) {
+                        continue;
+                    }
                     relay
                         .entry(t.command_id.clone())
                         .or_insert_with(|| Owed::of(t));
@@ -461,11 +466,12 @@ impl Runner {
     fn replay_due(&self, ws: &WorkingSet, keys: &KeysOf, ctx: &Ctx, now: OffsetDateTime) -> bool {
         let horizon = relay::dedup_horizon(&self.bus, now);
         let checkpoint = self.effective_checkpoint(now);
-        keys.all().filter_map(|k| ws.record(k)).any(|r| {
-            relay::due(r, horizon, self.partition, checkpoint)
-                .iter()
-                .any(|t| t.command_id == ctx.command_id)
-        })
+        !self.confirmed.contains(&ctx.command_id)
+            && keys.all().filter_map(|k| ws.record(k)).any(|r| {
+                relay::due(r, horizon, self.partition, checkpoint)
+                    .iter()
+                    .any(|t| t.command_id == ctx.command_id)
+            })
     }
 
     /// The checkpoint this runner reads its partition's transitions against: what it
@@ -561,6 +567,7 @@ impl Runner {
                 Err(_) => false,
             };
             if ok {
+                self.confirmed.insert(&id);
                 confirmed.insert(id);
             }
         }
@@ -588,6 +595,9 @@ impl Runner {
                 c.fail(e.kind(), e.to_string());
             } else {
                 self.owed.remove(&c.ctx.command_id);
+                if c.decision.as_ref().is_some_and(|d| d.writes()) {
+                    self.confirmed.insert(&c.ctx.command_id);
+                }
             }
         }
         confirmed
@@ -806,6 +816,7 @@ impl Runner {
             }
         }
         for id in confirmed {
+            self.confirmed.insert(&id);
             self.owed.remove(&id);
             self.cfg.metrics.relayed.inc();
         }

@@ -46,12 +46,18 @@ pub struct Cached {
     pub bytes: u64,
 }
 
+/// Heap bytes a decoded record takes per byte of its JSON encoding, about: its
+/// strings, vectors and maps each carry their own allocation and capacity slack.
+/// Measured with the benchmark (BENCHMARKS.md, "Memory"): a 32 MiB cache weighed by
+/// encoded size alone took the worker from 30 to 153 MiB resident.
+const HEAP_PER_ENCODED_BYTE: u64 = 4;
+
 #[derive(Debug, Clone, Copy)]
 struct BySize;
 
 impl Weighter<String, Cached> for BySize {
     fn weight(&self, key: &String, val: &Cached) -> u64 {
-        key.len() as u64 + val.bytes + 64
+        key.len() as u64 + val.bytes * HEAP_PER_ENCODED_BYTE + 64
     }
 }
 
@@ -68,9 +74,10 @@ impl std::fmt::Debug for RecordCache {
 }
 
 impl RecordCache {
-    /// A cache of at most `bytes` of records.
+    /// A cache of records taking about `bytes` of memory at most (each weighed at
+    /// [`HEAP_PER_ENCODED_BYTE`] times its encoded size).
     pub fn new(bytes: u64) -> Self {
-        let items = usize::try_from(bytes / 2048).unwrap_or(1024).max(16);
+        let items = usize::try_from(bytes / 8192).unwrap_or(1024).max(16);
         RecordCache(quick_cache::unsync::Cache::with_weighter(
             items,
             bytes.max(1),
@@ -197,5 +204,49 @@ pub async fn pause(shutdown: &CancellationToken, d: Duration) -> bool {
     tokio::select! {
         _ = shutdown.cancelled() => true,
         _ = tokio::time::sleep(d) => false,
+    }
+}
+
+/// Command ids whose transitions this worker saw confirmed (every PubAck back), shared
+/// by its partition runners, so that a runner loading a record another runner of the
+/// same worker wrote does not publish that transition's effects again. A record says
+/// a transition is confirmed only from its next write, and an answer is often decided
+/// by another partition than the opening it answers (answers are keyed by
+/// interaction, openings by task). Bounded (least recently used out); an id that fell
+/// out is published again, which JetStream drops as a duplicate.
+#[derive(Clone)]
+pub struct Confirmed(Arc<quick_cache::sync::Cache<String, ()>>);
+
+impl std::fmt::Debug for Confirmed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Confirmed")
+            .field("len", &self.0.len())
+            .finish()
+    }
+}
+
+impl Confirmed {
+    /// Room for this many ids (about 100 bytes each).
+    pub const CAPACITY: usize = 16_384;
+
+    /// An empty set.
+    pub fn new() -> Self {
+        Confirmed(Arc::new(quick_cache::sync::Cache::new(Self::CAPACITY)))
+    }
+
+    /// Notes that command `id`'s effects are confirmed.
+    pub fn insert(&self, id: &str) {
+        self.0.insert(id.to_owned(), ());
+    }
+
+    /// True when command `id`'s effects were confirmed by this worker.
+    pub fn contains(&self, id: &str) -> bool {
+        self.0.get(id).is_some()
+    }
+}
+
+impl Default for Confirmed {
+    fn default() -> Self {
+        Self::new()
     }
 }

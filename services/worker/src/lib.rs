@@ -126,6 +126,9 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
         Some(id) => anyhow::bail!("worker id {id:?} must be 1 to 64 of [A-Za-z0-9_-]"),
         None => format!("w-{}", uuid::Uuid::new_v4().simple()),
     };
+    // Record writes name this run (a restarted worker with the same id is another
+    // writer: it does not know what its previous run owed).
+    let bus = bus.writing_as(format!("{me}.{}", uuid::Uuid::new_v4().simple()));
     let mut cfg = cfg;
     cfg.deadlines.supported = bus.caps.schedules;
     if !cfg.deadlines.supported && cfg.deadlines.default.is_some() {
@@ -171,6 +174,7 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
         loops = partitions.len(),
         "worker pulling commands"
     );
+    let confirmed = cache::Confirmed::new();
     let mut loops = JoinSet::new();
     for p in partitions {
         loops.spawn(runner::run(
@@ -180,6 +184,7 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
             runner::Shared {
                 sessions: sessions.clone(),
                 rules: rules.clone(),
+                confirmed: confirmed.clone(),
             },
             me.clone(),
             live.clone(),
@@ -203,8 +208,8 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
     Ok(())
 }
 
-/// The sweep of a worker that starts. Partitioned: each partition's records written
-/// since its checkpoint (what its owners vouched for needs nothing), transitions
+/// The sweep of a worker that starts. Partitioned: each unowned partition's records
+/// written since its checkpoint (what its owners vouched for needs nothing), transitions
 /// inside the duplicate window only ([`relay::Scope::Window`]: the partition may
 /// have a live owner), so a crash loop costs the writes since the checkpoints, not
 /// the whole window per restart. What is older is the takeover sweep's.
@@ -217,11 +222,10 @@ async fn start_sweep(bus: Bus, shutdown: CancellationToken) {
     };
     let mut attempt = 0;
     loop {
-        let now = OffsetDateTime::now_utc();
         let swept = if partitions.is_empty() {
-            relay::sweep(&bus, relay::Scope::Recent, None, now).await
+            relay::sweep(&bus, relay::Scope::Recent, None, OffsetDateTime::now_utc()).await
         } else {
-            sweep_partitions(&bus, &partitions, now).await
+            sweep_partitions(&bus, &partitions, &shutdown).await
         };
         match swept {
             Ok(_) => return,
@@ -241,19 +245,43 @@ async fn start_sweep(bus: Bus, shutdown: CancellationToken) {
     }
 }
 
-/// Sweeps each of `partitions` from its checkpoint; returns how many transitions
-/// were relayed.
+/// Sweeps each of `partitions` from its checkpoint that no worker owns; returns how
+/// many transitions were relayed.
+///
+/// A partition pinned to a worker is that worker's to sweep (its takeover and fence
+/// sweeps cover what its predecessors left). A pin may belong to a worker that just
+/// died, though, and the server pins nobody anew until a command comes: so a
+/// partition pinned at first is looked at again once any dead pin has lapsed
+/// (three priority timeouts), and swept if it has no pin then.
 async fn sweep_partitions(
     bus: &Bus,
     partitions: &[u32],
-    now: OffsetDateTime,
+    shutdown: &CancellationToken,
 ) -> Result<usize, holdpoint_bus::BusError> {
     let mut relayed = 0;
+    let mut owned = Vec::new();
     for &p in partitions {
-        let checkpoint = bus.checkpoint(p).await?;
-        relayed += relay::sweep(bus, relay::Scope::Window(Some(p)), checkpoint, now).await?;
+        if bus.pinned_client(p).await?.is_some() {
+            owned.push(p);
+            continue;
+        }
+        relayed += sweep_partition(bus, p).await?;
+    }
+    if owned.is_empty() || pause(shutdown, bus.topo.priority_timeout * 3).await {
+        return Ok(relayed);
+    }
+    for p in owned {
+        if bus.pinned_client(p).await?.is_none() {
+            relayed += sweep_partition(bus, p).await?;
+        }
     }
     Ok(relayed)
+}
+
+async fn sweep_partition(bus: &Bus, p: u32) -> Result<usize, holdpoint_bus::BusError> {
+    let checkpoint = bus.checkpoint(p).await?;
+    let now = OffsetDateTime::now_utc();
+    relay::sweep(bus, relay::Scope::Window(Some(p)), checkpoint, now).await
 }
 
 /// Reads the consumers' pending and ack-pending counts into `metrics` every `every`

@@ -24,6 +24,8 @@
 
 use std::time::Duration;
 
+use futures::StreamExt as _;
+
 use holdpoint_bus::records::Bucket;
 use holdpoint_bus::{Bus, BusError, ErrorKind};
 use holdpoint_domain::{Effects, Interaction, Lane, Session, Transition};
@@ -138,7 +140,10 @@ pub enum Scope {
 /// effects carries [`holdpoint_bus::UNCONFIRMED_HEADER`] naming the partitions that
 /// owe them, so only the keys whose last write in the range names `p` (any
 /// partition, for [`Scope::Recent`]) are loaded, and the cost of a takeover is the
-/// number of writes since, not their size.
+/// number of writes since, not their size. Keys this process wrote last are
+/// skipped ([`holdpoint_bus::WRITER_HEADER`]): so a fence sweep relays only what
+/// the previous owner wrote late. Up to [`SWEEP_CONCURRENCY`] keys are relayed at
+/// once.
 ///
 /// # Errors
 /// Transient when the buckets cannot be read or a publish fails (the caller tries
@@ -155,61 +160,30 @@ pub async fn sweep(
         Scope::Partition(_) | Scope::Window(_) => checkpoint,
     };
     let since = checkpoint.unwrap_or(horizon) - CLOCK_MARGIN;
-    let mut relayed = 0;
     let traceparent = holdpoint_telemetry::trace::TraceContext::new_root().header_value();
+    let mine = bus.writer.as_deref();
+    let mut relayed = 0;
     for bucket in [Bucket::Interactions, Bucket::Sessions] {
-        for key in bus
-            .keys_marked(bucket, since, |marker| names(marker, scope))
-            .await?
-        {
-            let Some((revision, mut record)) = load(bus, bucket, &key).await? else {
-                continue;
-            };
-            // Another partition's transitions in the record are due only inside the
-            // duplicate window (as on any load): publishing them again is harmless,
-            // and the record is rewritten once for all.
-            let owed: Vec<Owed> = match scope {
-                Scope::Partition(p) => due(&record, horizon, p, checkpoint)
-                    .into_iter()
-                    .map(Owed::of)
-                    .collect(),
-                Scope::Recent | Scope::Window(_) => due(&record, horizon, None, None)
-                    .into_iter()
-                    .map(Owed::of)
-                    .collect(),
-            };
-            if owed.is_empty() {
-                continue;
-            }
-            let mut fresh = 0;
-            for o in &owed {
-                fresh += bus
-                    .publish_effects(&o.effects, &traceparent)
-                    .await?
-                    .stored_new()
-                    .await?;
-            }
-            relayed += owed.len();
-            if fresh == 0 {
-                // JetStream had every one of them: their writer published them and
-                // the record is confirmed by its next write. Not rewriting it keeps a
-                // takeover from touching every record of the window.
-                continue;
-            }
-            // Record them confirmed, unless the record moved on meanwhile (its
-            // writer confirms what it knows).
-            let ids: Vec<&str> = owed.iter().map(|o| o.command_id.as_str()).collect();
-            if confirm(&mut record, &ids) {
-                let marker = outbox_of(&record).and_then(|o| o.unconfirmed_marker());
-                match bus
-                    .cas(bucket, &key, revision, encode(&record)?, marker.as_deref())
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == ErrorKind::Conflict => {}
-                    Err(e) => return Err(e),
-                }
-            }
+        let keys = bus
+            .keys_marked(bucket, since, |marker, writer| {
+                // This process relayed what its own writes' records owed when it
+                // loaded them, and retries what it owes itself.
+                names(marker, scope) && (writer.is_none() || writer != mine)
+            })
+            .await?;
+        let at = Relay {
+            bus,
+            bucket,
+            scope,
+            horizon,
+            checkpoint,
+            traceparent: &traceparent,
+        };
+        let mut each = futures::stream::iter(keys)
+            .map(|key| at.key(key))
+            .buffer_unordered(SWEEP_CONCURRENCY);
+        while let Some(n) = each.next().await {
+            relayed += n?;
         }
     }
     if relayed > 0 {
@@ -218,6 +192,68 @@ pub async fn sweep(
         debug!(scope = ?scope, "relay sweep found nothing unconfirmed");
     }
     Ok(relayed)
+}
+
+/// Keys a sweep works on at once: their loads, publishes and confirming writes are
+/// pipelined, so a takeover after a busy second costs round trips shared by many
+/// records, not one each.
+const SWEEP_CONCURRENCY: usize = 64;
+
+/// What a sweep relays in one bucket.
+struct Relay<'a> {
+    bus: &'a Bus,
+    bucket: Bucket,
+    scope: Scope,
+    horizon: OffsetDateTime,
+    checkpoint: Option<OffsetDateTime>,
+    traceparent: &'a str,
+}
+
+impl Relay<'_> {
+    /// Publishes again what the record at `key` owes and records it confirmed;
+    /// returns how many transitions it relayed.
+    async fn key(&self, key: String) -> Result<usize, BusError> {
+        let (bus, bucket) = (self.bus, self.bucket);
+        let Some((revision, mut record)) = load(bus, bucket, &key).await? else {
+            return Ok(0);
+        };
+        // Another partition's transitions in the record are due only inside the
+        // duplicate window (as on any load): publishing them again is harmless,
+        // and the record is rewritten once for all.
+        let due = match self.scope {
+            Scope::Partition(p) => due(&record, self.horizon, p, self.checkpoint),
+            Scope::Recent | Scope::Window(_) => due(&record, self.horizon, None, None),
+        };
+        let owed: Vec<Owed> = due.into_iter().map(Owed::of).collect();
+        if owed.is_empty() {
+            return Ok(0);
+        }
+        let mut inflight = holdpoint_bus::effects::Inflight::default();
+        for o in &owed {
+            inflight.extend(bus.publish_effects(&o.effects, self.traceparent).await?);
+        }
+        if inflight.stored_new().await? == 0 {
+            // JetStream had every one of them: their writer published them and the
+            // record is confirmed by its next write. Not rewriting it keeps a
+            // takeover from touching every record of the window.
+            return Ok(owed.len());
+        }
+        // Record them confirmed, unless the record moved on meanwhile (its writer
+        // confirms what it knows).
+        let ids: Vec<&str> = owed.iter().map(|o| o.command_id.as_str()).collect();
+        if confirm(&mut record, &ids) {
+            let marker = outbox_of(&record).and_then(|o| o.unconfirmed_marker());
+            match bus
+                .cas(bucket, &key, revision, encode(&record)?, marker.as_deref())
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::Conflict => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(owed.len())
+    }
 }
 
 fn confirm(record: &mut Record, ids: &[&str]) -> bool {

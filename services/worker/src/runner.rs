@@ -140,6 +140,8 @@ pub struct Shared {
     pub sessions: SessionCache,
     /// Remembered approval rules.
     pub rules: crate::rules::RuleBook,
+    /// Transitions this worker saw confirmed.
+    pub confirmed: crate::cache::Confirmed,
 }
 
 /// Pulls and decides one partition (`Some(p)`) or the shared consumer (`None`)
@@ -165,6 +167,7 @@ pub async fn run(
         cache: RecordCache::new(cache_bytes),
         sessions: shared.sessions,
         rules: shared.rules,
+        confirmed: shared.confirmed,
         owed: BTreeMap::new(),
         checkpoint: None,
         swept: partition.is_none(),
@@ -200,6 +203,9 @@ pub async fn run(
                     partition = p,
                     "handed the partition to its preferred worker"
                 );
+                // Vouch for what this runner confirmed, so the next owner's takeover
+                // sweep starts here rather than at an older checkpoint.
+                save_checkpoint(&runner, p).await;
                 if let Err(e) = bus.unpin(p).await {
                     debug!(partition = p, error = %e, "unpin failed; the pin lapses by itself");
                 }
