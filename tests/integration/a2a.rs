@@ -6,157 +6,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use holdpoint_client::{AgentManifest, HoldCall, Placement, Runtime};
+use holdpoint_client::{AgentManifest, Placement, Runtime};
 use holdpoint_domain::{Answer, EventData, SessionMode, State, TaskState};
 use holdpoint_tests::app::{AppOptions, TestApp};
 use holdpoint_tests::nats::workspace_root;
 use serde_json::{Value, json};
 
 use crate::common::*;
-use crate::streams::{Next, SseReader, WAIT};
-
-const URI: &str = holdpoint_domain::EXTENSION_URI;
-
-/// One person of one organisation talking JSON-RPC to `/a2a`.
-pub(crate) struct Rpc {
-    http: reqwest::Client,
-    base: String,
-    org: String,
-    person: String,
-}
-
-/// A JSON-RPC answer: HTTP status, headers, body.
-pub(crate) struct RpcReply {
-    pub status: u16,
-    pub headers: reqwest::header::HeaderMap,
-    pub body: Value,
-}
-
-impl RpcReply {
-    pub(crate) fn result(&self) -> &Value {
-        assert!(
-            self.body.get("error").is_none(),
-            "unexpected error: {}",
-            self.body
-        );
-        &self.body["result"]
-    }
-
-    pub(crate) fn error_code(&self) -> i64 {
-        self.body["error"]["code"]
-            .as_i64()
-            .unwrap_or_else(|| panic!("expected an error: {}", self.body))
-    }
-
-    /// The Holdpoint code in `error.data[ErrorInfo].metadata.code`.
-    pub(crate) fn holdpoint(&self) -> &str {
-        self.body["error"]["data"][0]["metadata"]["code"]
-            .as_str()
-            .unwrap_or("")
-    }
-
-    pub(crate) fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-}
-
-impl Rpc {
-    pub(crate) fn new(app: &TestApp, org: &str, person: &str) -> Rpc {
-        Rpc {
-            http: reqwest::Client::new(),
-            base: app.base.clone(),
-            org: org.into(),
-            person: person.into(),
-        }
-    }
-
-    pub(crate) fn request(
-        &self,
-        method: &str,
-        params: Value,
-        headers: &[(&str, &str)],
-    ) -> reqwest::RequestBuilder {
-        let mut r = self
-            .http
-            .post(format!("{}/a2a", self.base))
-            .header("X-Holdpoint-Org", &self.org)
-            .header("X-Holdpoint-Person", &self.person)
-            .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}));
-        // A2A v1.0 clients name their version (the official SDKs do); a test that
-        // means another gives its own.
-        if !headers
-            .iter()
-            .any(|(k, _)| k.eq_ignore_ascii_case("a2a-version"))
-        {
-            r = r.header("A2A-Version", "1.0");
-        }
-        for (k, v) in headers {
-            r = r.header(*k, *v);
-        }
-        r
-    }
-
-    pub(crate) async fn call_with(
-        &self,
-        method: &str,
-        params: Value,
-        headers: &[(&str, &str)],
-    ) -> RpcReply {
-        let resp = self
-            .request(method, params, headers)
-            .send()
-            .await
-            .expect("http");
-        let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let bytes = resp.bytes().await.expect("body");
-        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        RpcReply {
-            status,
-            headers,
-            body,
-        }
-    }
-
-    /// With the extension activated.
-    pub(crate) async fn call(&self, method: &str, params: Value) -> RpcReply {
-        self.call_with(method, params, &[("A2A-Extensions", URI)])
-            .await
-    }
-
-    /// Without the extension.
-    pub(crate) async fn plain(&self, method: &str, params: Value) -> RpcReply {
-        self.call_with(method, params, &[]).await
-    }
-
-    pub(crate) async fn stream(&self, method: &str, params: Value) -> SseReader {
-        SseReader::open(self.request(method, params, &[("A2A-Extensions", URI)])).await
-    }
-}
-
-/// `SendMessage` params answering `at`'s task.
-pub(crate) fn answer(at: &Placement, message_id: &str, parts: Value, meta: Option<Value>) -> Value {
-    let mut message = json!({
-        "role": "ROLE_USER",
-        "messageId": message_id,
-        "taskId": at.task_id.as_str(),
-        "contextId": at.context_id.as_str(),
-        "parts": parts,
-    });
-    if let Some(m) = meta {
-        message["extensions"] = json!([URI]);
-        message["metadata"] = json!({ URI: m });
-    }
-    json!({ "message": message })
-}
-
-fn get(at: &Placement) -> Value {
-    json!({"id": at.task_id.as_str()})
-}
-
-pub(crate) async fn state_of(app: &TestApp, org: &str, id: &str) -> State {
-    app.interaction(org, id).await.expect("stored").state
-}
+use crate::rpc::{Rpc, URI, answer, get};
+use crate::streams::{Next, WAIT};
 
 fn connections_agent() -> AgentManifest {
     AgentManifest::from_markdown("---\nloop:\n  connections: true\n---\n").expect("manifest")
@@ -164,10 +22,7 @@ fn connections_agent() -> AgentManifest {
 
 /// Opens a blocking session and a connection request; returns (placement, id).
 async fn open_connection(rt: &Runtime) -> (Placement, String) {
-    let session = format!("s-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    rt.open_session(&session, SessionMode::Blocking)
-        .await
-        .expect("session");
+    let session = open_session(rt, SessionMode::Blocking).await;
     let at = placement(&session);
     let id = rt
         .request_connection(
@@ -280,15 +135,12 @@ async fn approval_with_extension_metadata_resumes_the_task_and_records_the_appro
     let (at, eff) = open_approval(&rt).await;
     let ana = Rpc::new(&app, "acme", "ana@acme.example");
     let r = ana
-        .call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-2",
-                json!([{"data": {"approved": true}}]),
-                Some(json!({"interactionId": eff, "approved": true})),
-            ),
-        )
+        .send(answer(
+            &at,
+            "m-2",
+            json!([{"data": {"approved": true}}]),
+            Some(json!({"interactionId": eff, "approved": true})),
+        ))
         .await;
     let task = &r.result()["task"];
     assert_eq!(task["id"], at.task_id.as_str());
@@ -324,12 +176,14 @@ async fn data_and_text_parts_are_read_as_the_seed_says() {
     // A data part {approved: true} approves, with or without the extension.
     let (at, eff) = open_approval(&rt).await;
     let r = ana
-        .plain(
-            "SendMessage",
-            answer(&at, "m-a", json!([{"data": {"approved": true}}]), None),
-        )
+        .send_plain(answer(
+            &at,
+            "m-a",
+            json!([{"data": {"approved": true}}]),
+            None,
+        ))
         .await;
-    assert_eq!(r.result()["task"]["status"]["state"], "TASK_STATE_WORKING");
+    r.assert_working();
     assert!(matches!(
         app.interaction("acme", &eff)
             .await
@@ -343,56 +197,43 @@ async fn data_and_text_parts_are_read_as_the_seed_says() {
     // {approved: false} denies: the call fails as tool.denied.
     let (at, denied) = open_approval(&rt).await;
     let r = ana
-        .plain(
-            "SendMessage",
-            answer(&at, "m-d", json!([{"data": {"approved": false}}]), None),
-        )
+        .send_plain(answer(
+            &at,
+            "m-d",
+            json!([{"data": {"approved": false}}]),
+            None,
+        ))
         .await;
-    assert_eq!(r.result()["task"]["status"]["state"], "TASK_STATE_WORKING");
+    r.assert_working();
 
     // Text never approves: -32004, and nothing changes.
     let (at, held) = open_approval(&rt).await;
     for r in [
-        ana.plain(
-            "SendMessage",
-            answer(&at, "m-t", json!([{"text": "yes, go"}]), None),
-        )
-        .await,
-        ana.call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-t2",
-                json!([{"text": "yes"}]),
-                Some(json!({"interactionId": held})),
-            ),
-        )
+        ana.send_plain(answer(&at, "m-t", json!([{"text": "yes, go"}]), None))
+            .await,
+        ana.send(answer(
+            &at,
+            "m-t2",
+            json!([{"text": "yes"}]),
+            Some(json!({"interactionId": held})),
+        ))
         .await,
     ] {
-        assert_eq!(r.error_code(), -32004, "{}", r.body);
-        assert_eq!(r.holdpoint(), "NRY-0020");
+        r.assert_error(-32004, "NRY-0020");
     }
     assert_eq!(state_of(&app, "acme", &held).await, State::Pending);
     let r = ana.call("GetTask", get(&at)).await;
     assert_eq!(r.result()["status"]["state"], "TASK_STATE_AUTH_REQUIRED");
     // A boolean value approves; any other value does not fit.
     let r = ana
-        .call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-v",
-                json!([]),
-                Some(json!({"interactionId": held, "value": "ok"})),
-            ),
-        )
+        .send(answer(
+            &at,
+            "m-v",
+            json!([]),
+            Some(json!({"interactionId": held, "value": "ok"})),
+        ))
         .await;
-    assert_eq!(
-        (r.error_code(), r.holdpoint()),
-        (-32602, "NRY-0001"),
-        "{}",
-        r.body
-    );
+    r.assert_error(-32602, "NRY-0001");
     assert_eq!(state_of(&app, "acme", &held).await, State::Pending);
 
     // A text part answers a question.
@@ -404,12 +245,14 @@ async fn data_and_text_parts_are_read_as_the_seed_says() {
         "question"
     );
     let r = ana
-        .plain(
-            "SendMessage",
-            answer(&at, "m-q", json!([{"text": "main, and keep both"}]), None),
-        )
+        .send_plain(answer(
+            &at,
+            "m-q",
+            json!([{"text": "main, and keep both"}]),
+            None,
+        ))
         .await;
-    assert_eq!(r.result()["task"]["status"]["state"], "TASK_STATE_WORKING");
+    r.assert_working();
     assert_eq!(
         app.interaction("acme", &q)
             .await
@@ -425,34 +268,23 @@ async fn data_and_text_parts_are_read_as_the_seed_says() {
     // A data part answers a question too (seed 003 answers are checked).
     let (at, q2) = open_question(&rt, SessionMode::Blocking).await;
     let bad = ana
-        .plain(
-            "SendMessage",
-            answer(
-                &at,
-                "m-q2",
-                json!([{"data": {"answers": [{"options": [9]}, {"options": [0]}]}}]),
-                None,
-            ),
-        )
+        .send_plain(answer(
+            &at,
+            "m-q2",
+            json!([{"data": {"answers": [{"options": [9]}, {"options": [0]}]}}]),
+            None,
+        ))
         .await;
-    assert_eq!(
-        (bad.error_code(), bad.holdpoint()),
-        (-32602, "NRY-0003"),
-        "{}",
-        bad.body
-    );
+    bad.assert_error(-32602, "NRY-0003");
     let r = ana
-        .plain(
-            "SendMessage",
-            answer(
-                &at,
-                "m-q3",
-                json!([{"data": {"answers": [{"options": [1]}, {"options": [2]}]}}]),
-                None,
-            ),
-        )
+        .send_plain(answer(
+            &at,
+            "m-q3",
+            json!([{"data": {"answers": [{"options": [1]}, {"options": [2]}]}}]),
+            None,
+        ))
         .await;
-    assert_eq!(r.result()["task"]["status"]["state"], "TASK_STATE_WORKING");
+    r.assert_working();
     assert!(matches!(
         app.interaction("acme", &q2)
             .await
@@ -501,16 +333,9 @@ async fn connections_follow_the_reading_rules() {
             m
         });
         let r = ana
-            .call(
-                "SendMessage",
-                answer(&at, &format!("m-{i}"), parts.clone(), meta),
-            )
+            .send(answer(&at, &format!("m-{i}"), parts.clone(), meta))
             .await;
-        assert_eq!(
-            r.result()["task"]["status"]["state"],
-            "TASK_STATE_WORKING",
-            "{parts}"
-        );
+        r.assert_working_for(&format!("{parts}"));
         expect.push((id, connected));
     }
     app.wait_idle().await;
@@ -540,59 +365,41 @@ async fn a_retry_with_the_same_message_id_answers_once() {
         json!([{"data": {"approved": true}}]),
         Some(json!({"interactionId": eff, "approved": true})),
     );
-    let first = ana.call("SendMessage", with_ext.clone()).await;
-    let again = ana.call("SendMessage", with_ext).await;
-    assert_eq!(
-        first.result()["task"]["status"]["state"],
-        "TASK_STATE_WORKING"
-    );
+    let first = ana.send(with_ext.clone()).await;
+    let again = ana.send(with_ext).await;
+    first.assert_working();
     assert_eq!(again.result()["task"]["id"], first.result()["task"]["id"]);
-    assert_eq!(
-        again.result()["task"]["status"]["state"],
-        "TASK_STATE_WORKING"
-    );
+    again.assert_working();
     // Without naming the interaction, the same messageId still finds its answer.
     let plain = ana
-        .plain(
-            "SendMessage",
-            answer(&at, "m-2", json!([{"data": {"approved": true}}]), None),
-        )
+        .send_plain(answer(
+            &at,
+            "m-2",
+            json!([{"data": {"approved": true}}]),
+            None,
+        ))
         .await;
-    assert_eq!(
-        plain.result()["task"]["status"]["state"],
-        "TASK_STATE_WORKING"
-    );
+    plain.assert_working();
     // Another messageId: the task waits for nothing now.
     let other = ana
-        .plain(
-            "SendMessage",
-            answer(&at, "m-3", json!([{"data": {"approved": false}}]), None),
-        )
+        .send_plain(answer(
+            &at,
+            "m-3",
+            json!([{"data": {"approved": false}}]),
+            None,
+        ))
         .await;
-    assert_eq!(
-        (other.error_code(), other.holdpoint()),
-        (-32602, "NRY-0009"),
-        "{}",
-        other.body
-    );
+    other.assert_error(-32602, "NRY-0009");
     // Naming the resolved interaction with another messageId: a conflict.
     let named_other = ana
-        .call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-4",
-                json!([]),
-                Some(json!({"interactionId": eff, "approved": false})),
-            ),
-        )
+        .send(answer(
+            &at,
+            "m-4",
+            json!([]),
+            Some(json!({"interactionId": eff, "approved": false})),
+        ))
         .await;
-    assert_eq!(
-        (named_other.error_code(), named_other.holdpoint()),
-        (-32602, "NRY-0009"),
-        "{}",
-        named_other.body
-    );
+    named_other.assert_error(-32602, "NRY-0009");
     app.wait_idle().await;
     let events = app.events("acme").await;
     assert_eq!(named(&events, "interaction-resolved", &eff).len(), 1);
@@ -619,21 +426,14 @@ async fn the_same_message_id_in_two_orgs_and_two_tasks_does_not_collide() {
     let (g1, e3) = open_approval(&globex).await;
     for (org, at, eff) in [("acme", &a1, &e1), ("acme", &a2, &e2), ("globex", &g1, &e3)] {
         let r = Rpc::new(&app, org, "ana")
-            .call(
-                "SendMessage",
-                answer(
-                    at,
-                    "m-2",
-                    json!([]),
-                    Some(json!({"interactionId": eff, "approved": true})),
-                ),
-            )
+            .send(answer(
+                at,
+                "m-2",
+                json!([]),
+                Some(json!({"interactionId": eff, "approved": true})),
+            ))
             .await;
-        assert_eq!(
-            r.result()["task"]["status"]["state"],
-            "TASK_STATE_WORKING",
-            "{org} {eff}"
-        );
+        r.assert_working_for(&format!("{org} {eff}"));
         let res = app
             .interaction(org, eff)
             .await
@@ -654,26 +454,23 @@ async fn unknown_and_foreign_tasks_are_not_found() {
     for r in [
         ana.call("GetTask", json!({"id": "no-such-task"})).await,
         bo.call("GetTask", get(&at)).await,
-        bo.call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-x",
-                json!([]),
-                Some(json!({"interactionId": eff, "approved": true})),
-            ),
-        )
+        bo.send(answer(
+            &at,
+            "m-x",
+            json!([]),
+            Some(json!({"interactionId": eff, "approved": true})),
+        ))
         .await,
         bo.call("CancelTask", get(&at)).await,
         bo.call("SubscribeToTask", get(&at)).await,
     ] {
-        assert_eq!((r.status, r.error_code()), (200, -32001), "{}", r.body);
-        assert_eq!(r.holdpoint(), "NRY-0004");
+        assert_eq!(r.status, 200);
+        r.assert_error(-32001, "NRY-0004");
     }
     assert_eq!(state_of(&app, "acme", &eff).await, State::Pending);
     // The owner may not cancel either: Holdpoint does not run tasks.
     let r = ana.call("CancelTask", get(&at)).await;
-    assert_eq!(r.error_code(), -32002, "{}", r.body);
+    r.assert_code(-32002);
 }
 
 #[tokio::test]
@@ -688,37 +485,27 @@ async fn bad_answers_change_nothing() {
     // contextId of another context.
     let mut p = answer(&at, "m-c", yes.clone(), None);
     p["message"]["contextId"] = json!("ctx-other");
-    let r = ana.plain("SendMessage", p).await;
-    assert_eq!(r.error_code(), -32602, "{}", r.body);
+    let r = ana.send_plain(p).await;
+    r.assert_code(-32602);
     // No taskId.
     let mut p = answer(&at, "m-t", yes.clone(), None);
     p["message"].as_object_mut().expect("obj").remove("taskId");
-    let r = ana.plain("SendMessage", p).await;
-    assert_eq!(r.error_code(), -32602, "{}", r.body);
+    let r = ana.send_plain(p).await;
+    r.assert_code(-32602);
     // A messageId that is not a key.
-    let r = ana
-        .plain("SendMessage", answer(&at, "m 1", yes.clone(), None))
-        .await;
-    assert_eq!(r.error_code(), -32602, "{}", r.body);
+    let r = ana.send_plain(answer(&at, "m 1", yes.clone(), None)).await;
+    r.assert_code(-32602);
     // An interactionId that is not the task's: an error, never a new message.
     for id in ["eff_nope", other.as_str()] {
         let r = ana
-            .call(
-                "SendMessage",
-                answer(
-                    &at,
-                    "m-u",
-                    json!([]),
-                    Some(json!({"interactionId": id, "approved": true})),
-                ),
-            )
+            .send(answer(
+                &at,
+                "m-u",
+                json!([]),
+                Some(json!({"interactionId": id, "approved": true})),
+            ))
             .await;
-        assert_eq!(
-            (r.error_code(), r.holdpoint()),
-            (-32602, "NRY-0004"),
-            "{}",
-            r.body
-        );
+        r.assert_error(-32602, "NRY-0004");
     }
     // Metadata under the extension without activating it.
     let mut p = answer(
@@ -731,26 +518,30 @@ async fn bad_answers_change_nothing() {
         .as_object_mut()
         .expect("obj")
         .remove("extensions");
-    let r = ana.plain("SendMessage", p).await;
-    assert_eq!(r.error_code(), -32602, "{}", r.body);
+    let r = ana.send_plain(p).await;
+    r.assert_code(-32602);
     // An agent's message, file parts, two parts.
     let mut p = answer(&at, "m-r", yes.clone(), None);
     p["message"]["role"] = json!("ROLE_AGENT");
-    assert_eq!(ana.plain("SendMessage", p).await.error_code(), -32602);
+    ana.send_plain(p).await.assert_code(-32602);
     let r = ana
-        .plain(
-            "SendMessage",
-            answer(&at, "m-f", json!([{"url": "https://x.example/f"}]), None),
-        )
+        .send_plain(answer(
+            &at,
+            "m-f",
+            json!([{"url": "https://x.example/f"}]),
+            None,
+        ))
         .await;
-    assert_eq!(r.error_code(), -32005, "{}", r.body);
+    r.assert_code(-32005);
     let r = ana
-        .plain(
-            "SendMessage",
-            answer(&at, "m-2p", json!([{"text": "a"}, {"text": "b"}]), None),
-        )
+        .send_plain(answer(
+            &at,
+            "m-2p",
+            json!([{"text": "a"}, {"text": "b"}]),
+            None,
+        ))
         .await;
-    assert_eq!(r.error_code(), -32602, "{}", r.body);
+    r.assert_code(-32602);
 
     app.wait_idle().await;
     for id in [&eff, &other] {
@@ -805,15 +596,6 @@ async fn protocol_headers_and_envelopes() {
     assert!(r.result()["status"]["message"].get("metadata").is_none());
 
     // Envelopes.
-    let raw = |body: &'static str| {
-        reqwest::Client::new()
-            .post(format!("{}/a2a", app.base))
-            .header("X-Holdpoint-Org", "acme")
-            .header("X-Holdpoint-Person", "ana")
-            .header("Content-Type", "application/json")
-            .header("A2A-Version", "1.0")
-            .body(body)
-    };
     for (body, code) in [
         ("{not json", -32700),
         ("[]", -32600),
@@ -834,9 +616,9 @@ async fn protocol_headers_and_envelopes() {
             -32003,
         ),
     ] {
-        let resp = raw(body).send().await.expect("http");
-        assert_eq!(resp.status().as_u16(), 200, "{body}");
-        let v: Value = resp.json().await.expect("json");
+        let r = ana.raw(body, &[("A2A-Version", "1.0")]).await;
+        assert_eq!(r.status, 200, "{body}");
+        let v = &r.body;
         assert_eq!(v["error"]["code"], code, "{body}: {v}");
         assert_eq!(v["jsonrpc"], "2.0");
     }
@@ -863,15 +645,12 @@ async fn list_tasks_shows_the_org_tasks_that_wait() {
     let (_g, _) = open_approval(&globex).await;
     let ana = Rpc::new(&app, "acme", "ana");
     let r = ana
-        .call(
-            "SendMessage",
-            answer(
-                &a3,
-                "m-1",
-                json!([]),
-                Some(json!({"interactionId": e3, "approved": true})),
-            ),
-        )
+        .send(answer(
+            &a3,
+            "m-1",
+            json!([]),
+            Some(json!({"interactionId": e3, "approved": true})),
+        ))
         .await;
     r.result();
     let r = ana.call("ListTasks", json!({})).await;
@@ -903,12 +682,9 @@ async fn list_tasks_shows_the_org_tasks_that_wait() {
         .call("ListTasks", json!({"status": "TASK_STATE_INPUT_REQUIRED"}))
         .await;
     assert_eq!(r.result()["tasks"].as_array().map(Vec::len), Some(1));
-    assert_eq!(
-        ana.call("ListTasks", json!({"pageSize": 1000}))
-            .await
-            .error_code(),
-        -32602
-    );
+    ana.call("ListTasks", json!({"pageSize": 1000}))
+        .await
+        .assert_code(-32602);
 }
 
 #[tokio::test]
@@ -937,15 +713,12 @@ async fn subscribe_to_task_streams_the_working_update_after_an_answer() {
     );
 
     let r = ana
-        .call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-2",
-                json!([]),
-                Some(json!({"interactionId": eff, "approved": true})),
-            ),
-        )
+        .send(answer(
+            &at,
+            "m-2",
+            json!([]),
+            Some(json!({"interactionId": eff, "approved": true})),
+        ))
         .await;
     r.result();
     let update = sub.expect(WAIT, "the WORKING update").await.json();
@@ -955,20 +728,7 @@ async fn subscribe_to_task_streams_the_working_update_after_an_answer() {
     assert_eq!(su["status"]["state"], "TASK_STATE_WORKING");
 
     // The task waits again (a new hold on the same task): the next update shows it.
-    let next = format!("eff_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
-    rt.hold_for_approval(
-        &at,
-        HoldCall {
-            effect_id: next.clone(),
-            call_id: format!("call-{next}"),
-            server: "github".into(),
-            tool: "merge".into(),
-            arguments: json!({"pr": 42}),
-            reason: None,
-        },
-    )
-    .await
-    .expect("hold");
+    let next = hold_call(&rt, &at, "merge", json!({"pr": 42}), None).await;
     let update = sub.expect(WAIT, "the AUTH_REQUIRED update").await.json();
     let su = &update["result"]["statusUpdate"];
     assert_eq!(su["status"]["state"], "TASK_STATE_AUTH_REQUIRED");
@@ -1050,16 +810,16 @@ async fn no_outcome_in_time_is_a_retryable_internal_error_then_the_recorded_answ
         json!([]),
         Some(json!({"interactionId": eff, "approved": true})),
     );
-    let r = ana.call("SendMessage", params.clone()).await;
-    assert_eq!((r.status, r.error_code()), (200, -32603), "{}", r.body);
-    assert_eq!(r.holdpoint(), "NRY-0050");
+    let r = ana.send(params.clone()).await;
+    assert_eq!(r.status, 200);
+    r.assert_error(-32603, "NRY-0050");
     assert_eq!(r.body["error"]["data"][0]["metadata"]["retryable"], "true");
     assert_eq!(r.header("retry-after"), Some("1"));
     app.start_worker().await;
     app.wait_idle().await;
     // The command was kept: the retry with the same messageId reads its outcome.
-    let r = ana.call("SendMessage", params).await;
-    assert_eq!(r.result()["task"]["status"]["state"], "TASK_STATE_WORKING");
+    let r = ana.send(params).await;
+    r.assert_working();
     assert_eq!(
         named(&app.events("acme").await, "interaction-resolved", &eff).len(),
         1

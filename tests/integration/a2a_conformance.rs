@@ -6,8 +6,8 @@ use holdpoint_domain::{EventData, State};
 use holdpoint_tests::app::{AppOptions, TestApp};
 use serde_json::{Value, json};
 
-use crate::a2a::{Rpc, answer};
 use crate::common::*;
+use crate::rpc::{Rpc, answer};
 use crate::streams::{Next, WAIT};
 
 /// `argumentsDigest` in the extension metadata binds an A2A approval as it binds a
@@ -27,44 +27,25 @@ async fn arguments_digest_binds_an_a2a_approval() {
     let rpc = Rpc::new(&app, "acme", "ana");
     let meta = |d: &str| json!({"interactionId": eff, "approved": true, "argumentsDigest": d});
     let r = rpc
-        .call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-d1",
-                json!([{"data": {"approved": true}}]),
-                Some(meta("0".repeat(64).as_str())),
-            ),
-        )
+        .send(answer(
+            &at,
+            "m-d1",
+            json!([{"data": {"approved": true}}]),
+            Some(meta("0".repeat(64).as_str())),
+        ))
         .await;
-    assert_eq!(
-        (r.error_code(), r.holdpoint()),
-        (-32602, "NRY-0010"),
-        "{}",
-        r.body
-    );
+    r.assert_error(-32602, "NRY-0010");
     app.wait_idle().await;
-    assert_eq!(
-        crate::a2a::state_of(&app, "acme", &eff).await,
-        State::Pending
-    );
+    assert_eq!(state_of(&app, "acme", &eff).await, State::Pending);
     let r = rpc
-        .call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-d2",
-                json!([{"data": {"approved": true}}]),
-                Some(meta(&digest)),
-            ),
-        )
+        .send(answer(
+            &at,
+            "m-d2",
+            json!([{"data": {"approved": true}}]),
+            Some(meta(&digest)),
+        ))
         .await;
-    assert_eq!(
-        r.result()["task"]["status"]["state"],
-        "TASK_STATE_WORKING",
-        "{}",
-        r.body
-    );
+    r.assert_working();
     app.wait_idle().await;
     let events = app.events("acme").await;
     assert_eq!(named(&events, "tool-call-released", &eff).len(), 1);
@@ -74,32 +55,24 @@ async fn arguments_digest_binds_an_a2a_approval() {
     )));
     // Still refused where it cannot bind anything.
     let r = rpc
-        .call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-d3",
-                json!([{"text": "ok"}]),
-                Some(json!({"interactionId": eff, "value": true, "argumentsDigest": digest})),
-            ),
-        )
+        .send(answer(
+            &at,
+            "m-d3",
+            json!([{"text": "ok"}]),
+            Some(json!({"interactionId": eff, "value": true, "argumentsDigest": digest})),
+        ))
         .await;
-    assert_eq!((r.error_code(), r.holdpoint()), (-32602, "NRY-0001"));
+    r.assert_error(-32602, "NRY-0001");
 }
 
-/// A JSON-RPC request with the development identity and exactly `headers`.
+/// A JSON-RPC request with the development identity and exactly `headers`; the
+/// reply's body.
 async fn raw_rpc(app: &TestApp, body: Value, headers: &[(&str, &str)]) -> Value {
-    let mut r = reqwest::Client::new()
-        .post(format!("{}/a2a", app.base))
-        .header("X-Holdpoint-Org", "acme")
-        .header("X-Holdpoint-Person", "ana")
-        .json(&body);
-    for (k, v) in headers {
-        r = r.header(*k, *v);
-    }
-    let resp = r.send().await.expect("http");
-    assert_eq!(resp.status().as_u16(), 200);
-    resp.json().await.expect("json")
+    let r = Rpc::new(app, "acme", "ana")
+        .raw(body.to_string(), headers)
+        .await;
+    assert_eq!(r.status, 200);
+    r.body
 }
 
 /// A2A v1.0: a request without `A2A-Version` is version 0.3, which a v1.0 server
@@ -218,21 +191,14 @@ async fn a_negative_history_length_is_invalid_params() {
         ("ListTasks", json!({"historyLength": -1, "pageSize": 10})),
     ] {
         let r = rpc.call(method, params.clone()).await;
-        assert_eq!(
-            (r.error_code(), r.holdpoint()),
-            (-32602, "NRY-0001"),
-            "{method} {params}"
-        );
+        r.assert_error_for(&format!("{method} {params}"), -32602, "NRY-0001");
     }
     let mut send = answer(&at, "m-h", json!([{"data": {"approved": true}}]), None);
     send["configuration"] = json!({"historyLength": -1});
-    let r = rpc.call("SendMessage", send).await;
-    assert_eq!(r.error_code(), -32602, "{}", r.body);
+    let r = rpc.send(send).await;
+    r.assert_code(-32602);
     app.wait_idle().await;
-    assert_eq!(
-        crate::a2a::state_of(&app, "acme", &eff).await,
-        State::Pending
-    );
+    assert_eq!(state_of(&app, "acme", &eff).await, State::Pending);
     for (method, params) in [
         ("GetTask", json!({"id": task, "historyLength": 0})),
         ("ListTasks", json!({"historyLength": 3})),
@@ -275,7 +241,7 @@ async fn every_timestamp_has_one_format() {
         one_format("ListTasks", &t["status"]["timestamp"]);
     }
     let missing = rpc.call("GetTask", json!({"id": "no-such-task"})).await;
-    assert_eq!(missing.error_code(), -32001);
+    missing.assert_code(-32001);
     one_format(
         "error data",
         &missing.body["error"]["data"][0]["metadata"]["timestamp"],
@@ -291,10 +257,12 @@ async fn every_timestamp_has_one_format() {
         &first.json()["result"]["task"]["status"]["timestamp"],
     );
     let sent = rpc
-        .call(
-            "SendMessage",
-            answer(&at, "m-ts", json!([{"data": {"approved": true}}]), None),
-        )
+        .send(answer(
+            &at,
+            "m-ts",
+            json!([{"data": {"approved": true}}]),
+            None,
+        ))
         .await;
     one_format("SendMessage", &sent.result()["task"]["status"]["timestamp"]);
     drop(sub);
@@ -352,9 +320,7 @@ async fn protojson_input_is_read_and_canonical_json_written() {
     assert_eq!(r.result()["tasks"].as_array().map(Vec::len), Some(1));
     // The extension's metadata is the sender's own: `interaction_id` is unknown there.
     let r = rpc
-        .call(
-            "SendMessage",
-            json!({"message": {
+        .send(json!({"message": {
                 "message_id": "m-p0", "task_id": other.task_id.as_str(), "role": 1,
                 "parts": [{"data": {"approved": true}}],
                 "extensions": [holdpoint_domain::EXTENSION_URI],
@@ -362,37 +328,18 @@ async fn protojson_input_is_read_and_canonical_json_written() {
             }}),
         )
         .await;
-    assert_eq!(
-        (r.error_code(), r.holdpoint()),
-        (-32602, "NRY-0001"),
-        "{}",
-        r.body
-    );
+    r.assert_error(-32602, "NRY-0001");
     let r = rpc
-        .call(
-            "SendMessage",
-            json!({"message": {
+        .send(json!({"message": {
                 "message_id": "m-p1", "task_id": at.task_id.as_str(),
                 "context_id": at.context_id.as_str(), "role": 1,
                 "parts": [{"data": {"approved": true}}]
-            }, "configuration": {"history_length": "0"}}),
-        )
+            }, "configuration": {"history_length": "0"}}))
         .await;
-    assert_eq!(
-        r.result()["task"]["status"]["state"],
-        "TASK_STATE_WORKING",
-        "{}",
-        r.body
-    );
+    r.assert_working();
     app.wait_idle().await;
-    assert_eq!(
-        crate::a2a::state_of(&app, "acme", &eff).await,
-        State::Resolved
-    );
-    assert_eq!(
-        crate::a2a::state_of(&app, "acme", &other_eff).await,
-        State::Pending
-    );
+    assert_eq!(state_of(&app, "acme", &eff).await, State::Resolved);
+    assert_eq!(state_of(&app, "acme", &other_eff).await, State::Pending);
     // A name given twice is refused.
     let r = rpc
         .call(
@@ -400,5 +347,5 @@ async fn protojson_input_is_read_and_canonical_json_written() {
             json!({"id": at.task_id.as_str(), "historyLength": 1, "history_length": 1}),
         )
         .await;
-    assert_eq!(r.error_code(), -32602);
+    r.assert_code(-32602);
 }

@@ -52,10 +52,7 @@ async fn question_answer_follows_seed_003() {
         assert_eq!(r.code(), code, "{body}: {r:?}");
         assert!(r.status == 400, "{body}: {r:?}");
     }
-    assert_eq!(
-        app.interaction("acme", &q).await.expect("stored").state,
-        State::Pending
-    );
+    assert_eq!(state_of(&app, "acme", &q).await, State::Pending);
 
     let r = ana.post_keyed(&path, "k-seed", &seed_answer()).await;
     assert_eq!(r.status, 204, "{r:?}");
@@ -118,27 +115,20 @@ async fn unknown_closed_and_sessionless_questions() {
     rt.close_interaction(&q, CloseReason::Interrupted)
         .await
         .expect("close");
-    let r = ana
-        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-        .await;
+    let r = answer_seed(&ana, &q).await;
     assert_eq!((r.status, r.code()), (409, "NRY-0009"));
 
     // The session is gone: 400 NRY-0002 as seed 003 shows.
     let (at, q) = open_question(&rt, SessionMode::Blocking).await;
     rt.end_session(at.session.as_str()).await.expect("end");
-    let r = ana
-        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-        .await;
+    let r = answer_seed(&ana, &q).await;
     assert_eq!((r.status, r.code()), (400, "NRY-0002"), "{r:?}");
     assert_eq!(r.body["title"], "Session not found");
     assert_eq!(
         r.body["message"],
         format!("No session with id {} exists on this host.", at.session)
     );
-    assert_eq!(
-        app.interaction("acme", &q).await.expect("stored").state,
-        State::Pending
-    );
+    assert_eq!(state_of(&app, "acme", &q).await, State::Pending);
 
     // An approval is not a question.
     let (_, eff) = open_approval(&rt).await;
@@ -405,10 +395,7 @@ async fn reads_listing_and_request_hygiene() {
         )
         .await;
     assert_eq!((r.status, r.code()), (400, "NRY-0001"), "{r:?}");
-    assert_eq!(
-        app.interaction("acme", &eff).await.expect("stored").state,
-        State::Pending
-    );
+    assert_eq!(state_of(&app, "acme", &eff).await, State::Pending);
     assert_eq!(
         app.interaction("acme", &ids[1])
             .await
@@ -427,9 +414,7 @@ async fn organisations_do_not_see_each_other() {
     let eve = app.person("globex", "eve");
     let missing = uuid::Uuid::new_v4().to_string();
 
-    let a = eve
-        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-        .await;
+    let a = answer_seed(&eve, &q).await;
     let b = eve
         .post(&format!("/v1/questions/{missing}/answer"), &seed_answer())
         .await;
@@ -447,13 +432,7 @@ async fn organisations_do_not_see_each_other() {
     let a = eve.get("/v1/interactions").await;
     assert_eq!(a.body["items"], json!([]));
     app.wait_idle().await;
-    assert_eq!(
-        app.interaction("acme", &q).await.expect("stored").state,
-        State::Pending
-    );
-    assert_eq!(
-        app.interaction("acme", &eff).await.expect("stored").state,
-        State::Pending
-    );
+    assert_eq!(state_of(&app, "acme", &q).await, State::Pending);
+    assert_eq!(state_of(&app, "acme", &eff).await, State::Pending);
     assert!(app.events("globex").await.is_empty());
 }

@@ -205,10 +205,7 @@ async fn tokens_are_verified_and_every_failure_looks_the_same() {
         assert_401(&anon.get_with("/v1/interactions", &hs).await, what);
     }
     app.wait_idle().await;
-    assert_eq!(
-        app.interaction("acme", &q).await.expect("stored").state,
-        State::Pending
-    );
+    assert_eq!(state_of(&app, "acme", &q).await, State::Pending);
 }
 
 /// RFC 7519 NumericDates may be decimal: a correctly signed token whose `exp`,
@@ -387,9 +384,7 @@ async fn another_organisation_sees_nothing_and_changes_nothing() {
     let not_found_q = eve
         .post(&format!("/v1/questions/{missing}/answer"), &seed_answer())
         .await;
-    let r = eve
-        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-        .await;
+    let r = answer_seed(&eve, &q).await;
     assert_eq!((r.status, r.code()), (404, "NRY-0004"));
     assert_eq!(r.body["title"], not_found_q.body["title"]);
     // A wrong-shaped answer to the other tenant's question still says "not found":
@@ -422,22 +417,11 @@ async fn another_organisation_sees_nothing_and_changes_nothing() {
         json!([])
     );
     app.wait_idle().await;
-    assert_eq!(
-        app.interaction("acme", &q).await.expect("stored").state,
-        State::Pending
-    );
-    assert_eq!(
-        app.interaction("acme", &eff).await.expect("stored").state,
-        State::Pending
-    );
+    assert_eq!(state_of(&app, "acme", &q).await, State::Pending);
+    assert_eq!(state_of(&app, "acme", &eff).await, State::Pending);
     // The owner can.
     let ana = app.bearer(&key.sign(&claims("acme", "ana")));
-    assert_eq!(
-        ana.post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-            .await
-            .status,
-        204
-    );
+    assert_eq!(answer_seed(&ana, &q).await.status, 204);
 }
 
 /// The socket rule: the service's own uid without a token is the machine's user;
@@ -573,8 +557,8 @@ async fn the_built_binary_verifies_dev_tokens() {
         String::from_utf8_lossy(&out.stderr)
     );
     let token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let port = holdpoint_tests::nats::free_port();
-    let admin = holdpoint_tests::nats::free_port();
+    let ports = holdpoint_tests::nats::free_ports(2).expect("free ports");
+    let (port, admin) = (ports[0], ports[1]);
     let mut child = std::process::Command::new(&bin)
         .args([
             "ingress",

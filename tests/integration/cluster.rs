@@ -15,9 +15,8 @@ use std::time::{Duration, Instant};
 
 use holdpoint_bus::Topology;
 use holdpoint_tests::app::{AppOptions, TestApp};
-use holdpoint_tests::chaos::{self, ClientOptions, Rng, WorkerPool};
+use holdpoint_tests::chaos::{self, Batch, ClientOptions, Rng, Scenario, WorkerPool};
 use holdpoint_tests::nats::{NatsCluster, NatsClusterOptions, wait_for};
-use holdpoint_tests::readers::{self, Readers};
 
 /// The node leading `stream`, as an index into the cluster.
 async fn leader_of(app: &TestApp<NatsCluster>, stream: &str) -> Option<usize> {
@@ -72,21 +71,15 @@ async fn killing_the_commands_leader_then_another_node_loses_nothing() {
         assert_eq!(replicas, 3, "{stream} is R3");
     }
     let pool = WorkerPool::start(&mut app, 2);
-    let targets = chaos::open_targets(&app, "acme", 360, 40, 16)
-        .await
-        .expect("open");
-    let jobs = chaos::plan_jobs(&targets, 0.1, &mut rng);
-    let live = Readers::start(&app.nats.urls_csv()).await;
     // A request waits its outcome timeout; a JetStream request may wait its own
     // timeout (5 s) on top while a leader is being elected.
     let bound = outcome_timeout + Duration::from_secs(6);
     let stop = Arc::new(AtomicBool::new(false));
-    let targets = Arc::new(targets);
-    let (progress, clients) = chaos::run_clients(
-        chaos::persons_for(&app, &targets),
-        targets.clone(),
-        jobs,
-        ClientOptions {
+    let scenario = Scenario {
+        batches: vec![Batch::new("acme", 360, 40)],
+        open_parallel: 16,
+        race: 0.1,
+        clients: ClientOptions {
             clients: 4,
             pace: (Duration::from_millis(100), Duration::from_millis(300)),
             retry_pause: (Duration::from_millis(100), Duration::from_millis(300)),
@@ -94,8 +87,11 @@ async fn killing_the_commands_leader_then_another_node_loses_nothing() {
             give_up_after: Duration::from_secs(60),
             stop: Some(stop.clone()),
         },
-        rng.next_u64(),
-    );
+        settle: Duration::from_secs(60),
+        effect_delay_bound: Duration::from_secs(5),
+    };
+    let mut run = scenario.start(&app, &mut rng).await.expect("open");
+    let progress = run.progress.clone();
     let ok_now = || progress.ok.load(Ordering::SeqCst);
     wait_for(Duration::from_secs(30), "answers to flow", || async {
         (ok_now() >= 10).then_some(())
@@ -148,7 +144,7 @@ async fn killing_the_commands_leader_then_another_node_loses_nothing() {
     )
     .await;
     stop.store(true, Ordering::SeqCst);
-    let results = clients.await.expect("clients").expect("clients ran");
+    let results = run.results().await.expect("clients ran");
     assert!(
         pool.all_running(&mut app),
         "a worker process died: they must reconnect by themselves"
@@ -166,25 +162,12 @@ async fn killing_the_commands_leader_then_another_node_loses_nothing() {
             first - *at
         );
     }
-    app.wait_idle_within(Duration::from_secs(60)).await;
-    chaos::finish_released(&app, &targets)
+    let verdict = run
+        .judge(&app, &scenario, &results, &[])
         .await
         .expect("tool results");
-    app.wait_idle_within(Duration::from_secs(60)).await;
-    let mut figures = chaos::check(&app, &targets, &results, bound).await;
-    let approved = chaos::approvals(&app, &targets).await;
-    let (core, durable) = live.finish(Duration::from_millis(500)).await;
-    let seen = readers::judge(
-        &core,
-        &durable,
-        &targets,
-        &results,
-        &approved,
-        Duration::from_secs(5),
-    );
-    println!("{figures}\n{seen}");
-    figures.violations.extend(seen.violations);
-    figures.assert_clean();
+    println!("{}\n{}", verdict.figures, verdict.seen);
+    verdict.merged().assert_clean();
     // pool is kept alive until here so its workers run through the checks.
     drop(pool);
 }
@@ -208,7 +191,7 @@ impl Drop for Nodes {
 async fn start_production_cluster(
     dir: &std::path::Path,
 ) -> (Nodes, Vec<(u16, u16, u16)>, Vec<serde_json::Value>) {
-    use holdpoint_tests::nats::{free_port, nats_server_binary, workspace_root};
+    use holdpoint_tests::nats::{free_ports, nats_server_binary, workspace_root};
     let conf_dir = workspace_root().join("ops/nats/cluster");
     std::fs::create_dir_all(dir.join("cluster")).expect("mkdir");
     std::fs::copy(
@@ -219,8 +202,10 @@ async fn start_production_cluster(
     let http = reqwest::Client::new();
     let mut failures = Vec::new();
     for attempt in 0..5 {
-        let ports: Vec<(u16, u16, u16)> = (0..3)
-            .map(|_| (free_port(), free_port(), free_port()))
+        let ports: Vec<(u16, u16, u16)> = free_ports(9)
+            .expect("free ports")
+            .chunks(3)
+            .map(|p| (p[0], p[1], p[2]))
             .collect();
         let mut nodes = Nodes(Vec::new());
         let mut logs = Vec::new();
@@ -248,15 +233,13 @@ async fn start_production_cluster(
             let path = dir.join(format!("cluster/nats-{n}.conf"));
             std::fs::write(&path, text).expect("write config");
             let log_path = dir.join(format!("nats-{attempt}-{n}.log"));
-            let log = std::fs::File::create(&log_path).expect("log");
             nodes.0.push(
-                std::process::Command::new(nats_server_binary())
-                    .arg("-c")
-                    .arg(&path)
-                    .stdout(log.try_clone().expect("log"))
-                    .stderr(log)
-                    .spawn()
-                    .expect("spawn nats-server"),
+                holdpoint_cli::localnats::spawn(
+                    &nats_server_binary(),
+                    [std::ffi::OsStr::new("-c"), path.as_os_str()],
+                    Some(&log_path),
+                )
+                .expect("spawn nats-server"),
             );
             logs.push(log_path);
         }

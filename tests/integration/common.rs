@@ -1,12 +1,20 @@
 //! Fixtures shared by the integration tests.
 
 use holdpoint_client::{HoldCall, Placement, Runtime};
-use holdpoint_domain::{Event, EventData, SessionMode};
+use holdpoint_domain::{Event, EventData, SessionMode, State};
+use holdpoint_tests::app::{Person, Reply, TestApp};
 use serde_json::{Value, json};
 
 /// The seed 003 example body.
 pub fn seed_answer() -> Value {
     json!({"answers": [{"options": [0]}, {"options": [2], "text": "Keep both and reconcile nightly."}]})
+}
+
+/// `person` answers question `q` with [`seed_answer`] (no `Idempotency-Key`).
+pub async fn answer_seed(person: &Person, q: &str) -> Reply {
+    person
+        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
+        .await
 }
 
 /// Two questions, the second with three options and free text.
@@ -18,10 +26,16 @@ pub fn placement(session: &str) -> Placement {
     Placement::new(session, "main", &format!("task-{}", &t[..12]), "ctx-1").expect("ids")
 }
 
-/// Opens a session and a question on it; returns (placement, question id).
-pub async fn open_question(rt: &Runtime, mode: SessionMode) -> (Placement, String) {
+/// Opens a session `s-<12 hex>` in `mode`; returns its name.
+pub async fn open_session(rt: &Runtime, mode: SessionMode) -> String {
     let session = format!("s-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     rt.open_session(&session, mode).await.expect("session");
+    session
+}
+
+/// Opens a session and a question on it; returns (placement, question id).
+pub async fn open_question(rt: &Runtime, mode: SessionMode) -> (Placement, String) {
+    let session = open_session(rt, mode).await;
     let at = placement(&session);
     let q = rt
         .ask_user(
@@ -35,28 +49,118 @@ pub async fn open_question(rt: &Runtime, mode: SessionMode) -> (Placement, Strin
     (at, q.to_string())
 }
 
-/// Opens a blocking session and an approval; returns (placement, effect id).
-pub async fn open_approval(rt: &Runtime) -> (Placement, String) {
-    let session = format!("s-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    rt.open_session(&session, SessionMode::Blocking)
-        .await
-        .expect("session");
-    let at = placement(&session);
+/// Holds a call of `github` / `tool` with `arguments` at `at`, as effect
+/// `eff_<16 hex>` with call id `call-<effect>`; returns the effect id.
+pub async fn hold_call(
+    rt: &Runtime,
+    at: &Placement,
+    tool: &str,
+    arguments: Value,
+    reason: Option<&str>,
+) -> String {
     let effect = format!("eff_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
     rt.hold_for_approval(
-        &at,
+        at,
         HoldCall {
             effect_id: effect.clone(),
             call_id: format!("call-{effect}"),
             server: "github".into(),
-            tool: "create_pull_request".into(),
-            arguments: json!({"repo": "acme/app", "title": "Fix"}),
-            reason: Some("writes".into()),
+            tool: tool.into(),
+            arguments,
+            reason: reason.map(Into::into),
         },
     )
     .await
     .expect("hold");
+    effect
+}
+
+/// Opens a blocking session and an approval; returns (placement, effect id).
+pub async fn open_approval(rt: &Runtime) -> (Placement, String) {
+    let session = open_session(rt, SessionMode::Blocking).await;
+    let at = placement(&session);
+    let effect = hold_call(
+        rt,
+        &at,
+        "create_pull_request",
+        json!({"repo": "acme/app", "title": "Fix"}),
+        Some("writes"),
+    )
+    .await;
     (at, effect)
+}
+
+/// Moves the deadline of every one of `ids` to one instant `secs` from now (a
+/// runtime's deadline change), all at once; returns that instant.
+pub async fn move_deadlines(rt: &Runtime, ids: &[String], secs: i64) -> time::OffsetDateTime {
+    let deadline = time::OffsetDateTime::now_utc() + time::Duration::seconds(secs);
+    let moved = futures::future::join_all(ids.iter().map(|id| {
+        rt.set_deadline(
+            id,
+            holdpoint_client::Expiry {
+                expires_at: Some(deadline),
+                ..holdpoint_client::Expiry::default()
+            },
+        )
+    }))
+    .await;
+    assert!(moved.iter().all(Result::is_ok), "{moved:?}");
+    deadline
+}
+
+/// One answer of a burst: who sends it, to which path, with which
+/// `Idempotency-Key` (`None`: none sent), and what.
+pub struct Shot {
+    pub person: Person,
+    pub path: String,
+    pub key: Option<String>,
+    pub body: Value,
+}
+
+/// Sends every shot at once; the replies, in the shots' order.
+pub async fn at_once(shots: impl IntoIterator<Item = Shot>) -> Vec<Reply> {
+    futures::future::join_all(shots.into_iter().map(|s| async move {
+        match &s.key {
+            Some(key) => s.person.post_keyed(&s.path, key, &s.body).await,
+            None => s.person.post(&s.path, &s.body).await,
+        }
+    }))
+    .await
+}
+
+/// Two approvals in `acme` (each on its own task), and in `globex` one held under
+/// the first one's effect id. Returns
+/// `[("acme", a1), ("acme", a2), ("globex", a1)]`: an answer's key is scoped by
+/// organisation and task, so the same key on each is a separate answer.
+pub async fn one_effect_in_two_orgs_and_two_tasks(app: &TestApp) -> [(&'static str, String); 3] {
+    let acme = app.runtime("acme").await;
+    let globex = app.runtime("globex").await;
+    let (_, a1) = open_approval(&acme).await;
+    let (_, a2) = open_approval(&acme).await;
+    globex
+        .open_session("s-shared", SessionMode::Blocking)
+        .await
+        .expect("session");
+    globex
+        .hold_for_approval(
+            &placement("s-shared"),
+            HoldCall {
+                effect_id: a1.clone(),
+                call_id: "c".into(),
+                server: "github".into(),
+                tool: "merge".into(),
+                arguments: json!({}),
+                reason: None,
+            },
+        )
+        .await
+        .expect("hold");
+    [("acme", a1.clone()), ("acme", a2), ("globex", a1)]
+}
+
+/// The state of the stored interaction `id` of `org` (it must be stored).
+pub async fn state_of(app: &TestApp, org: &str, id: &str) -> State {
+    app.interaction(org, id).await.expect("stored").state
 }
 
 /// The events named `name` about interaction `id`.

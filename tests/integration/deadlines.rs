@@ -28,16 +28,6 @@ fn options(warning_secs: Option<u64>) -> AppOptions {
     }
 }
 
-fn uid() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
-}
-
-async fn session(rt: &Runtime, mode: SessionMode) -> String {
-    let s = format!("s-{}", uid());
-    rt.open_session(&s, mode).await.expect("session");
-    s
-}
-
 fn expiring_in(at: Placement, secs: u64) -> Placement {
     at.with_expiry(Expiry {
         expires_in: Some(secs),
@@ -46,21 +36,7 @@ fn expiring_in(at: Placement, secs: u64) -> Placement {
 }
 
 async fn hold(rt: &Runtime, at: &Placement) -> String {
-    let effect = format!("eff_{}", uid());
-    rt.hold_for_approval(
-        at,
-        HoldCall {
-            effect_id: effect.clone(),
-            call_id: format!("call-{effect}"),
-            server: "github".into(),
-            tool: "merge".into(),
-            arguments: json!({"pr": 7}),
-            reason: None,
-        },
-    )
-    .await
-    .expect("hold");
-    effect
+    hold_call(rt, at, "merge", json!({"pr": 7}), None).await
 }
 
 /// Waits until `id` no longer waits and its deciding transition's events (the task
@@ -99,8 +75,8 @@ fn position(events: &[Event], name: &str, id: &str) -> usize {
 async fn each_kind_expires_with_its_default_after_a_warning() {
     let app = TestApp::start_with(options(Some(1))).await;
     let rt = app.runtime("acme").await;
-    let blocking = session(&rt, SessionMode::Blocking).await;
-    let product = session(&rt, SessionMode::Product).await;
+    let blocking = open_session(&rt, SessionMode::Blocking).await;
+    let product = open_session(&rt, SessionMode::Product).await;
     let approval = hold(&rt, &expiring_in(placement(&blocking), 2)).await;
     let question = rt
         .ask_user(
@@ -287,7 +263,7 @@ async fn each_kind_expires_with_its_default_after_a_warning() {
 async fn on_expiry_close_and_deadline_changes() {
     let app = TestApp::start_with(options(None)).await;
     let rt = app.runtime("acme").await;
-    let blocking = session(&rt, SessionMode::Blocking).await;
+    let blocking = open_session(&rt, SessionMode::Blocking).await;
     let closing = placement(&blocking).with_expiry(Expiry {
         expires_in: Some(1),
         on_expiry: OnExpiry::Close,
@@ -365,7 +341,7 @@ async fn on_expiry_close_and_deadline_changes() {
 async fn answer_and_expiry_race_with_one_outcome_each() {
     let app = TestApp::start_with(options(None)).await;
     let rt = app.runtime("acme").await;
-    let blocking = session(&rt, SessionMode::Blocking).await;
+    let blocking = open_session(&rt, SessionMode::Blocking).await;
     // Opened with a far deadline, then all moved (a runtime's deadline change) to
     // one near instant, so a slow machine cannot make the deadline pass mid-opening.
     let at = placement(&blocking).with_expiry(Expiry {
@@ -373,18 +349,7 @@ async fn answer_and_expiry_race_with_one_outcome_each() {
         ..Expiry::default()
     });
     let ids: Vec<String> = futures::future::join_all((0..200).map(|_| hold(&rt, &at))).await;
-    let deadline = time::OffsetDateTime::now_utc() + time::Duration::seconds(5);
-    let moved = futures::future::join_all(ids.iter().map(|id| {
-        rt.set_deadline(
-            id,
-            Expiry {
-                expires_at: Some(deadline),
-                ..Expiry::default()
-            },
-        )
-    }))
-    .await;
-    assert!(moved.iter().all(Result::is_ok), "{moved:?}");
+    let deadline = move_deadlines(&rt, &ids, 5).await;
     let ana = app.person("acme", "ana");
     // Answers spread over 600 ms around the deadline.
     let until = deadline - time::OffsetDateTime::now_utc() - time::Duration::milliseconds(300);
@@ -470,7 +435,7 @@ async fn a_deadline_outlives_a_worker_crash_and_a_server_restart() {
     .await;
     let first = app.spawn_worker_process(None);
     let rt = app.runtime("acme").await;
-    let blocking = session(&rt, SessionMode::Blocking).await;
+    let blocking = open_session(&rt, SessionMode::Blocking).await;
     let approval = hold(&rt, &expiring_in(placement(&blocking), 5)).await;
     app.kill_process(first);
     app.nats.restart().await;
@@ -519,7 +484,7 @@ async fn a_server_without_schedules_refuses_deadlines_and_does_the_rest() {
     })
     .await;
     let rt = app.runtime("acme").await;
-    let blocking = session(&rt, SessionMode::Blocking).await;
+    let blocking = open_session(&rt, SessionMode::Blocking).await;
     let at = expiring_in(placement(&blocking), 30);
     let refused = rt
         .hold_for_approval(

@@ -10,9 +10,9 @@ use holdpoint_tests::app::{AppOptions, TestApp};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::a2a::Rpc;
 use crate::common::*;
 use crate::hostile::{RawReply, raw_request};
+use crate::rpc::Rpc;
 use crate::streams::{Next, SseReader, WAIT};
 
 const DEV: [(&str, &[u8]); 2] = [("X-Holdpoint-Org", b"acme"), ("X-Holdpoint-Person", b"ana")];
@@ -285,7 +285,7 @@ async fn each_caller_has_a_limit_of_open_streams() {
             .await,
     );
     assert_eq!(sub.body_json().await["code"], "NRY-0017");
-    let answer = crate::a2a::answer(&at, "m-limit", json!([{"data": {"approved": true}}]), None);
+    let answer = crate::rpc::answer(&at, "m-limit", json!([{"data": {"approved": true}}]), None);
     let streaming = refused(
         "SendStreamingMessage",
         rpc.stream("SendStreamingMessage", answer.clone()).await,
@@ -298,7 +298,7 @@ async fn each_caller_has_a_limit_of_open_streams() {
     );
     app.wait_idle().await;
     assert_eq!(
-        crate::a2a::state_of(&app, "acme", &eff).await,
+        state_of(&app, "acme", &eff).await,
         State::Pending,
         "a refused SendStreamingMessage answers nothing"
     );

@@ -16,9 +16,11 @@ async fn same_key_fifty_times_at_once_resolves_once() {
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
     let ana = app.person("acme", "ana");
     let path = format!("/v1/questions/{q}/answer");
-    let replies = futures::future::join_all((0..50).map(|_| {
-        let (ana, path) = (ana.clone(), path.clone());
-        async move { ana.post_keyed(&path, "press-1", &seed_answer()).await }
+    let replies = at_once((0..50).map(|_| Shot {
+        person: ana.clone(),
+        path: path.clone(),
+        key: Some("press-1".into()),
+        body: seed_answer(),
     }))
     .await;
     assert!(replies.iter().all(|r| r == &replies[0]), "{replies:?}");
@@ -40,11 +42,11 @@ async fn twenty_different_answers_race_one_wins() {
     let rt = app.runtime("acme").await;
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
     let path = format!("/v1/questions/{q}/answer");
-    let replies = futures::future::join_all((0..20).map(|i| {
-        let person = app.person("acme", &format!("p{i}"));
-        let path = path.clone();
-        let body = json!({"answers": [{"options": [i % 2]}, {"options": [i % 3], "text": format!("answer {i}")}]});
-        async move { person.post(&path, &body).await }
+    let replies = at_once((0..20).map(|i| Shot {
+        person: app.person("acme", &format!("p{i}")),
+        path: path.clone(),
+        key: None,
+        body: json!({"answers": [{"options": [i % 2]}, {"options": [i % 3], "text": format!("answer {i}")}]}),
     }))
     .await;
     let ok = replies.iter().filter(|r| r.status == 204).count();
@@ -115,33 +117,10 @@ async fn idempotency_outlives_the_duplicate_window() {
 #[tokio::test]
 async fn keys_are_scoped_by_organisation_and_task() {
     let app = TestApp::start().await;
-    let acme = app.runtime("acme").await;
-    let globex = app.runtime("globex").await;
     // Same effect id in two organisations, and two tasks in one organisation,
     // all answered with the same key inside the duplicate window.
-    let (_, a1) = open_approval(&acme).await;
-    let (_, a2) = open_approval(&acme).await;
-    let session = "shared-session";
-    globex
-        .open_session(session, SessionMode::Blocking)
-        .await
-        .expect("session");
-    let at = placement(session);
-    globex
-        .hold_for_approval(
-            &at,
-            holdpoint_client::HoldCall {
-                effect_id: a1.clone(),
-                call_id: "c".into(),
-                server: "github".into(),
-                tool: "merge".into(),
-                arguments: json!({}),
-                reason: None,
-            },
-        )
-        .await
-        .expect("hold");
-    for (org, id) in [("acme", &a1), ("acme", &a2), ("globex", &a1)] {
+    let cases = one_effect_in_two_orgs_and_two_tasks(&app).await;
+    for (org, id) in &cases {
         let r = app
             .person(org, "p")
             .post_keyed(
@@ -153,12 +132,8 @@ async fn keys_are_scoped_by_organisation_and_task() {
         assert_eq!(r.status, 204, "{org}/{id}: {r:?}");
     }
     app.wait_idle().await;
-    for (org, id) in [("acme", &a1), ("acme", &a2), ("globex", &a1)] {
-        assert_eq!(
-            app.interaction(org, id).await.expect("stored").state,
-            State::Resolved,
-            "{org}/{id}"
-        );
+    for (org, id) in &cases {
+        assert_eq!(state_of(&app, org, id).await, State::Resolved, "{org}/{id}");
         let events = app.events(org).await;
         assert_eq!(
             named(&events, "tool-call-released", id).len(),

@@ -27,9 +27,8 @@ use async_nats::jetstream::consumer::PullConsumer;
 use holdpoint_bus::Topology;
 use holdpoint_domain::{Answer, SessionMode, State};
 use holdpoint_tests::app::{AppOptions, TestApp};
-use holdpoint_tests::chaos::{self, ClientOptions, Rng, WorkerPool};
+use holdpoint_tests::chaos::{self, ClientOptions, Rng, Scenario, WorkerPool};
 use holdpoint_tests::nats::wait_for;
-use holdpoint_tests::readers::{self, Readers};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
@@ -101,35 +100,39 @@ fn redeliveries(before: &Consumers, after: &Consumers) -> u64 {
 /// The longest an answer's effect may reach a live reader after its 2xx.
 const EFFECT_DELAY_BOUND: Duration = Duration::from_secs(5);
 
-/// Settles the run (released calls reported, workers idle), stops the live readers
-/// and checks everything: the guarantees, then duplicates per event id and effect
-/// delays as each kind of reader saw them.
-async fn settle_and_check(
+/// The fault suite's scenario: `batches` answered by `clients` (their request
+/// bound is the judgement's), settled within `wait_idle`'s 20 s.
+fn scenario(
+    batches: Vec<chaos::Batch>,
+    open_parallel: usize,
+    race: f64,
+    clients: ClientOptions,
+) -> Scenario {
+    Scenario {
+        batches,
+        open_parallel,
+        race,
+        clients,
+        settle: Duration::from_secs(20),
+        effect_delay_bound: EFFECT_DELAY_BOUND,
+    }
+}
+
+/// Settles and judges `run`: the guarantees, then duplicates per event id and
+/// effect delays as each kind of reader saw them (printed); the figures carry
+/// every violation.
+async fn judge(
     app: &TestApp,
-    targets: &[chaos::Target],
+    scenario: &Scenario,
+    run: chaos::Running,
     results: &[chaos::JobResult],
-    bound: Duration,
-    readers: Readers,
 ) -> chaos::Figures {
-    app.wait_idle().await;
-    chaos::finish_released(app, targets)
+    let verdict = run
+        .judge(app, scenario, results, &[])
         .await
         .expect("report tool results");
-    app.wait_idle().await;
-    let mut figures = chaos::check(app, targets, results, bound).await;
-    let approved = chaos::approvals(app, targets).await;
-    let (core, durable) = readers.finish(Duration::from_millis(500)).await;
-    let seen = readers::judge(
-        &core,
-        &durable,
-        targets,
-        results,
-        &approved,
-        EFFECT_DELAY_BOUND,
-    );
-    println!("{seen}");
-    figures.violations.extend(seen.violations);
-    figures
+    println!("{}", verdict.seen);
+    verdict.merged()
 }
 
 #[tokio::test]
@@ -141,65 +144,53 @@ async fn worker_sigkills_while_answers_flow_lose_nothing_and_resolve_once() {
     let outcome_timeout = Duration::from_millis(800);
     let mut app = TestApp::start_with(options(Duration::from_secs(1), outcome_timeout)).await;
     let mut pool = WorkerPool::start(&mut app, 3);
-    let mut targets = chaos::open_targets(&app, "acme", 300, 60, 16)
-        .await
-        .expect("open acme");
-    targets.extend(
-        chaos::open_targets(&app, "globex", 90, 0, 16)
-            .await
-            .expect("open globex"),
-    );
-    let jobs = chaos::plan_jobs(&targets, 0.25, &mut rng);
-    let bound = outcome_timeout + Duration::from_secs(2);
-    let targets = Arc::new(targets);
-    let live = Readers::start(&app.nats.url()).await;
-    let (progress, clients) = chaos::run_clients(
-        chaos::persons_for(&app, &targets),
-        targets.clone(),
-        jobs,
+    let scenario = scenario(
+        vec![
+            chaos::Batch::new("acme", 300, 60),
+            chaos::Batch::new("globex", 90, 0),
+        ],
+        16,
+        0.25,
         ClientOptions {
             clients: 24,
             pace: (Duration::ZERO, Duration::from_millis(20)),
             retry_pause: (Duration::from_millis(100), Duration::from_millis(300)),
-            request_bound: bound,
+            request_bound: outcome_timeout + Duration::from_secs(2),
             give_up_after: Duration::from_secs(40),
             stop: None,
         },
-        rng.next_u64(),
     );
+    let mut run = scenario.start(&app, &mut rng).await.expect("open");
     let before = consumer_info(&app).await.expect("consumer");
     // Kill a random worker every 300-900 ms while the answers flow; respawn it.
     // Faster storms (every 150-450 ms) stay safe (nothing lost or doubled) but on
     // a loaded 2-core machine some answers then get only 503s for 40 s: the debug
     // workers spend the run restarting (RELIABILITY.md, "Liveness under a storm").
     let started = Instant::now();
-    println!("opened {} interactions", targets.len());
+    println!("opened {} interactions", run.targets.len());
     let kills = chaos::kill_workers_until(
         &mut app,
         &mut pool,
         &mut rng,
         (Duration::from_millis(300), Duration::from_millis(900)),
-        &progress.finished,
+        &run.progress.finished,
     )
     .await;
-    let results = clients.await.expect("clients").expect("clients ran");
+    let results = run.results().await.expect("clients ran");
+    let targets = run.targets.len();
     let flow = started.elapsed();
     assert!(
         pool.all_running(&mut app),
         "a worker died by itself (not by a kill)"
     );
-    let figures = settle_and_check(&app, &targets, &results, bound, live).await;
+    let figures = judge(&app, &scenario, run, &results).await;
     let redelivered = redeliveries(&before, &consumer_info(&app).await.expect("consumer"));
     println!("worker kills: {kills} in {flow:?}, redeliveries {redelivered}; {figures}");
     figures.assert_clean();
     assert!(kills >= 5, "only {kills} kills while answers flowed");
     // The kills hit commands in flight: they were delivered again.
     assert!(redelivered > 0, "no kill hit a command in flight");
-    assert_eq!(
-        figures.ok as usize,
-        targets.len(),
-        "one 2xx per interaction"
-    );
+    assert_eq!(figures.ok as usize, targets, "one 2xx per interaction");
 }
 
 /// Takes the server down: SIGKILL (a crash) or SIGTERM (a graceful stop); returns once it exited.
@@ -218,19 +209,13 @@ async fn nats_server_killed_and_stopped_mid_load_answers_503_then_recovers() {
     let outcome_timeout = Duration::from_secs(1);
     let mut app = TestApp::start_with(options(Duration::from_secs(1), outcome_timeout)).await;
     let _pool = WorkerPool::start(&mut app, 2);
-    let targets = chaos::open_targets(&app, "acme", 60, 8, 8)
-        .await
-        .expect("open");
-    let jobs = chaos::plan_jobs(&targets, 0.1, &mut rng);
     // While NATS is away a request must still be answered within its bound: the
     // outcome timeout plus a margin for the machine.
     let bound = outcome_timeout + Duration::from_millis(1500);
-    let targets = Arc::new(targets);
-    let live = Readers::start(&app.nats.url()).await;
-    let (progress, clients) = chaos::run_clients(
-        chaos::persons_for(&app, &targets),
-        targets.clone(),
-        jobs,
+    let scenario = scenario(
+        vec![chaos::Batch::new("acme", 60, 8)],
+        8,
+        0.1,
         ClientOptions {
             clients: 6,
             pace: (Duration::from_millis(40), Duration::from_millis(160)),
@@ -239,8 +224,9 @@ async fn nats_server_killed_and_stopped_mid_load_answers_503_then_recovers() {
             give_up_after: Duration::from_secs(45),
             stop: None,
         },
-        rng.next_u64(),
     );
+    let mut run = scenario.start(&app, &mut rng).await.expect("open");
+    let progress = run.progress.clone();
     let mut outages = Vec::new();
     for (n, (after_jobs, kill)) in [(6u64, true), (24, false)].into_iter().enumerate() {
         wait_for(Duration::from_secs(30), "answers to flow", || {
@@ -266,7 +252,7 @@ async fn nats_server_killed_and_stopped_mid_load_answers_503_then_recovers() {
         let ready = Instant::now();
         outages.push((kill, down, up, ready));
     }
-    let results = clients.await.expect("clients").expect("clients ran");
+    let results = run.results().await.expect("clients ran");
 
     for (kill, down, up, ready) in &outages {
         let what = if *kill { "SIGKILL" } else { "SIGTERM" };
@@ -304,7 +290,7 @@ async fn nats_server_killed_and_stopped_mid_load_answers_503_then_recovers() {
         );
         assert!(first_after - *ready < Duration::from_secs(20));
     }
-    let figures = settle_and_check(&app, &targets, &results, bound, live).await;
+    let figures = judge(&app, &scenario, run, &results).await;
     println!("{figures}");
     figures.assert_clean();
 }
@@ -444,10 +430,11 @@ async fn the_same_key_from_many_clients_at_once_with_different_bodies_answers_al
             .collect();
         // One person on many clients (a key is the person's: another person's same
         // key is another answer, see adversary.rs).
-        let replies = futures::future::join_all(bodies.iter().map(|body| {
-            let person = app.person("acme", "ana");
-            let path = path.clone();
-            async move { person.post_keyed(&path, "same-key", body).await }
+        let replies = at_once(bodies.iter().map(|body| Shot {
+            person: app.person("acme", "ana"),
+            path: path.clone(),
+            key: Some("same-key".into()),
+            body: body.clone(),
         }))
         .await;
         assert!(
@@ -492,47 +479,23 @@ async fn the_same_key_in_two_orgs_and_two_tasks_at_once_are_separate_answers() {
         ..AppOptions::default()
     })
     .await;
-    let acme = app.runtime("acme").await;
-    let globex = app.runtime("globex").await;
-    let (_, a1) = open_approval(&acme).await;
-    let (_, a2) = open_approval(&acme).await;
-    globex
-        .open_session("s-shared", SessionMode::Blocking)
-        .await
-        .expect("session");
-    globex
-        .hold_for_approval(
-            &placement("s-shared"),
-            holdpoint_client::HoldCall {
-                effect_id: a1.clone(),
-                call_id: "c".into(),
-                server: "github".into(),
-                tool: "merge".into(),
-                arguments: json!({}),
-                reason: None,
-            },
-        )
-        .await
-        .expect("hold");
-    let cases = [
-        ("acme", a1.clone()),
-        ("acme", a2.clone()),
-        ("globex", a1.clone()),
-    ];
-    let app = &app;
-    let replies = futures::future::join_all(cases.iter().flat_map(|(org, id)| {
-        (0..10).map(move |_| {
-            let person = app.person(org, "p");
-            let path = format!("/v1/interactions/{id}/approve");
-            async move {
-                let r = person
-                    .post_keyed(&path, "m-2", &json!({"approved": true}))
-                    .await;
-                (*org, id.clone(), r)
-            }
-        })
+    let cases = one_effect_in_two_orgs_and_two_tasks(&app).await;
+    let shots: Vec<_> = cases
+        .iter()
+        .flat_map(|(org, id)| (0..10).map(move |_| (*org, id.clone())))
+        .collect();
+    let replies = at_once(shots.iter().map(|(org, id)| Shot {
+        person: app.person(org, "p"),
+        path: format!("/v1/interactions/{id}/approve"),
+        key: Some("m-2".into()),
+        body: json!({"approved": true}),
     }))
     .await;
+    let replies: Vec<_> = shots
+        .into_iter()
+        .zip(replies)
+        .map(|((org, id), r)| (org, id, r))
+        .collect();
     for (org, id, r) in &replies {
         assert_eq!(r.status, 204, "{org}/{id}: {r:?}");
     }
@@ -599,10 +562,7 @@ async fn a_worker_dying_after_its_write_then_a_nats_crash_keeps_the_events() {
     let again = ana.post_keyed(&path, "k", &json!({"approved": true})).await;
     assert_eq!(again.status, 204, "{again:?}");
     app.wait_idle().await;
-    assert_eq!(
-        app.interaction("acme", &eff).await.expect("stored").state,
-        State::Resolved
-    );
+    assert_eq!(state_of(&app, "acme", &eff).await, State::Resolved);
     let events = app.events("acme").await;
     assert_eq!(
         named(&events, "interaction-resolved", &eff).len(),
@@ -624,7 +584,7 @@ async fn a_worker_dying_after_its_write_then_a_nats_crash_keeps_the_events() {
 /// and every 2xx answer is the recorded, person-made resolution.
 #[tokio::test]
 async fn deadlines_fire_once_through_worker_kills() {
-    use holdpoint_client::{Expiry, HoldCall};
+    use holdpoint_client::Expiry;
     use holdpoint_domain::{EventData, Resolver};
 
     let (mut rng, seed) = Rng::from_env(SEED_ENV);
@@ -639,10 +599,7 @@ async fn deadlines_fire_once_through_worker_kills() {
     .await;
     let mut pool = WorkerPool::start(&mut app, 3);
     let rt = app.runtime("acme").await;
-    let session = format!("s-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    rt.open_session(&session, SessionMode::Blocking)
-        .await
-        .expect("session");
+    let session = open_session(&rt, SessionMode::Blocking).await;
     // Opened with a far deadline, then moved together to one near instant once all
     // are open (a slow machine cannot make it pass mid-opening).
     let expiry = Expiry {
@@ -653,21 +610,7 @@ async fn deadlines_fire_once_through_worker_kills() {
     for n in 0..60 {
         let at = placement(&session).with_expiry(expiry);
         let id = if n % 2 == 0 {
-            let effect = format!("eff_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
-            rt.hold_for_approval(
-                &at,
-                HoldCall {
-                    effect_id: effect.clone(),
-                    call_id: format!("call-{effect}"),
-                    server: "github".into(),
-                    tool: "merge".into(),
-                    arguments: json!({"n": n}),
-                    reason: None,
-                },
-            )
-            .await
-            .expect("hold");
-            effect
+            hold_call(&rt, &at, "merge", json!({"n": n}), None).await
         } else {
             rt.ask_user(&at, &format!("call-{n}"), two_questions(), None)
                 .await
@@ -676,18 +619,7 @@ async fn deadlines_fire_once_through_worker_kills() {
         };
         ids.push(id);
     }
-    let deadline = time::OffsetDateTime::now_utc() + time::Duration::seconds(6);
-    let moved = futures::future::join_all(ids.iter().map(|id| {
-        rt.set_deadline(
-            id,
-            Expiry {
-                expires_at: Some(deadline),
-                ..Expiry::default()
-            },
-        )
-    }))
-    .await;
-    assert!(moved.iter().all(Result::is_ok), "{moved:?}");
+    let deadline = move_deadlines(&rt, &ids, 6).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // People answer every fourth interaction around the deadline, retrying 503s
     // with the same key.

@@ -18,10 +18,7 @@ async fn pending_survives_a_worker_restart() {
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
     app.stop_workers().await;
     app.start_worker().await;
-    let r = app
-        .person("acme", "ana")
-        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-        .await;
+    let r = answer_seed(&app.person("acme", "ana"), &q).await;
     assert_eq!(r.status, 204, "{r:?}");
     app.wait_idle().await;
     assert_eq!(finished(&app.events("acme").await, &q).len(), 1);
@@ -101,7 +98,7 @@ async fn worker_killed_between_write_and_ack_resolves_once() {
             "{failpoint}: {first:?}"
         );
         assert_eq!(
-            app.interaction("acme", &eff).await.expect("stored").state,
+            state_of(&app, "acme", &eff).await,
             State::Resolved,
             "{failpoint}: the write happened"
         );

@@ -496,8 +496,7 @@ async fn samples() -> Vec<(&'static str, Vec<u8>)> {
     let (at, q) = open_question(&rt, SessionMode::Blocking).await;
     let (_, eff) = open_approval(&rt).await;
     let ana = app.person("acme", "ana");
-    ana.post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-        .await;
+    answer_seed(&ana, &q).await;
     ana.post(
         &format!("/v1/interactions/{eff}/approve"),
         &json!({"approved": true}),

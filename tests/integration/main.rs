@@ -24,6 +24,7 @@ mod observability;
 mod operator;
 mod product;
 mod remembered;
+mod rpc;
 mod schemas;
 mod shutdown;
 mod streams;

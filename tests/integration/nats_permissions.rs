@@ -125,17 +125,8 @@ async fn start_ingress(bus: Bus) -> (String, String, CancellationToken) {
     )
     .await
     .expect("ingress state");
-    let api = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let admin = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", api.local_addr().expect("addr"));
-    let admin_base = format!("http://{}", admin.local_addr().expect("addr"));
     let token = CancellationToken::new();
-    tokio::spawn(holdpoint_ingress::run(state.clone(), api, token.clone()));
-    tokio::spawn(holdpoint_ingress::run_admin(state, admin, token.clone()));
+    let (base, admin_base) = holdpoint_tests::app::serve_ingress(state, &token).await;
     (base, admin_base, token)
 }
 

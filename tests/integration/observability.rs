@@ -53,16 +53,7 @@ impl Stack {
         )
         .await
         .expect("ingress state");
-        let api = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let admin = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let base = format!("http://{}", api.local_addr().expect("addr"));
-        let admin_base = format!("http://{}", admin.local_addr().expect("addr"));
-        tokio::spawn(holdpoint_ingress::run(state.clone(), api, shutdown.clone()));
-        tokio::spawn(holdpoint_ingress::run_admin(state, admin, shutdown.clone()));
+        let (base, admin_base) = holdpoint_tests::app::serve_ingress(state, &shutdown).await;
         tokio::spawn(holdpoint_worker::run(
             app.bus.clone(),
             WorkerConfig {

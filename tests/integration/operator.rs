@@ -141,10 +141,7 @@ async fn a_person_works_from_the_command_line() {
     want.sort();
     assert_eq!(seen, want);
     let _ = child.kill().await;
-    assert_eq!(
-        app.interaction("acme", &eff).await.expect("stored").state,
-        State::Finished
-    );
+    assert_eq!(state_of(&app, "acme", &eff).await, State::Finished);
 }
 
 /// The next line `tail --json` prints, as JSON.

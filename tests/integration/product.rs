@@ -43,10 +43,7 @@ async fn answer_on_an_idle_lane_starts_the_next_turn_once() {
         events.iter().filter(|e| e.name() == "turn-started").count(),
         1
     );
-    assert_eq!(
-        app.interaction("acme", &q).await.expect("stored").state,
-        State::Resolved
-    );
+    assert_eq!(state_of(&app, "acme", &q).await, State::Resolved);
 }
 
 #[tokio::test]
@@ -65,10 +62,7 @@ async fn busy_lane_keeps_the_message_and_says_so() {
     assert_eq!(ana.post(&path, &seed_answer()).await, first);
     app.wait_idle().await;
     assert_eq!(app.lane_messages("acme").await.len(), 1);
-    assert_eq!(
-        app.interaction("acme", &q).await.expect("stored").state,
-        State::Resolved
-    );
+    assert_eq!(state_of(&app, "acme", &q).await, State::Resolved);
     // When the running turn ends, the queued answer's turn starts.
     rt.finish_turn(at.session.as_str(), "main", "turn-1")
         .await
@@ -110,10 +104,7 @@ async fn refusal_without_a_message_reopens_the_question() {
     let r = ana.post(&path, &seed_answer()).await;
     assert_eq!((r.status, r.code()), (409, "NRY-0032"), "{r:?}");
     app.wait_idle().await;
-    assert_eq!(
-        app.interaction("acme", &q).await.expect("stored").state,
-        State::Pending
-    );
+    assert_eq!(state_of(&app, "acme", &q).await, State::Pending);
     assert!(app.lane_messages("acme").await.is_empty());
     // The lane frees: the retry is delivered.
     rt.finish_turn(&session, "main", "turn-1")
@@ -129,10 +120,7 @@ async fn refusal_without_a_message_reopens_the_question() {
         .await;
     assert_eq!((r.status, r.code()), (409, "NRY-0032"), "{r:?}");
     app.wait_idle().await;
-    assert_eq!(
-        app.interaction("acme", &q2).await.expect("stored").state,
-        State::Pending
-    );
+    assert_eq!(state_of(&app, "acme", &q2).await, State::Pending);
     assert_eq!(app.lane_messages("acme").await.len(), 1);
 }
 
@@ -152,9 +140,7 @@ async fn a_message_on_the_lane_closes_the_question() {
     app.wait_idle().await;
     let record = app.interaction("acme", &q).await.expect("stored");
     assert_eq!(record.state, State::Closed);
-    let r = ana
-        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-        .await;
+    let r = answer_seed(&ana, &q).await;
     assert_eq!((r.status, r.code()), (409, "NRY-0009"), "{r:?}");
     // Same message id again: one message on the lane.
     let again = ana

@@ -613,12 +613,7 @@ async fn the_audit_holds_exactly_the_approval_decisions_and_rule_changes() {
     let ana = app.person("acme", "ana");
     // A question and a connection answered: never audited.
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
-    assert_eq!(
-        ana.post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-            .await
-            .status,
-        204
-    );
+    assert_eq!(answer_seed(&ana, &q).await.status, 204);
     let s = session(&rt, None).await;
     let conn = connection(&rt, &s).await;
     let r = ana
@@ -906,7 +901,7 @@ async fn an_a2a_approval_remembers_through_the_extension_metadata() {
     // as the REST approve body does: the rule it writes decides the next hold of the
     // same tool in the session at once, and names the person who answered. On a
     // question it is refused (invalid params, NRY-0025) and nothing is written.
-    use crate::a2a::{Rpc, answer};
+    use crate::rpc::{Rpc, answer};
     let app = TestApp::start().await;
     let rt = app.runtime("acme").await;
     let ana = app.person("acme", "ana");
@@ -914,19 +909,16 @@ async fn an_a2a_approval_remembers_through_the_extension_metadata() {
     let at = session(&rt, None).await;
     let first = hold(&rt, &at, TOOL, args(1)).await;
     let r = rpc
-        .call(
-            "SendMessage",
-            answer(
-                &at,
-                "m-remember",
-                json!([{"data": {"approved": true}}]),
-                Some(json!({
-                    "interactionId": first,
-                    "approved": true,
-                    "remember": {"scope": "session"},
-                })),
-            ),
-        )
+        .send(answer(
+            &at,
+            "m-remember",
+            json!([{"data": {"approved": true}}]),
+            Some(json!({
+                "interactionId": first,
+                "approved": true,
+                "remember": {"scope": "session"},
+            })),
+        ))
         .await;
     r.result();
     let rule = rule_written_from(&ana, &first).await;
@@ -950,15 +942,12 @@ async fn an_a2a_approval_remembers_through_the_extension_metadata() {
     let (qat, q) = open_question(&rt, SessionMode::Blocking).await;
     let before = rules(&ana).await.len();
     let r = rpc
-        .call(
-            "SendMessage",
-            answer(
-                &qat,
-                "m-question",
-                json!([{"data": {"answers": [{"options": [0]}, {"options": [0]}]}}]),
-                Some(json!({"interactionId": q, "remember": {"scope": "organisation"}})),
-            ),
-        )
+        .send(answer(
+            &qat,
+            "m-question",
+            json!([{"data": {"answers": [{"options": [0]}, {"options": [0]}]}}]),
+            Some(json!({"interactionId": q, "remember": {"scope": "organisation"}})),
+        ))
         .await;
     assert_eq!(r.holdpoint(), "NRY-0025", "{}", r.body);
     assert_eq!(

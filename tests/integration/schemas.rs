@@ -16,7 +16,7 @@ use holdpoint_tests::app::TestApp;
 use holdpoint_tests::nats::workspace_root;
 use serde_json::{Value, json};
 
-use crate::common::{open_approval, open_question, seed_answer};
+use crate::common::{answer_seed, open_approval, open_question, seed_answer};
 
 const STALE: &str = "rerun with HOLDPOINT_BLESS=1 to regenerate";
 
@@ -370,9 +370,7 @@ async fn real_traffic_matches_the_schemas() {
     // A blocking question answered with the seed body, then a conflicting answer.
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
     schemas.check("rest/answer-body.json", "the seed answer", &seed_answer());
-    let r = ana
-        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-        .await;
+    let r = answer_seed(&ana, &q).await;
     assert_eq!(r.status, 204, "{:?}", r.body);
     let other = json!({"answers": [{"options": [1]}, {"options": [0]}]});
     let r = ana.post(&format!("/v1/questions/{q}/answer"), &other).await;

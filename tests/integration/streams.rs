@@ -169,10 +169,7 @@ async fn org_stream_is_ordered_filtered_resumable_and_isolated() {
     let (a_at, _a) = open_approval(&acme).await;
     let (_q_at, q) = open_question(&acme, SessionMode::Blocking).await;
     let (_g_at, _g) = open_approval(&globex).await;
-    let r = app
-        .person("acme", "ana")
-        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
-        .await;
+    let r = answer_seed(&app.person("acme", "ana"), &q).await;
     assert_eq!(r.status, 204, "{r:?}");
     app.wait_idle().await;
     let stored = app.events("acme").await;

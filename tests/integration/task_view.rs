@@ -4,22 +4,17 @@
 //! an explicit key, a second answer on a blocking session is `409 NRY-0009`.
 
 use holdpoint_client::{HoldCall, Placement, Runtime};
-use holdpoint_domain::SessionMode;
-use holdpoint_tests::app::TestApp;
+use holdpoint_domain::{SessionMode, State};
+use holdpoint_tests::app::{Person, Reply, TestApp};
 use serde_json::{Value, json};
 
-use crate::a2a::{Rpc, answer};
 use crate::common::*;
+use crate::rpc::{Rpc, URI, answer};
 use crate::streams::WAIT;
-
-const URI: &str = holdpoint_domain::EXTENSION_URI;
 
 /// A blocking session with three approvals held on one task, in the order A, B, C.
 async fn three_holds(rt: &Runtime) -> (Placement, [String; 3]) {
-    let session = format!("s-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    rt.open_session(&session, SessionMode::Blocking)
-        .await
-        .expect("session");
+    let session = open_session(rt, SessionMode::Blocking).await;
     let at = placement(&session);
     let tag = &uuid::Uuid::new_v4().simple().to_string()[..10];
     let mut ids = Vec::new();
@@ -105,19 +100,21 @@ async fn every_view_of_a_task_names_its_oldest_pending_interaction() {
 
     // An answer without interactionId goes to B; the reply names C.
     let r = rpc
-        .call(
-            "SendMessage",
-            answer(&at, "m-b", json!([{"data": {"approved": true}}]), None),
-        )
+        .send(answer(
+            &at,
+            "m-b",
+            json!([{"data": {"approved": true}}]),
+            None,
+        ))
         .await;
     assert_eq!(waits_on(&r.result()["task"]), auth(&c));
     assert_ne!(
         app.interaction("acme", &b).await.expect("b").state,
-        holdpoint_domain::State::Pending
+        State::Pending
     );
     assert_eq!(
         app.interaction("acme", &c).await.expect("c").state,
-        holdpoint_domain::State::Pending
+        State::Pending
     );
     let update = sub.expect(WAIT, "the status naming C").await.json();
     assert_eq!(waits_on(&update["result"]["statusUpdate"]), auth(&c));
@@ -168,35 +165,15 @@ async fn two_open_questions_on_one_task_are_answered_oldest_first() {
     assert_eq!(get_task(&rpc, &at).await, input(&q1));
     assert_eq!(listed(&rpc, &at).await, Some(input(&q1)));
 
-    let r = rpc
-        .call(
-            "SendMessage",
-            answer(&at, "m-1", json!([{"text": "main"}]), None),
-        )
-        .await;
+    let send_text = |id: &str, text: &str| rpc.send(answer(&at, id, json!([{"text": text}]), None));
+    let r = send_text("m-1", "main").await;
     assert_eq!(waits_on(&r.result()["task"]), input(&q2));
-    assert_ne!(
-        app.interaction("acme", &q1).await.expect("q1").state,
-        holdpoint_domain::State::Pending
-    );
+    assert_ne!(state_of(&app, "acme", &q1).await, State::Pending);
     // A retry of the same message goes back to the question it answered, not to q2.
-    let again = rpc
-        .call(
-            "SendMessage",
-            answer(&at, "m-1", json!([{"text": "main"}]), None),
-        )
-        .await;
+    let again = send_text("m-1", "main").await;
     assert_eq!(waits_on(&again.result()["task"]), input(&q2));
-    assert_eq!(
-        app.interaction("acme", &q2).await.expect("q2").state,
-        holdpoint_domain::State::Pending
-    );
-    let r = rpc
-        .call(
-            "SendMessage",
-            answer(&at, "m-2", json!([{"text": "second"}]), None),
-        )
-        .await;
+    assert_eq!(state_of(&app, "acme", &q2).await, State::Pending);
+    let r = send_text("m-2", "second").await;
     assert_eq!(
         waits_on(&r.result()["task"]),
         ("TASK_STATE_WORKING".to_owned(), None)
@@ -211,14 +188,7 @@ async fn a_second_press_without_a_key_on_a_blocking_session_is_a_conflict() {
 
     // A question: the same body twice, no key.
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
-    let path = format!("/v1/questions/{q}/answer");
-    assert_eq!(ana.post(&path, &seed_answer()).await.status, 204);
-    let second = ana.post(&path, &seed_answer()).await;
-    assert_eq!(
-        (second.status, second.code()),
-        (409, "NRY-0009"),
-        "{second:?}"
-    );
+    let second = press_twice(&ana, &format!("/v1/questions/{q}/answer"), &seed_answer()).await;
     let message = second.body["message"].as_str().unwrap_or("");
     assert!(
         message.contains("already answered at 20"),
@@ -240,25 +210,24 @@ async fn a_second_press_without_a_key_on_a_blocking_session_is_a_conflict() {
     assert_eq!((other.status, other.code()), (409, "NRY-0009"));
 
     // Approve and respond follow the same rule.
-    let (_, eff) = open_approval(&rt).await;
-    let path = format!("/v1/interactions/{eff}/approve");
-    let body = json!({"approved": true});
-    assert_eq!(ana.post(&path, &body).await.status, 204);
-    let second = ana.post(&path, &body).await;
+    for op in ["approve", "respond"] {
+        let (_, eff) = open_approval(&rt).await;
+        let path = format!("/v1/interactions/{eff}/{op}");
+        press_twice(&ana, &path, &json!({"approved": true})).await;
+    }
+}
+
+/// `ana` presses `path` with `body` twice without a key: the first is taken
+/// (204), the second is a conflict (409 `NRY-0009`); returns the second reply.
+async fn press_twice(ana: &Person, path: &str, body: &Value) -> Reply {
+    assert_eq!(ana.post(path, body).await.status, 204, "{path}");
+    let second = ana.post(path, body).await;
     assert_eq!(
         (second.status, second.code()),
         (409, "NRY-0009"),
-        "{second:?}"
+        "{path}: {second:?}"
     );
-    let (_, eff) = open_approval(&rt).await;
-    let path = format!("/v1/interactions/{eff}/respond");
-    assert_eq!(ana.post(&path, &body).await.status, 204);
-    let second = ana.post(&path, &body).await;
-    assert_eq!(
-        (second.status, second.code()),
-        (409, "NRY-0009"),
-        "{second:?}"
-    );
+    second
 }
 
 #[tokio::test]

@@ -15,9 +15,9 @@ use holdpoint_tests::app::{TestApp, holdpoint_binary};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt as _;
 
-use crate::a2a::{Rpc, answer as a2a_answer};
 use crate::common::*;
 use crate::operator::cli;
+use crate::rpc::{Rpc, answer as a2a_answer};
 
 /// The control characters of the issue: ESC (with a colour sequence), BEL,
 /// backspace, DEL and U+0085 (NEL, a C1 control).
@@ -80,34 +80,23 @@ async fn a_persons_control_characters_are_refused_over_rest_and_a2a() {
         );
         // A2A: a text part answering the question, a reason with an approval.
         let r = rpc
-            .call(
-                "SendMessage",
-                a2a_answer(&qat, &format!("m-t{n}"), json!([{"text": s}]), None),
-            )
+            .send(a2a_answer(
+                &qat,
+                &format!("m-t{n}"),
+                json!([{"text": s}]),
+                None,
+            ))
             .await;
-        assert_eq!(
-            (r.error_code(), r.holdpoint()),
-            (-32602, "NRY-0001"),
-            "text part {s:?}: {}",
-            r.body
-        );
+        r.assert_error_for(&format!("text part {s:?}"), -32602, "NRY-0001");
         let r = rpc
-            .call(
-                "SendMessage",
-                a2a_answer(
-                    &eat,
-                    &format!("m-r{n}"),
-                    json!([{"data": {"approved": true, "reason": s}}]),
-                    None,
-                ),
-            )
+            .send(a2a_answer(
+                &eat,
+                &format!("m-r{n}"),
+                json!([{"data": {"approved": true, "reason": s}}]),
+                None,
+            ))
             .await;
-        assert_eq!(
-            (r.error_code(), r.holdpoint()),
-            (-32602, "NRY-0001"),
-            "A2A reason {s:?}: {}",
-            r.body
-        );
+        r.assert_error_for(&format!("A2A reason {s:?}"), -32602, "NRY-0001");
     }
     app.wait_idle().await;
     assert_eq!(
@@ -116,7 +105,7 @@ async fn a_persons_control_characters_are_refused_over_rest_and_a2a() {
         "nothing was emitted"
     );
     for id in [&q, &eff] {
-        assert_eq!(crate::a2a::state_of(&app, "acme", id).await, State::Pending);
+        assert_eq!(state_of(&app, "acme", id).await, State::Pending);
     }
     // TAB, LF and CR are a person's to use.
     let r = ana
@@ -402,10 +391,12 @@ async fn large_integers_keep_their_digits_end_to_end() {
     assert_eq!(r.status, 204, "{r:?}");
     let big: Value = serde_json::from_str(BIG).expect("big");
     let r = Rpc::new(&app, "acme", "ana")
-        .call(
-            "SendMessage",
-            a2a_answer(&qat2, "m-big", json!([{"data": {"n": big}}]), None),
-        )
+        .send(a2a_answer(
+            &qat2,
+            "m-big",
+            json!([{"data": {"n": big}}]),
+            None,
+        ))
         .await;
     r.result();
     app.wait_idle().await;

@@ -23,15 +23,14 @@
 //! ```
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use holdpoint_bus::Topology;
 use holdpoint_tests::app::{AppOptions, TestApp};
-use holdpoint_tests::chaos::{self, ClientOptions, Figures, Rng, WorkerPool};
+use holdpoint_tests::chaos::{Batch, ClientOptions, Figures, Rng, Scenario, Verdict, WorkerPool};
 use holdpoint_tests::nats::NatsServerOptions;
-use holdpoint_tests::readers::{self, ReaderFigures, Readers};
+use holdpoint_tests::readers::ReaderFigures;
 
 /// The longest an answer's effect may take to reach a live reader after its 2xx,
 /// counted from when NATS was back if it was away meanwhile.
@@ -163,17 +162,11 @@ async fn soak(args: Args) -> anyhow::Result<bool> {
         round += 1;
         let org = orgs[round % orgs.len()];
         let approvals = args.batch * 15 / 100;
-        let targets = chaos::open_targets(&app, org, args.batch - approvals, approvals, 16).await?;
-        let jobs = chaos::plan_jobs(&targets, 0.15, &mut rng);
-        let n_jobs = jobs.len() as u64;
-        let targets = Arc::new(targets);
-        let live = Readers::start(&app.nats.url()).await;
-        let mut outages = Vec::new();
-        let (progress, clients) = chaos::run_clients(
-            chaos::persons_for(&app, &targets),
-            targets.clone(),
-            jobs,
-            ClientOptions {
+        let scenario = Scenario {
+            batches: vec![Batch::new(org, args.batch - approvals, approvals)],
+            open_parallel: 16,
+            race: 0.15,
+            clients: ClientOptions {
                 clients: args.clients,
                 pace: (Duration::ZERO, Duration::from_millis(30)),
                 retry_pause: (Duration::from_millis(100), Duration::from_millis(400)),
@@ -181,8 +174,12 @@ async fn soak(args: Args) -> anyhow::Result<bool> {
                 give_up_after: Duration::from_secs(120),
                 stop: None,
             },
-            rng.next_u64(),
-        );
+            settle: Duration::from_secs(120),
+            effect_delay_bound: EFFECT_DELAY_BOUND,
+        };
+        let mut run = scenario.start(&app, &mut rng).await?;
+        let (progress, n_jobs) = (run.progress.clone(), run.jobs);
+        let mut outages = Vec::new();
         // One nats-server restart per round while restarts are wanted, at a random
         // point of the round's answers.
         let mut restart_at =
@@ -233,28 +230,14 @@ async fn soak(args: Args) -> anyhow::Result<bool> {
             tokio::time::sleep(rng.between(Duration::ZERO, Duration::from_millis(80))).await;
             pool.spawn(&mut app);
         }
-        let results = clients.await??;
+        let results = run.results().await?;
         let flow = round_started.elapsed();
         if !pool.all_running(&mut app) {
             totals
                 .violations
                 .push(format!("round {round}: a worker died by itself"));
         }
-        app.wait_idle_within(Duration::from_secs(120)).await;
-        chaos::finish_released(&app, &targets).await?;
-        app.wait_idle_within(Duration::from_secs(120)).await;
-        let mut figures = chaos::check(&app, &targets, &results, bound).await;
-        let approved = chaos::approvals(&app, &targets).await;
-        let (core, durable) = live.finish(Duration::from_millis(500)).await;
-        let seen = readers::judge_around(
-            &core,
-            &durable,
-            &targets,
-            &results,
-            &approved,
-            EFFECT_DELAY_BOUND,
-            &outages,
-        );
+        let Verdict { mut figures, seen } = run.judge(&app, &scenario, &results, &outages).await?;
         println!(
             "round {round:>3} ({org}, {:>6.1}s flow, {:>3} kills, {outage}): {figures}\n          {seen}",
             flow.as_secs_f64(),

@@ -240,12 +240,12 @@ impl<N: Broker> TestApp<N> {
         token
     }
 
-    /// Starts `holdpoint notifier` as a child process with `args` after the NATS URL
-    /// (e.g. `--webhooks-local-mode`); returns its index for
-    /// [`TestApp::kill_process`].
-    pub fn spawn_notifier_process(&mut self, args: &[&str]) -> usize {
+    /// `holdpoint <verb>` on this app's NATS with its topology (duplicate window,
+    /// replicas, partitions), logging at `$HOLDPOINT_WORKER_LOG` (default `warn`)
+    /// to stderr.
+    fn service_command(&self, verb: &str) -> Command {
         let mut cmd = Command::new(holdpoint_binary());
-        cmd.arg("notifier")
+        cmd.arg(verb)
             .arg("--nats-url")
             .arg(self.nats.url())
             .arg("--duplicate-window-secs")
@@ -254,13 +254,21 @@ impl<N: Broker> TestApp<N> {
             .arg(self.opts.topo.replicas.to_string())
             .arg("--partitions")
             .arg(self.opts.topo.partitions.to_string())
-            .args(args)
             .env(
                 "RUST_LOG",
                 std::env::var("HOLDPOINT_WORKER_LOG").unwrap_or_else(|_| "warn".into()),
             )
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
+        cmd
+    }
+
+    /// Starts `holdpoint notifier` as a child process with `args` after the NATS URL
+    /// (e.g. `--webhooks-local-mode`); returns its index for
+    /// [`TestApp::kill_process`].
+    pub fn spawn_notifier_process(&mut self, args: &[&str]) -> usize {
+        let mut cmd = self.service_command("notifier");
+        cmd.args(args);
         let child = cmd.spawn().expect("spawn holdpoint notifier");
         self.processes.push(child);
         self.processes.len() - 1
@@ -292,26 +300,11 @@ impl<N: Broker> TestApp<N> {
     /// Starts `holdpoint worker` as a child process, with an optional failpoint
     /// (`after-write`, `before-ack`). Returns its index for [`TestApp::process`].
     pub fn spawn_worker_process(&mut self, failpoint: Option<&str>) -> usize {
-        let mut cmd = Command::new(holdpoint_binary());
-        cmd.arg("worker")
-            .arg("--nats-url")
-            .arg(self.nats.url())
-            .arg("--ack-wait-ms")
+        let mut cmd = self.service_command("worker");
+        cmd.arg("--ack-wait-ms")
             .arg(self.opts.topo.ack_wait.as_millis().to_string())
-            .arg("--duplicate-window-secs")
-            .arg(self.opts.topo.duplicate_window.as_secs().max(1).to_string())
-            .arg("--replicas")
-            .arg(self.opts.topo.replicas.to_string())
-            .arg("--partitions")
-            .arg(self.opts.topo.partitions.to_string())
             .arg("--priority-timeout-ms")
-            .arg(self.opts.topo.priority_timeout.as_millis().to_string())
-            .env(
-                "RUST_LOG",
-                std::env::var("HOLDPOINT_WORKER_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+            .arg(self.opts.topo.priority_timeout.as_millis().to_string());
         let d = self.opts.deadlines;
         for (flag, v) in [
             ("--deadline-default-secs", d.default),
@@ -640,4 +633,20 @@ impl Person {
     pub async fn post_anonymous(&self, path: &str, body: &Value) -> Reply {
         Self::send(self.http.post(format!("{}{path}", self.base)).json(body)).await
     }
+}
+
+/// Serves `state`'s API and admin endpoints on fresh loopback ports until
+/// `shutdown`; returns their base URLs (`http://127.0.0.1:<port>`), API first.
+pub async fn serve_ingress(state: AppState, shutdown: &CancellationToken) -> (String, String) {
+    let api = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let admin = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", api.local_addr().expect("addr"));
+    let admin_base = format!("http://{}", admin.local_addr().expect("addr"));
+    tokio::spawn(holdpoint_ingress::run(state.clone(), api, shutdown.clone()));
+    tokio::spawn(holdpoint_ingress::run_admin(state, admin, shutdown.clone()));
+    (base, admin_base)
 }

@@ -2,6 +2,10 @@
 //! (`tests/integration/fault_suite.rs`, `cluster.rs`) and the long soak
 //! (`tests/soak/main.rs`, `ops/soak.sh`).
 //!
+//! - [`Scenario`]: one run described once (what is opened, how it is answered,
+//!   the bounds it is judged by); [`Scenario::start`] runs the pieces below in
+//!   order, the test injects its faults while [`Running::progress`] moves, and
+//!   [`Running::judge`] settles and checks.
 //! - [`open_targets`]: opens blocking questions and approvals to answer.
 //! - [`plan_jobs`]: one answer per target with its own `Idempotency-Key`, plus a
 //!   racing second answer (another key, another body) for some targets.
@@ -950,4 +954,167 @@ pub fn successes_around(results: &[JobResult], at: Instant) -> (Option<Instant>,
         }
     }
     (before, after)
+}
+
+// ---------------------------------------------------------------- scenarios
+
+/// Interactions a [`Scenario`] opens in one organisation.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    /// Organisation.
+    pub org: String,
+    /// Blocking questions.
+    pub questions: usize,
+    /// Approvals.
+    pub approvals: usize,
+}
+
+impl Batch {
+    /// `questions` questions and `approvals` approvals in `org`.
+    pub fn new(org: &str, questions: usize, approvals: usize) -> Batch {
+        Batch {
+            org: org.to_owned(),
+            questions,
+            approvals,
+        }
+    }
+}
+
+/// One chaos run, described once for the fault suite, the cluster test and the
+/// soak: the load (what is opened, how it is answered, by how many clients) and
+/// the judgement (the request bound in [`ClientOptions::request_bound`], how long
+/// the workers may take to settle, how late an effect may reach a live reader).
+/// The faults are what the test does while [`Running::progress`] moves, between
+/// [`Scenario::start`] and [`Running::judge`].
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// What is opened, organisation by organisation (in this order).
+    pub batches: Vec<Batch>,
+    /// Interactions opened at a time.
+    pub open_parallel: usize,
+    /// The share of interactions that also get a racing second answer
+    /// ([`plan_jobs`]).
+    pub race: f64,
+    /// How the clients answer.
+    pub clients: ClientOptions,
+    /// How long the workers may take to go idle after the answers (twice: before
+    /// and after the released calls' results are reported).
+    pub settle: Duration,
+    /// The longest an answer's effect may take to reach a live reader after its 2xx.
+    pub effect_delay_bound: Duration,
+}
+
+/// A [`Scenario`] under way: the targets opened, the clients answering them, live
+/// readers on the event subjects.
+pub struct Running {
+    /// The interactions opened.
+    pub targets: Arc<Vec<Target>>,
+    /// The clients' live counters.
+    pub progress: Arc<Progress>,
+    /// The jobs planned.
+    pub jobs: u64,
+    clients: tokio::task::JoinHandle<anyhow::Result<Vec<JobResult>>>,
+    live: crate::readers::Readers,
+}
+
+/// What a [`Running::judge`] found: the guarantees ([`check`]) and what the live
+/// readers saw ([`crate::readers::judge_around`]), each with its violations.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    /// The guarantees over the records and the stream.
+    pub figures: Figures,
+    /// What the live readers saw.
+    pub seen: crate::readers::ReaderFigures,
+}
+
+impl Verdict {
+    /// The figures with the readers' violations added.
+    pub fn merged(mut self) -> Figures {
+        self.figures
+            .violations
+            .extend(self.seen.violations.iter().cloned());
+        self.figures
+    }
+}
+
+impl Scenario {
+    /// Opens the batches (needs a live worker), plans the jobs, starts the live
+    /// readers and the clients, in that order (`rng` is drawn from in the same
+    /// order every time, so a seed replays a run).
+    ///
+    /// # Errors
+    /// When an interaction cannot be opened.
+    pub async fn start<N: Broker>(
+        &self,
+        app: &TestApp<N>,
+        rng: &mut Rng,
+    ) -> anyhow::Result<Running> {
+        let mut targets = Vec::new();
+        for b in &self.batches {
+            targets.extend(
+                open_targets(app, &b.org, b.questions, b.approvals, self.open_parallel)
+                    .await
+                    .map_err(|e| e.context(format!("opening in {}", b.org)))?,
+            );
+        }
+        let jobs = plan_jobs(&targets, self.race, rng);
+        let planned = jobs.len() as u64;
+        let targets = Arc::new(targets);
+        let live = crate::readers::Readers::start(&app.nats.url()).await;
+        let (progress, clients) = run_clients(
+            persons_for(app, &targets),
+            targets.clone(),
+            jobs,
+            self.clients.clone(),
+            rng.next_u64(),
+        );
+        Ok(Running {
+            targets,
+            progress,
+            jobs: planned,
+            clients,
+            live,
+        })
+    }
+}
+
+impl Running {
+    /// Waits for the clients (all jobs done, or `stop` set) and returns their results.
+    ///
+    /// # Errors
+    /// When the client task failed.
+    pub async fn results(&mut self) -> anyhow::Result<Vec<JobResult>> {
+        (&mut self.clients).await?
+    }
+
+    /// Settles the run (workers idle, released calls reported, idle again), stops
+    /// the live readers and judges `results` against `scenario`'s bounds; `outages`
+    /// are the NATS outages (`(down, back)`) the effect delays allow for.
+    ///
+    /// # Errors
+    /// When a released call's result cannot be reported.
+    pub async fn judge<N: Broker>(
+        self,
+        app: &TestApp<N>,
+        scenario: &Scenario,
+        results: &[JobResult],
+        outages: &[(Instant, Instant)],
+    ) -> anyhow::Result<Verdict> {
+        app.wait_idle_within(scenario.settle).await;
+        finish_released(app, &self.targets).await?;
+        app.wait_idle_within(scenario.settle).await;
+        let figures = check(app, &self.targets, results, scenario.clients.request_bound).await;
+        let approved = approvals(app, &self.targets).await;
+        let (core, durable) = self.live.finish(Duration::from_millis(500)).await;
+        let seen = crate::readers::judge_around(
+            &core,
+            &durable,
+            &self.targets,
+            results,
+            &approved,
+            scenario.effect_delay_bound,
+            outages,
+        );
+        Ok(Verdict { figures, seen })
+    }
 }

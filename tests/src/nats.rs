@@ -12,16 +12,17 @@
 //! and the last lines of it are part of every start-up error.
 
 use std::ffi::OsString;
-use std::fs::{self, File};
+use std::fs;
 use std::future::Future;
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use async_nats::jetstream;
+use holdpoint_cli::localnats;
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
 use tempfile::TempDir;
@@ -90,26 +91,8 @@ pub fn nats_server_binary() -> PathBuf {
     local
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read
-/// the port, drop the listener).
-pub fn free_port() -> u16 {
-    free_ports(1)[0]
-}
-
-/// `n` distinct ports on 127.0.0.1 that were free a moment ago.
-fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| {
-            l.local_addr()
-                .expect("local_addr of a bound listener")
-                .port()
-        })
-        .collect()
-}
+/// Ports come from the one launcher of the workspace (the CLI's `localnats`).
+pub use holdpoint_cli::localnats::{free_port, free_ports};
 
 /// Polls `f` every 20 ms until it returns `Some`, and returns that value.
 ///
@@ -267,20 +250,11 @@ impl Process {
     }
 
     fn spawn(&mut self) -> Result<()> {
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(&self.log_path)
-            .with_context(|| format!("opening {}", self.log_path.display()))?;
-        let log_err = log.try_clone().context("duplicating the log file handle")?;
-        let child = Command::new(&self.binary)
-            .args(&self.args)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            .spawn()
-            .with_context(|| format!("spawning {}", self.binary.display()))?;
-        self.child = Some(child);
+        self.child = Some(localnats::spawn(
+            &self.binary,
+            &self.args,
+            Some(&self.log_path),
+        )?);
         Ok(())
     }
 
@@ -573,7 +547,7 @@ impl NatsServer {
         let server_name = format!("hp-{}", unique_suffix());
         let mut last_error = None;
         for _ in 0..FRESH_PORT_ATTEMPTS {
-            let port = free_port();
+            let port = free_port().context("picking a port")?;
             let mut args: Vec<OsString> = vec![
                 "-js".into(),
                 "-a".into(),
@@ -797,7 +771,7 @@ impl NatsCluster {
         let name = format!("hpc-{suffix}");
         let mut last_error = None;
         for _ in 0..FRESH_PORT_ATTEMPTS {
-            let ports = free_ports(2 * CLUSTER_SIZE);
+            let ports = free_ports(2 * CLUSTER_SIZE).context("picking ports")?;
             let (client_ports, cluster_ports) = ports.split_at(CLUSTER_SIZE);
             let mut cluster = NatsCluster {
                 name: name.clone(),
@@ -1182,7 +1156,7 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let config = dir.path().join("user.conf");
         fs::write(&config, "max_payload: 512KB\n")?;
-        let monitor = free_port();
+        let monitor = free_port().expect("a free port on 127.0.0.1");
         let mut server = NatsServer::start_with(
             NatsServerOptions::default()
                 .config_file(&config)

@@ -6,7 +6,7 @@
 //!   restarts): it must find every event stored once (one stream sequence per
 //!   CloudEvents id), redeliveries of the same stored message aside.
 //!
-//! [`Readers::finish`] stops them and returns what they saw, with when; [`judge`]
+//! [`Readers::finish`] stops them and returns what they saw, with when; [`judge_around`]
 //! turns that into figures: duplicates per event id for each reader, and the
 //! **effect delay** of each answer (from its 2xx to the first reader seeing its
 //! effect: `tool-call-finished`, or `tool-call-released` for an approved call).
@@ -218,20 +218,8 @@ async fn make_durable(
 
 /// The figures of what the readers saw for `targets`, given the clients'
 /// `results`: duplicates, unseen effects, and effect delays over `delay_bound`
-/// (violations).
-pub fn judge(
-    core: &[Seen],
-    durable: &[Seen],
-    targets: &[Target],
-    results: &[JobResult],
-    approved: &HashMap<String, bool>,
-    delay_bound: Duration,
-) -> ReaderFigures {
-    judge_around(core, durable, targets, results, approved, delay_bound, &[])
-}
-
-/// [`judge`] for a run with NATS outages: each `(down, back)` is when the
-/// nats-server went away and when it served again. An effect whose 2xx came before
+/// (violations). Each of `outages` (`(down, back)`, none for a run without) is when
+/// the nats-server went away and when it served again. An effect whose 2xx came before
 /// `back` and which no reader saw before `down` is measured from `back`: the effect
 /// delay counts the time after the system is back, not the outage itself.
 pub fn judge_around(

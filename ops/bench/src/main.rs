@@ -18,6 +18,7 @@
 //! It prints one table per fsync setting and the ratios that matter.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -30,11 +31,15 @@ use clap::Parser;
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 use hdrhistogram::Histogram;
+use holdpoint_cli::localnats::{self, free_port};
 use holdpoint_client::{HoldCall, Placement, Runtime};
 use holdpoint_domain::{QuestionSpec, SessionMode};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
+
+/// How long a started nats-server or ingress may take to listen.
+const WAIT_LISTENING: Duration = Duration::from_secs(15);
 
 /// Benchmark options.
 #[derive(Debug, Parser)]
@@ -166,12 +171,6 @@ fn cpu_secs(pid: u32) -> f64 {
     (tick(11) + tick(12)) / 100.0
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 /// `VmHWM` (peak RSS) and `VmRSS` of a process, in MiB.
 fn memory(pid: u32) -> (f64, f64) {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -232,20 +231,6 @@ async fn balanced(
     }
 }
 
-async fn wait_port(port: u16) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while Instant::now() < deadline {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    bail!("nothing listens on {port}")
-}
-
 /// Starts the nats-server(s) of `setting`: (servers, client URL, version, the
 /// single server's monitoring port).
 async fn start_nats(
@@ -280,15 +265,9 @@ async fn start_nats(
             store.display()
         ),
     )?;
-    let child = Command::new(bin)
-        .arg("-c")
-        .arg(&conf)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
+    let child = localnats::spawn(bin, [OsStr::new("-c"), conf.as_os_str()], None)?;
     let p = Proc { child };
-    wait_port(port).await?;
+    localnats::wait_listening(port, WAIT_LISTENING).await?;
     Ok((
         Nats::Single(p),
         format!("nats://127.0.0.1:{port}"),
@@ -726,7 +705,7 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
     };
     let mut worker_admins = vec![free_port()?];
     let mut workers = vec![spawn(worker_args(worker_admins[0]))?];
-    wait_port(api).await?;
+    localnats::wait_listening(api, WAIT_LISTENING).await?;
 
     let rt = Runtime::connect(&url, "bench")
         .await?

@@ -11,23 +11,21 @@ use std::time::Duration;
 use common::*;
 use holdpoint_domain::{
     Accepted, Answer, CallResult, CloseReason, Command, CommandEnvelope, DeadlineStage, Deadlines,
-    Decision, ErrorCode, EventData, OnExpiry, OpenInteraction, Resolver, SessionMode, State,
+    ErrorCode, EventData, OnExpiry, OpenInteraction, Resolver, SessionMode, State,
 };
 use time::OffsetDateTime;
 
-const S: &str = "s1";
-
 fn store(supported: bool) -> Store {
-    let mut s = Store::new();
-    s.deadlines = Deadlines {
-        supported,
-        default: None,
-        max: Some(Duration::from_secs(3600)),
-        warning: Some(Duration::from_secs(30)),
-    };
-    s.run(&session_open(S, SessionMode::Blocking));
-    s.run(&session_open("p1", SessionMode::Product));
-    s
+    Fixture::new()
+        .deadlines(Deadlines {
+            supported,
+            default: None,
+            max: Some(Duration::from_secs(3600)),
+            warning: Some(Duration::from_secs(30)),
+        })
+        .blocking(S)
+        .session(P, SessionMode::Product)
+        .store()
 }
 
 fn with_deadline(
@@ -50,6 +48,16 @@ fn with_deadline(
     }
 }
 
+/// Approval `eff_1` on [`S`], expiring in a minute and decided then.
+fn approval_in_a_minute() -> CommandEnvelope {
+    in_a_minute(open("eff_1", S, pr_approval()), OnExpiry::Decide)
+}
+
+/// `env` (an opening) expiring in a minute, `on_expiry`.
+fn in_a_minute(env: CommandEnvelope, on_expiry: OnExpiry) -> CommandEnvelope {
+    with_deadline(env, None, Some(60), on_expiry)
+}
+
 fn tick(s: &Store, id: &str, stage: DeadlineStage) -> CommandEnvelope {
     let i = s.interaction(id);
     env(Command::Expire {
@@ -60,21 +68,12 @@ fn tick(s: &Store, id: &str, stage: DeadlineStage) -> CommandEnvelope {
     })
 }
 
-fn code(d: &Decision) -> ErrorCode {
-    d.outcome.result.as_ref().expect_err("a refusal").code
-}
-
 #[test]
 fn a_deadline_is_refused_without_schedules_and_changes_nothing() {
     let mut s = store(false);
     let before = s.revisions();
-    let d = s.run(&with_deadline(
-        open("eff_1", S, pr_approval()),
-        None,
-        Some(60),
-        OnExpiry::Decide,
-    ));
-    assert_eq!(code(&d), ErrorCode::DeadlineUnsupported);
+    let d = s.run(&approval_in_a_minute());
+    assert_eq!(code_of(&d), ErrorCode::DeadlineUnsupported);
     assert!(!d.writes());
     assert_eq!(s.revisions(), before);
     // Without one, the same server opens it.
@@ -98,7 +97,7 @@ fn bad_deadlines_are_refused() {
             secs,
             OnExpiry::Decide,
         ));
-        assert_eq!(code(&d), ErrorCode::DeadlineInvalid, "{at:?} {secs:?}");
+        assert_eq!(code_of(&d), ErrorCode::DeadlineInvalid, "{at:?} {secs:?}");
         assert!(!d.writes());
     }
 }
@@ -152,12 +151,7 @@ fn an_opening_stores_its_deadline_and_schedules_the_warning_and_the_expiry() {
 #[test]
 fn an_expired_approval_is_denied_once_and_a_late_answer_is_told_it_expired() {
     let mut s = store(true);
-    s.run(&with_deadline(
-        open("eff_1", S, pr_approval()),
-        None,
-        Some(60),
-        OnExpiry::Decide,
-    ));
+    s.run(&approval_in_a_minute());
     let warn = tick(&s, "eff_1", DeadlineStage::Warn);
     let d = s.run(&warn);
     assert_eq!(names(&d.effects.events), ["interaction-expiring"]);
@@ -199,12 +193,7 @@ fn an_expired_approval_is_denied_once_and_a_late_answer_is_told_it_expired() {
 #[test]
 fn an_answer_first_makes_the_expiry_a_no_op() {
     let mut s = store(true);
-    s.run(&with_deadline(
-        open("eff_1", S, pr_approval()),
-        None,
-        Some(60),
-        OnExpiry::Decide,
-    ));
+    s.run(&approval_in_a_minute());
     let expire = tick(&s, "eff_1", DeadlineStage::Expire);
     let d = s.run(&answer("eff_1", "k-1", approved(true)));
     assert_eq!(d.outcome.result, Ok(Accepted::Resolved));
@@ -226,12 +215,7 @@ fn an_answer_first_makes_the_expiry_a_no_op() {
 #[test]
 fn a_moved_or_cleared_deadline_makes_the_old_schedule_a_no_op() {
     let mut s = store(true);
-    s.run(&with_deadline(
-        open("eff_1", S, pr_approval()),
-        None,
-        Some(60),
-        OnExpiry::Decide,
-    ));
+    s.run(&approval_in_a_minute());
     let old = tick(&s, "eff_1", DeadlineStage::Expire);
     let id = s.interaction("eff_1").id.clone();
     let d = s.run(&env(Command::Deadline {
@@ -260,22 +244,16 @@ fn a_moved_or_cleared_deadline_makes_the_old_schedule_a_no_op() {
 #[test]
 fn each_kind_expires_with_its_default() {
     let mut s = store(true);
-    s.run(&with_deadline(
+    s.run(&in_a_minute(
         open_on("q-1", S, LANE, seed_question_req()),
-        None,
-        Some(60),
         OnExpiry::Decide,
     ));
-    s.run(&with_deadline(
+    s.run(&in_a_minute(
         open_on("con-1", S, LANE, connection_req("Linear", "file")),
-        None,
-        Some(60),
         OnExpiry::Decide,
     ));
-    s.run(&with_deadline(
+    s.run(&in_a_minute(
         open_on("eff_2", S, LANE, pr_approval()),
-        None,
-        Some(60),
         OnExpiry::Close,
     ));
     let q = tick(&s, "q-1", DeadlineStage::Expire);

@@ -360,6 +360,13 @@ impl World {
         self.follow_ups_seen = all.len();
     }
 
+    /// Delivers a fixture's commands once each, in order, to the end.
+    fn set_up(&mut self, fixture: &Fixture) {
+        for env in fixture.envelopes() {
+            self.deliver(env, false, Crash::None);
+        }
+    }
+
     /// Runs one delivery to the crash point; a dead worker's command is redelivered
     /// later.
     fn deliver(&mut self, env: CommandEnvelope, redelivered: bool, crash: Crash) {
@@ -1035,9 +1042,10 @@ proptest! {
 #[test]
 #[should_panic(expected = "resolution")]
 fn the_store_catches_a_changed_resolution() {
-    let mut s = Store::new();
-    s.run(&session_open(SESSION, SessionMode::Blocking));
-    s.run(&open(INTERACTIONS[0], SESSION, request(0)));
+    let mut s = Fixture::new()
+        .blocking(SESSION)
+        .then(open(INTERACTIONS[0], SESSION, request(0)))
+        .store();
     let first = answer(INTERACTIONS[0], "k0", approved(true));
     let second = answer(INTERACTIONS[0], "k1", approved(false));
     let l1 = s.load(&first);
@@ -1057,13 +1065,11 @@ fn the_store_catches_a_changed_resolution() {
 #[should_panic(expected = "other content")]
 fn the_checks_catch_an_event_id_with_other_content() {
     let mut w = World::new(SessionMode::Blocking, 8);
-    w.deliver(
-        session_open(SESSION, SessionMode::Blocking),
-        false,
-        Crash::None,
+    w.set_up(
+        &Fixture::new()
+            .then(session_open(SESSION, SessionMode::Blocking))
+            .then(open(INTERACTIONS[0], SESSION, request(0))),
     );
-    let env = open(INTERACTIONS[0], SESSION, request(0));
-    w.deliver(env, false, Crash::None);
     let mut forged = w.store.published.events[1].clone();
     forged.time += time::Duration::seconds(5);
     w.store.published.events.push(forged);
@@ -1080,15 +1086,10 @@ fn two_workers_answering_at_once_resolve_once() {
         vec![true, false, true, false, true, false],
     ] {
         let mut w = World::new(SessionMode::Blocking, 8);
-        w.deliver(
-            session_open(SESSION, SessionMode::Blocking),
-            false,
-            Crash::None,
-        );
-        w.deliver(
-            open(INTERACTIONS[1], SESSION, request(1)),
-            false,
-            Crash::None,
+        w.set_up(
+            &Fixture::new()
+                .then(session_open(SESSION, SessionMode::Blocking))
+                .then(open(INTERACTIONS[1], SESSION, request(1))),
         );
         let a = answer(INTERACTIONS[1], "k0", seed_answers());
         let b = answer(INTERACTIONS[1], "k1", answers(vec![oa(&[1]), oa(&[0])]));
@@ -1111,17 +1112,17 @@ fn two_workers_answering_at_once_resolve_once() {
 /// (capacity 1, so one message can queue); `approved`: the approval was approved.
 fn scenario(mode: SessionMode, busy: bool, approved_first: bool) -> World {
     let mut w = World::new(mode, 1);
-    let mut setup = vec![session_open_cap(SESSION, mode, 1)];
+    let mut setup = Fixture::new().then(session_open_cap(SESSION, mode, 1));
     for (i, id) in INTERACTIONS.iter().enumerate() {
-        setup.push(open_on(id, SESSION, interaction_lane(i), request(i)));
+        setup = setup.then(open_on(id, SESSION, interaction_lane(i), request(i)));
     }
     if busy {
-        setup.push(turn_start(SESSION, "main", "t0"));
+        setup = setup.then(turn_start(SESSION, "main", "t0"));
     }
     if approved_first {
-        setup.push(answer(INTERACTIONS[0], "k0", approved(true)));
+        setup = setup.then(answer(INTERACTIONS[0], "k0", approved(true)));
     }
-    for env in setup {
+    for env in setup.envelopes() {
         w.history.push(env.clone());
         w.deliver(env, false, Crash::None);
     }

@@ -34,9 +34,7 @@ fn answer_remembering(
 
 #[test]
 fn an_answer_with_remember_writes_a_rule_and_the_next_hold_is_decided_by_it() {
-    let mut s = Store::new();
-    s.deliver(&session_open("s1", SessionMode::Blocking), false);
-    s.deliver(&open("eff_1", "s1", pr_approval()), false);
+    let mut s = Fixture::new().blocking(S).approval("eff_1", S).store();
     let d = s.deliver(
         &answer_remembering("eff_1", "k-1", true, remember(RuleScope::Session)),
         false,
@@ -102,9 +100,7 @@ fn an_answer_with_remember_writes_a_rule_and_the_next_hold_is_decided_by_it() {
 
 #[test]
 fn a_deny_rule_finishes_the_call_as_tool_denied() {
-    let mut s = Store::new();
-    s.deliver(&session_open("s1", SessionMode::Blocking), false);
-    s.deliver(&open("eff_1", "s1", pr_approval()), false);
+    let mut s = Fixture::new().blocking(S).approval("eff_1", S).store();
     s.deliver(
         &answer_remembering("eff_1", "k-1", false, remember(RuleScope::Organisation)),
         false,
@@ -123,13 +119,11 @@ fn a_deny_rule_finishes_the_call_as_tool_denied() {
 
 #[test]
 fn remember_on_a_question_or_a_connection_is_refused_and_writes_nothing() {
-    let mut s = Store::new();
-    s.deliver(&session_open("s1", SessionMode::Blocking), false);
-    s.deliver(&open("q1", "s1", seed_question_req()), false);
-    s.deliver(
-        &open("c1", "s1", connection_req("Linear", "file tickets")),
-        false,
-    );
+    let mut s = Fixture::new()
+        .blocking(S)
+        .question("q1", S)
+        .then(open("c1", S, connection_req("Linear", "file tickets")))
+        .store();
     for (id, input) in [
         ("q1", seed_answers()),
         ("c1", value(json!({"connected": true}))),
@@ -149,11 +143,13 @@ fn remember_on_a_question_or_a_connection_is_refused_and_writes_nothing() {
 
 #[test]
 fn the_most_specific_scope_wins_and_deny_beats_allow_at_the_same_scope() {
-    let mut s = Store::new();
-    s.deliver(&session_open("s1", SessionMode::Blocking), false);
-    for id in ["a", "b", "c", "d"] {
-        s.deliver(&open(id, "s1", pr_approval()), false);
-    }
+    let mut s = Fixture::new()
+        .blocking(S)
+        .approval("a", S)
+        .approval("b", S)
+        .approval("c", S)
+        .approval("d", S)
+        .store();
     s.deliver(
         &answer_remembering("a", "k", true, remember(RuleScope::Organisation)),
         false,

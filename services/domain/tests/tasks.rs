@@ -12,15 +12,6 @@ use holdpoint_domain::{
 };
 use serde_json::json;
 
-const S: &str = "s1";
-const P: &str = "p1";
-
-fn blocking() -> Store {
-    let mut s = Store::new();
-    s.run(&session_open(S, SessionMode::Blocking));
-    s
-}
-
 /// Holds call `call` as interaction `effect` on task [`TASK`].
 fn hold(effect: &str, call: &str, tool: &str) -> CommandEnvelope {
     env(Command::Open(Box::new(OpenInteraction {
@@ -56,17 +47,9 @@ fn status_of(d: &Decision) -> (TaskState, Option<String>) {
     )
 }
 
-#[track_caller]
-fn code_of(d: &Decision) -> ErrorCode {
-    match &d.outcome.result {
-        Ok(a) => panic!("expected a refusal, got {a:?}"),
-        Err(r) => r.code,
-    }
-}
-
 #[test]
 fn a_task_waiting_on_several_interactions_names_the_oldest_until_none_is_pending() {
-    let mut s = blocking();
+    let mut s = Fixture::new().blocking(S).store();
     let a = s.run(&hold("eff_A", "call-A", "tool_a"));
     assert_eq!(
         status_of(&a),
@@ -115,7 +98,7 @@ fn a_task_waiting_on_several_interactions_names_the_oldest_until_none_is_pending
 
 #[test]
 fn a_question_and_an_approval_on_one_task_show_the_oldest_kind() {
-    let mut s = blocking();
+    let mut s = Fixture::new().blocking(S).store();
     s.run(&open("q-1", S, seed_question_req()));
     let d = s.run(&hold("eff_A", "call-A", "tool_a"));
     assert_eq!(
@@ -131,7 +114,7 @@ fn a_question_and_an_approval_on_one_task_show_the_oldest_kind() {
 
 #[test]
 fn a_call_is_held_released_and_finished_once_per_task() {
-    let mut s = blocking();
+    let mut s = Fixture::new().blocking(S).store();
     s.run(&hold("eff_A", "call-X", "tool_a"));
     // The identical hold again: a replay, fine.
     let again = s.run(&hold("eff_A", "call-X", "tool_a"));
@@ -190,7 +173,7 @@ fn a_call_is_held_released_and_finished_once_per_task() {
 
 #[test]
 fn a_task_stays_in_its_context() {
-    let mut s = blocking();
+    let mut s = Fixture::new().blocking(S).store();
     s.run(&hold("eff_A", "call-A", "tool_a"));
     let mut elsewhere = hold("eff_B", "call-B", "tool_b");
     if let Command::Open(o) = &mut elsewhere.command {
@@ -205,8 +188,7 @@ fn json_len<T: serde::Serialize>(v: &T) -> usize {
 
 #[test]
 fn a_session_with_ten_thousand_lanes_keeps_a_small_header() {
-    let mut s = Store::new();
-    s.run(&session_open(P, SessionMode::Product));
+    let mut s = Fixture::new().session(P, SessionMode::Product).store();
     let header = json_len(s.session(P));
     for n in 0..10_000 {
         let d = s.run(&message(P, &format!("lane-{n}"), "m-1", "hello"));
@@ -229,8 +211,7 @@ fn a_session_with_ten_thousand_lanes_keeps_a_small_header() {
 
 #[test]
 fn a_lane_with_a_thousand_product_answers_stays_under_its_bound() {
-    let mut s = Store::new();
-    s.run(&session_open(P, SessionMode::Product));
+    let mut s = Fixture::new().session(P, SessionMode::Product).store();
     // Large answers: free text close to the limit.
     let big = "x".repeat(7_000);
     let mut largest = 0;

@@ -11,12 +11,13 @@
 
 use std::collections::BTreeMap;
 
+use holdpoint_domain::event::TaskStatusData;
 use holdpoint_domain::{
-    AnswerCommand, AnswerInput, AnswerRoute, CallId, CallResult, CloseReason, Command,
-    CommandEnvelope, ContextId, Ctx, Decision, Event, IdempotencyKey, Interaction, InteractionId,
-    Lane, LaneId, LaneMessage, MessageId, OpenInteraction, OpenRequest, OptionAnswer, OrgId,
-    Outbox, PersonId, QuestionSpec, Session, SessionId, SessionMode, Snapshot, State, Task, TaskId,
-    decide, needs,
+    Accepted, AnswerCommand, AnswerInput, AnswerRoute, CallId, CallResult, CloseReason, Command,
+    CommandEnvelope, ContextId, Ctx, Decision, Effects, ErrorCode, Event, EventData,
+    IdempotencyKey, Interaction, InteractionId, Lane, LaneId, LaneMessage, MessageId,
+    OpenInteraction, OpenRequest, OptionAnswer, OrgId, Outbox, PersonId, QuestionSpec, Session,
+    SessionId, SessionMode, Snapshot, State, Task, TaskId, decide, needs,
 };
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -360,6 +361,258 @@ pub fn names(events: &[Event]) -> Vec<&'static str> {
 
 pub fn ids(events: &[Event]) -> Vec<String> {
     events.iter().map(|e| e.id.clone()).collect()
+}
+
+// ---------------------------------------------------------------- assertions
+
+/// The outcome of a decision that must have succeeded.
+#[track_caller]
+pub fn accepted_of(d: &Decision) -> Accepted {
+    match &d.outcome.result {
+        Ok(a) => *a,
+        Err(r) => panic!("expected success, got {r:?}"),
+    }
+}
+
+/// The error code of a decision that must have been refused.
+#[track_caller]
+pub fn code_of(d: &Decision) -> ErrorCode {
+    match &d.outcome.result {
+        Ok(a) => panic!("expected a refusal, got {a:?}"),
+        Err(r) => r.code,
+    }
+}
+
+/// Runs `env` and checks it succeeds as `want`, emitting exactly `events`.
+#[track_caller]
+pub fn accept(
+    store: &mut Store,
+    env: &CommandEnvelope,
+    want: Accepted,
+    events: &[&str],
+) -> Decision {
+    let d = store.run(env);
+    assert_eq!(accepted_of(&d), want, "outcome of {}", env.verb());
+    assert!(
+        !d.replay,
+        "{} is a new transition, not a replay",
+        env.verb()
+    );
+    assert_eq!(names(&d.effects.events), events, "events of {}", env.verb());
+    assert_eq!(d.outcome.command_id, env.command_id());
+    d
+}
+
+/// Runs `env` and checks it is refused with `code` and changes nothing: no record
+/// to write, nothing to publish, the store untouched.
+#[track_caller]
+pub fn refuse(store: &mut Store, env: &CommandEnvelope, code: ErrorCode) -> Decision {
+    let before = store.revisions();
+    let published = store.published.events.len();
+    let d = store.run(env);
+    assert_eq!(
+        code_of(&d),
+        code,
+        "outcome of {}: {:?}",
+        env.verb(),
+        d.outcome
+    );
+    assert!(d.session.is_none(), "a refusal writes no session");
+    assert!(d.interaction.is_none(), "a refusal writes no interaction");
+    assert_eq!(d.effects, Effects::default(), "a refusal publishes nothing");
+    assert!(!d.replay);
+    assert_eq!(store.revisions(), before, "a refusal changes no record");
+    assert_eq!(store.published.events.len(), published);
+    d
+}
+
+/// Runs `env` and checks it succeeds as `want` without writing or emitting anything
+/// (and is not a replay of a recorded transition).
+#[track_caller]
+pub fn noop(store: &mut Store, env: &CommandEnvelope, want: Accepted) -> Decision {
+    let before = store.revisions();
+    let d = store.run(env);
+    assert_eq!(accepted_of(&d), want, "outcome of {}", env.verb());
+    assert!(d.session.is_none() && d.interaction.is_none(), "no write");
+    assert_eq!(d.effects, Effects::default(), "nothing published");
+    assert!(!d.replay);
+    assert_eq!(store.revisions(), before);
+    d
+}
+
+/// Decides `env` again on the current records, as a redelivery would, and checks it
+/// is a replay of `first`: same outcome, same effects, nothing to write.
+#[track_caller]
+pub fn assert_replays(store: &mut Store, env: &CommandEnvelope, first: &Decision) {
+    let loaded = store.load(env);
+    let again = store.decide_on(&loaded, env);
+    assert!(
+        again.replay,
+        "{} decided again instead of replaying",
+        env.verb()
+    );
+    assert_eq!(again.outcome, first.outcome);
+    assert_eq!(again.effects, first.effects);
+    assert_eq!(ids(&again.effects.events), ids(&first.effects.events));
+    assert!(again.session.is_none() && again.interaction.is_none());
+}
+
+/// The body of the first `name` event of `events`.
+pub fn data<'a>(events: &'a [Event], name: &str) -> &'a EventData {
+    &events
+        .iter()
+        .find(|e| e.name() == name)
+        .unwrap_or_else(|| panic!("no {name} event"))
+        .body
+}
+
+/// The first task-status event of `events`.
+pub fn task_status(events: &[Event]) -> &TaskStatusData {
+    match data(events, "task-status") {
+        EventData::TaskStatus(t) => t,
+        other => panic!("not a task status: {other:?}"),
+    }
+}
+
+/// The call result of the first tool-call-finished event of `events`.
+pub fn finished_result(events: &[Event]) -> &CallResult {
+    match data(events, "tool-call-finished") {
+        EventData::ToolCallFinished { result, .. } => result,
+        other => panic!("not tool-call-finished: {other:?}"),
+    }
+}
+
+/// The `turn-started` body of turn `turn` on lane [`LANE`] of session [`P`].
+pub fn turn_started(turn: &str) -> EventData {
+    EventData::TurnStarted {
+        session: sid(P),
+        lane: lane(LANE),
+        turn_id: mid(turn),
+    }
+}
+
+/// A call that returned the string `s`.
+pub fn output(s: &str) -> CallResult {
+    CallResult::Ok {
+        output: Value::String(s.into()),
+    }
+}
+
+// ---------------------------------------------------------------- fixtures
+
+/// The blocking session of the fixtures.
+pub const S: &str = "s1";
+/// The product session of the fixtures.
+pub const P: &str = "p1";
+/// The approval [`Fixture::approval`] opens by default in the tests.
+pub const APPROVAL: &str = "eff-01J9";
+/// The question the tests open (seed 003's example id).
+pub const QUESTION: &str = "6b9f6d2e-1c3a-4f5b-9d7e-2a8c4e6f0b1d";
+/// The connection the tests open.
+pub const CONNECTION: &str = "conn-1";
+
+/// The events a fixture step must emit; `None`: the step is not checked.
+type Expect = Option<&'static [&'static str]>;
+
+/// A store made ready for a test, step by step, e.g.
+/// `Fixture::new().blocking(S).approval(APPROVAL, S).store()`.
+///
+/// [`store`](Self::store) delivers every step once, in order, as a first delivery.
+/// The typed steps (`blocking`, `product`, `approval`, `question`, `connection`)
+/// are checked: the command succeeds as `Opened`, is not a replay, and emits
+/// exactly its events. [`then`](Self::then) adds any command, unchecked.
+#[derive(Debug, Clone, Default)]
+pub struct Fixture {
+    deadlines: holdpoint_domain::Deadlines,
+    steps: Vec<(CommandEnvelope, Expect)>,
+}
+
+impl Fixture {
+    /// No session, no interaction, no deadline support.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How the store's decisions keep deadlines.
+    pub fn deadlines(mut self, deadlines: holdpoint_domain::Deadlines) -> Self {
+        self.deadlines = deadlines;
+        self
+    }
+
+    fn step(mut self, env: CommandEnvelope, expect: Expect) -> Self {
+        self.steps.push((env, expect));
+        self
+    }
+
+    /// Opens a session in `mode` with the default lane capacity.
+    pub fn session(self, session: &str, mode: SessionMode) -> Self {
+        self.step(session_open(session, mode), Some(&["session-opened"]))
+    }
+
+    /// Opens a blocking session.
+    pub fn blocking(self, session: &str) -> Self {
+        self.session(session, SessionMode::Blocking)
+    }
+
+    /// Opens a product session whose lanes hold `capacity` queued messages.
+    pub fn product(self, session: &str, capacity: u32) -> Self {
+        self.step(
+            session_open_cap(session, SessionMode::Product, capacity),
+            Some(&["session-opened"]),
+        )
+    }
+
+    /// Opens approval `id` on `session` for the held call of [`pr_approval`].
+    pub fn approval(self, id: &str, session: &str) -> Self {
+        self.step(
+            open(id, session, pr_approval()),
+            Some(&["approval-requested", "task-status"]),
+        )
+    }
+
+    /// Opens question `id` on `session` with [`seed_questions`].
+    pub fn question(self, id: &str, session: &str) -> Self {
+        self.step(
+            open(id, session, seed_question_req()),
+            Some(&["question-asked", "task-status"]),
+        )
+    }
+
+    /// Opens connection `id` on `session`: app `Linear`, reason `to file the bug`.
+    pub fn connection(self, id: &str, session: &str) -> Self {
+        self.step(
+            open(id, session, connection_req("Linear", "to file the bug")),
+            Some(&["connection-requested", "task-status"]),
+        )
+    }
+
+    /// Any command, delivered unchecked.
+    pub fn then(self, env: CommandEnvelope) -> Self {
+        self.step(env, None)
+    }
+
+    /// The steps' commands, in order (for a harness that delivers them itself).
+    pub fn envelopes(&self) -> Vec<CommandEnvelope> {
+        self.steps.iter().map(|(env, _)| env.clone()).collect()
+    }
+
+    /// A fresh store with every step delivered once.
+    #[track_caller]
+    pub fn store(self) -> Store {
+        let mut s = Store::new();
+        s.deadlines = self.deadlines;
+        for (env, expect) in &self.steps {
+            match expect {
+                Some(events) => {
+                    accept(&mut s, env, Accepted::Opened, events);
+                }
+                None => {
+                    s.run(env);
+                }
+            }
+        }
+        s
+    }
 }
 
 // ---------------------------------------------------------------- the store
