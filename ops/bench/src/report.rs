@@ -1,0 +1,111 @@
+//! Histograms, progress bars and the Markdown tables a run prints.
+
+#[allow(unused_imports)]
+use super::*;
+
+pub(crate) fn hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3)
+        .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
+}
+
+pub(crate) fn ms(us: u64) -> String {
+    format!("{:.2}", us as f64 / 1000.0)
+}
+
+pub(crate) fn bar(len: u64, what: &str) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template("  {msg:<44} [{bar:30}] {pos}/{len} {per_sec} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    pb.set_message(what.to_owned());
+    pb
+}
+
+pub(crate) fn print(r: &Report) {
+    println!("\n### fsync: {} ({})\n", r.fsync, r.version);
+    println!("| measure | value |");
+    println!("|---|---|");
+    println!(
+        "| raw async publish + Nats-Msg-Id | {:.0} msg/s |",
+        r.raw.async_rate
+    );
+    println!(
+        "| raw sync publish | {:.0} msg/s, RTT p50 {} ms, p99 {} ms |",
+        r.raw.sync_rate,
+        ms(r.raw.sync_p50),
+        ms(r.raw.sync_p99)
+    );
+    println!(
+        "| open {} interactions | {:.1} s ({:.0}/s) |",
+        r.open.0,
+        r.open.1.as_secs_f64(),
+        r.open.0 as f64 / r.open.1.as_secs_f64()
+    );
+    println!(
+        "| GET one, {} pending | p50 {} ms, p99 {} ms |",
+        r.open.0,
+        ms(r.get_one[0]),
+        ms(r.get_one[1])
+    );
+    println!(
+        "| list a page of 50, {} pending | p50 {} ms, p99 {} ms |",
+        r.open.0,
+        ms(r.list_page[0]),
+        ms(r.list_page[1])
+    );
+    for (w, sat, errs, l25, l50) in &r.runs {
+        println!("| {w} worker(s): saturation | {sat:.0} answers/s ({errs} errors) |");
+        for (name, l) in [("25%", l25), ("50%", l50)] {
+            println!(
+                "| {w} worker(s) at {name} ({:.0}/s, {} sent) answer→204 | p50 {} / p90 {} / p99 {} / max {} ms |",
+                l.rate,
+                l.sent,
+                ms(l.to_204[0]),
+                ms(l.to_204[1]),
+                ms(l.to_204[2]),
+                ms(l.to_204[3])
+            );
+            println!(
+                "| {w} worker(s) at {name} answer→tool-call-finished | p50 {} / p90 {} / p99 {} / max {} ms ({} missing or failed) |",
+                ms(l.to_finished[0]),
+                ms(l.to_finished[1]),
+                ms(l.to_finished[2]),
+                ms(l.to_finished[3]),
+                l.errors
+            );
+        }
+    }
+    println!(
+        "| peak RSS ingress / worker | {:.0} / {:.0} MiB |",
+        r.rss[0].0, r.rss[1].0
+    );
+    println!(
+        "| CPU per answer at saturation, 1 worker: nats-server(s) / ingress / worker / load generator | {:.0} / {:.0} / {:.0} / {:.0} µs |",
+        r.cpu[0] * 1e6,
+        r.cpu[1] * 1e6,
+        r.cpu[2] * 1e6,
+        r.cpu[3] * 1e6
+    );
+    if let Some(ops) = r.ops {
+        println!(
+            "| messages clients sent to nats-server per answer (publishes, acks, API requests; /varz in_msgs) | {ops:.1} |"
+        );
+    }
+    let best = r.runs.iter().map(|x| x.1).fold(0.0, f64::max);
+    let p50_25 = r.runs.first().map_or(0, |x| x.3.to_204[0]);
+    println!(
+        "| **ratio** e2e answers/s ÷ raw async msg/s | {:.3} (1/{:.1}) |",
+        best / r.raw.async_rate,
+        r.raw.async_rate / best.max(1.0)
+    );
+    println!(
+        "| **ratio** answer→204 p50 @25% ÷ raw sync RTT p50 | {:.1} |",
+        p50_25 as f64 / r.raw.sync_p50.max(1) as f64
+    );
+    println!(
+        "| **ratio** e2e answers/s ÷ raw sync msg/s | {:.2} |",
+        best / r.raw.sync_rate
+    );
+}

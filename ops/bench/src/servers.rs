@@ -1,0 +1,196 @@
+//! The nats-server(s) and Holdpoint processes a run starts, and what the bench
+//! reads of them: CPU time, peak memory, partition ownership, client messages.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// How long a started nats-server or ingress may take to listen.
+pub(crate) const WAIT_LISTENING: Duration = Duration::from_secs(15);
+
+/// Where Holdpoint and the raw baseline run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Setting {
+    /// One nats-server, default fsync (every two minutes).
+    Default,
+    /// One nats-server, `sync_interval: always`.
+    Always,
+    /// Three nats-servers on this machine, R3 streams and buckets, fsync always.
+    Cluster,
+}
+
+impl Setting {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Setting::Default => "default",
+            Setting::Always => "always",
+            Setting::Cluster => "cluster",
+        }
+    }
+
+    pub(crate) fn replicas(self) -> usize {
+        if self == Setting::Cluster { 3 } else { 1 }
+    }
+}
+
+/// The nats-server(s) a run uses.
+pub(crate) enum Nats {
+    Single(Proc),
+    Cluster(holdpoint_tests::nats::NatsCluster),
+}
+
+impl Nats {
+    pub(crate) fn pids(&self) -> Vec<u32> {
+        match self {
+            Nats::Single(p) => vec![p.pid()],
+            Nats::Cluster(c) => (0..c.len()).filter_map(|i| c.pid(i)).collect(),
+        }
+    }
+}
+
+pub(crate) struct Proc {
+    pub(crate) child: Child,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+/// CPU seconds (user + system) a process has used so far.
+pub(crate) fn cpu_secs(pid: u32) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of stat: 12 and 13 after the name.
+    (tick(11) + tick(12)) / 100.0
+}
+
+/// `VmHWM` (peak RSS) and `VmRSS` of a process, in MiB.
+pub(crate) fn memory(pid: u32) -> (f64, f64) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+/// Partitions of the commands stream (the worker's default).
+pub(crate) const PARTITIONS: u64 = 8;
+
+/// Waits until every worker (by admin port) owns a share of the partitions and
+/// together they own all of them: a worker that joins is handed its share once it
+/// has been alive for a while (the worker's `SETTLED`), and the bench measures the
+/// settled state. The server pins a partition to a worker when it delivers a
+/// command, so a trickle of interactions is opened meanwhile (they stay pending,
+/// outside the pool). Returns how long that took.
+pub(crate) async fn balanced(
+    http: &reqwest::Client,
+    admins: &[u16],
+    rt: &Runtime,
+) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(60);
+    let mut round = 0;
+    loop {
+        round += 1;
+        open_pool(rt, 16, 10_000_000 * admins.len() + round * 16).await?;
+        let mut owned = Vec::new();
+        for port in admins {
+            let text = match http
+                .get(format!("http://127.0.0.1:{port}/metrics"))
+                .send()
+                .await
+            {
+                Ok(r) => r.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            let n = text
+                .lines()
+                .find_map(|l| l.strip_prefix("holdpoint_partitions_owned "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0) as u64;
+            owned.push(n);
+        }
+        if owned.iter().all(|&n| n > 0) && owned.iter().sum::<u64>() == PARTITIONS {
+            return Ok(start.elapsed());
+        }
+        if Instant::now() > deadline {
+            bail!("workers did not share the {PARTITIONS} partitions within 60 s: {owned:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Starts the nats-server(s) of `setting`: (servers, client URL, version, the
+/// single server's monitoring port).
+pub(crate) async fn start_nats(
+    bin: &Path,
+    dir: &Path,
+    setting: Setting,
+) -> anyhow::Result<(Nats, String, String, Option<u16>)> {
+    let version = String::from_utf8_lossy(&Command::new(bin).arg("--version").output()?.stdout)
+        .trim()
+        .to_owned();
+    if setting == Setting::Cluster {
+        let cluster = holdpoint_tests::nats::NatsCluster::try_start_with(
+            holdpoint_tests::nats::NatsClusterOptions { sync_always: true },
+        )
+        .await?;
+        let url = cluster.urls_csv();
+        return Ok((Nats::Cluster(cluster), url, version, None));
+    }
+    let sync_always = setting == Setting::Always;
+    let (port, monitor) = (free_port()?, free_port()?);
+    let store = dir.join("store");
+    let conf = dir.join("nats.conf");
+    let sync = if sync_always {
+        "\n  sync_interval: always"
+    } else {
+        ""
+    };
+    std::fs::write(
+        &conf,
+        format!(
+            "listen: 127.0.0.1:{port}\nhttp: 127.0.0.1:{monitor}\njetstream {{\n  store_dir: \"{}\"{sync}\n}}\n",
+            store.display()
+        ),
+    )?;
+    let child = localnats::spawn(bin, [OsStr::new("-c"), conf.as_os_str()], None)?;
+    let p = Proc { child };
+    localnats::wait_listening(port, WAIT_LISTENING).await?;
+    Ok((
+        Nats::Single(p),
+        format!("nats://127.0.0.1:{port}"),
+        version,
+        Some(monitor),
+    ))
+}
+
+/// Messages clients have sent to the server so far (`in_msgs` of its `/varz`):
+/// publishes, acks and JetStream API requests alike.
+pub(crate) async fn messages_in(http: &reqwest::Client, monitor: Option<u16>) -> Option<u64> {
+    let port = monitor?;
+    let v: Value = http
+        .get(format!("http://127.0.0.1:{port}/varz"))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    v["in_msgs"].as_u64()
+}
