@@ -35,7 +35,7 @@ async fn deep_values_are_refused_and_change_nothing() {
     // Still readable and answerable.
     assert_eq!(ana.get(&format!("/v1/interactions/{q}")).await.status, 200);
     assert_eq!(
-        ana.post(&format!("/v1/questions/{q}/answer"), &seed_answer())
+        ana.post(&format!("/v1/questions/{q}/answer"), &example_answer())
             .await
             .status,
         204
@@ -81,7 +81,7 @@ async fn a_message_reusing_a_question_id_on_another_lane_does_not_swallow_the_an
     assert_eq!(r.status, 202, "{r:?}");
     let r = app
         .person("acme", "ana")
-        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
+        .post(&format!("/v1/questions/{q}/answer"), &example_answer())
         .await;
     assert_eq!(r.status, 204, "{r:?}");
     app.wait_idle().await;

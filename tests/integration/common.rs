@@ -4,8 +4,9 @@ use holdpoint_client::{HoldCall, Placement, Runtime};
 use holdpoint_domain::{Event, EventData, SessionMode};
 use serde_json::{Value, json};
 
-/// The seed 003 example body.
-pub fn seed_answer() -> Value {
+/// The README's example body of `POST /v1/questions/{questionId}/answer`: two
+/// questions, the first single-choice, the second with option 2 and free text.
+pub fn example_answer() -> Value {
     json!({"answers": [{"options": [0]}, {"options": [2], "text": "Keep both and reconcile nightly."}]})
 }
 

@@ -1,4 +1,4 @@
-//! Exactly once under duplicates and races (DESIGN guarantees 1 and 2).
+//! Exactly once under duplicates and races (RELIABILITY.md guarantees 1 and 2).
 
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ async fn same_key_fifty_times_at_once_resolves_once() {
     let path = format!("/v1/questions/{q}/answer");
     let replies = futures::future::join_all((0..50).map(|_| {
         let (ana, path) = (ana.clone(), path.clone());
-        async move { ana.post_keyed(&path, "press-1", &seed_answer()).await }
+        async move { ana.post_keyed(&path, "press-1", &example_answer()).await }
     }))
     .await;
     assert!(replies.iter().all(|r| r == &replies[0]), "{replies:?}");

@@ -1,4 +1,4 @@
-//! Property tests over hostile bytes (issue 6 "Hostile input"; DESIGN guarantee 5).
+//! Property tests over hostile bytes (RELIABILITY.md guarantee 5).
 //!
 //! `cargo fuzz` needs a nightly toolchain, which this project does not use (CI and
 //! the development machines run stable only), so the fuzz targets are proptest
@@ -367,12 +367,12 @@ fn http_bodies_never_panic_and_every_refusal_has_a_stable_code() {
     });
     let router = holdpoint_ingress::router(app.ingress_state());
     let (tasks, ids) = tasks;
-    let seed = seed_answer().to_string().into_bytes();
+    let valid = example_answer().to_string().into_bytes();
     let targets: Vec<(String, Vec<Vec<u8>>)> = vec![
-        (format!("/v1/questions/{q}/answer"), vec![seed.clone()]),
+        (format!("/v1/questions/{q}/answer"), vec![valid.clone()]),
         (
             "/v1/questions/no-such-question/answer".to_owned(),
-            vec![seed],
+            vec![valid],
         ),
         (
             format!("/v1/interactions/{eff}/approve"),
@@ -496,7 +496,7 @@ async fn samples() -> Vec<(&'static str, Vec<u8>)> {
     let (at, q) = open_question(&rt, SessionMode::Blocking).await;
     let (_, eff) = open_approval(&rt).await;
     let ana = app.person("acme", "ana");
-    ana.post(&format!("/v1/questions/{q}/answer"), &seed_answer())
+    ana.post(&format!("/v1/questions/{q}/answer"), &example_answer())
         .await;
     ana.post(
         &format!("/v1/interactions/{eff}/approve"),

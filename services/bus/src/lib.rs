@@ -38,7 +38,7 @@ pub use error::{BusError, ErrorKind};
 pub use records::{Cas, Loaded, Page};
 pub use topology::{Capabilities, Topology};
 
-/// Oldest nats-server Holdpoint runs against (DESIGN: 2.9, what Debian ships).
+/// Oldest nats-server Holdpoint runs against (2.9, what Debian ships; README "Setup").
 pub const MIN_SERVER: (u64, u64, u64) = (2, 9, 0);
 /// Header carrying the subject the worker replies the outcome to.
 pub const REPLY_HEADER: &str = "Hp-Reply-To";

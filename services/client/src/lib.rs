@@ -8,7 +8,7 @@
 //!   `Nats-Msg-Id`, so retrying any of them is safe; each waits for the worker's
 //!   outcome.
 //! - [`manifest`]: reads an agent's `AGENT.md` front matter; `request_connection` is
-//!   off unless it says `loop.connections: true` (seed 000 "Connections").
+//!   off unless it says `loop.connections: true` (README "For runtimes: the client library").
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), holdpoint_client::ClientError> {
@@ -60,7 +60,7 @@ pub enum ClientError {
     /// No outcome within the timeout; retrying the same call is safe.
     #[error("no outcome in time: {0}")]
     Timeout(String),
-    /// `request_connection` is off for this agent (seed 000: off by default).
+    /// `request_connection` is off for this agent (off unless the agent's `AGENT.md` turns it on).
     #[error(
         "request_connection is off for agent {agent:?}: set `loop.connections: true` in its AGENT.md"
     )]

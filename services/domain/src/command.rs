@@ -172,7 +172,8 @@ pub enum Command {
     },
 }
 
-/// Opening an interaction (issue 2 §2).
+/// Opening an interaction: where it waits, what it asks, and its deadline; checked
+/// by [`crate::rules`] before anything is written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
@@ -269,7 +270,8 @@ pub enum AnswerInput {
         /// The entries.
         answers: Vec<OptionAnswer>,
     },
-    /// `approved` (seed 000).
+    /// `approved`: the person's decision (an approval's; a question or a connection
+    /// reads it as its value).
     Approved {
         /// The decision.
         approved: bool,
@@ -284,7 +286,8 @@ pub enum AnswerInput {
         )]
         arguments_digest: Option<String>,
     },
-    /// `value`: any JSON (seed 000).
+    /// `value`: any JSON, read by the interaction's kind (README "The HTTP API",
+    /// reading rules).
     Value {
         /// The value.
         value: Value,
@@ -348,7 +351,7 @@ impl CommandEnvelope {
     /// The deterministic command id, used as `Nats-Msg-Id`: the same logical command
     /// (same org, target and key) always maps to the same id, and ids are scoped by
     /// organisation and task, so two tenants using the same `messageId` never collide
-    /// (DESIGN guarantee 2). A session's opening includes its mode and an
+    /// (RELIABILITY.md guarantee 2). A session's opening includes its mode and an
     /// interaction's opening its content, so reopening with other content is another
     /// command (decided as a conflict), not a replay of the first.
     pub fn command_id(&self) -> String {

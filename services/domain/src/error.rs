@@ -1,8 +1,9 @@
 //! The error catalog: every stable code Holdpoint answers with, its HTTP status and
 //! title, in one exhaustive table ([`ErrorCode::spec`]).
 //!
-//! `NRY-0002`, `NRY-0011` and `NRY-0032` come from seed 003; the other codes are
-//! Holdpoint's own, in the same family. The README's error table lists them all; a
+//! `NRY-0002`, `NRY-0011` and `NRY-0032` are fixed by the REST API Holdpoint
+//! implements (their meaning must never change); the other codes are Holdpoint's
+//! own, in the same family. The README's error table lists them all; a
 //! test keeps it in step with [`ErrorCode::ALL`].
 
 use serde::{Deserialize, Serialize};
@@ -14,7 +15,7 @@ pub enum ErrorCode {
     /// The request is malformed: bad JSON, a missing or wrongly typed field, a bad id.
     #[serde(rename = "NRY-0001")]
     InvalidRequest,
-    /// The interaction's session does not exist (seed 003).
+    /// The interaction's session does not exist.
     #[serde(rename = "NRY-0002")]
     SessionNotFound,
     /// The answer does not fit the interaction: wrong number of answers, an option
@@ -30,13 +31,13 @@ pub enum ErrorCode {
     #[serde(rename = "NRY-0005")]
     MethodNotAllowed,
     /// The interaction is no longer waiting: already resolved by another answer, or
-    /// closed by the host. Seed 003: "is a conflict".
+    /// closed by the host: a conflict (409).
     #[serde(rename = "NRY-0009")]
     AlreadySettled,
     /// The approval's arguments digest does not match what the person was shown.
     #[serde(rename = "NRY-0010")]
     ArgumentsChanged,
-    /// No valid credentials (seed 003).
+    /// No valid credentials (README "Identity").
     #[serde(rename = "NRY-0011")]
     Unauthenticated,
     /// The request body is larger than the limit.
@@ -55,7 +56,7 @@ pub enum ErrorCode {
     /// must end before another starts.
     #[serde(rename = "NRY-0017")]
     TooManyStreams,
-    /// The operation does not apply: e.g. text may never approve (seed 000), a tool
+    /// The operation does not apply: e.g. text may never approve, a tool
     /// result for an interaction that released nothing.
     #[serde(rename = "NRY-0020")]
     UnsupportedOperation,
@@ -93,7 +94,7 @@ pub enum ErrorCode {
     #[serde(rename = "NRY-0031")]
     LaneBusy,
     /// A product-session answer was refused with no message left behind: not
-    /// delivered, and the question is pending again (seed 003).
+    /// delivered, and the question is pending again.
     #[serde(rename = "NRY-0032")]
     AnswerNotDelivered,
     /// A webhook URL Holdpoint will not call: not `https` (plain `http` only to a
@@ -241,7 +242,7 @@ impl Rejection {
     }
 }
 
-/// The JSON error body every API answers with: `{code, title, message}` (seed 003).
+/// The JSON error body every API answers with: `{code, title, message}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ErrorBody {
@@ -298,7 +299,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_codes_keep_their_meaning() {
+    fn rest_api_codes_keep_their_meaning() {
         assert_eq!(ErrorCode::SessionNotFound.spec().status, 400);
         assert_eq!(ErrorCode::SessionNotFound.spec().code, "NRY-0002");
         assert_eq!(ErrorCode::Unauthenticated.spec().status, 401);

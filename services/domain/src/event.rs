@@ -1,7 +1,7 @@
 //! Events: CloudEvents 1.0 in structured JSON mode, published on
 //! `hp.evt.<org>.<taskId>.<name>` (audit records on `hp.audit.<org>`), each with a
 //! deterministic `id` derived from the interaction and the transition, used as
-//! `Nats-Msg-Id`, so re-emitting after a crash is a no-op (DESIGN "NATS topology").
+//! `Nats-Msg-Id`, so re-emitting after a crash is a no-op (README "NATS topology").
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -17,7 +17,7 @@ use crate::vocab::{
     Admission, Answer, CallResult, CloseReason, Kind, LaneContent, Resolver, SessionMode, TaskState,
 };
 
-/// The seed 000 extension URI, under which status messages carry the open interaction.
+/// The interactions/v1 A2A extension URI, under which status messages carry the open interaction.
 pub const EXTENSION_URI: &str = "https://docs.nylorun.com/a2a/interactions/v1";
 
 /// A CloudEvents 1.0 event (structured mode). `type` and `data` come from [`EventData`].
@@ -49,7 +49,8 @@ pub struct Event {
     pub body: EventData,
 }
 
-/// The open interaction as seed 000 puts it on a status message.
+/// The open interaction as the interactions/v1 extension puts it on a status message
+/// (README "A2A").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
@@ -129,7 +130,7 @@ pub enum EventData {
         /// Digest of the held arguments.
         arguments_digest: String,
     },
-    /// `ask_user` asked; the options are in engine order (seed 003).
+    /// `ask_user` asked; the options are in engine order (answers index into them).
     #[serde(rename = "dev.holdpoint.question-asked", rename_all = "camelCase")]
     QuestionAsked {
         /// The question id (UUID).

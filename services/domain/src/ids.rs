@@ -3,7 +3,7 @@
 //! Every id that reaches a subject (`hp.cmd.<org>.…`, `hp.evt.<org>.<task>.…`) or a
 //! KV key (`<org>.<interactionId>`) goes through [`subject_token`], so no input can
 //! inject `.`, `*`, `>` or whitespace, or address another organisation
-//! (DESIGN "NATS topology").
+//! (README "NATS topology").
 
 use std::borrow::Cow;
 use std::fmt;
@@ -173,7 +173,7 @@ ascii_id!(
     "orgId"
 );
 ascii_id!(
-    /// A runtime session (seed 003: `NRY-0002` when it does not exist).
+    /// A runtime session (`NRY-0002` when it does not exist).
     SessionId,
     "sessionId"
 );
@@ -183,7 +183,7 @@ ascii_id!(
     "lane"
 );
 ascii_id!(
-    /// An A2A task id (seed 000: the answer is a message on the same `taskId`).
+    /// An A2A task id (over A2A the answer is a message on the same `taskId`).
     TaskId,
     "taskId"
 );

@@ -15,7 +15,7 @@ use crate::vocab::{
     Answer, CallResult, CloseReason, Kind, OnExpiry, Resolver, SessionMode, Spec, State,
 };
 
-/// The resolving answer, kept forever on the record (DESIGN guarantee 2).
+/// The resolving answer, kept forever on the record (RELIABILITY.md guarantee 2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]

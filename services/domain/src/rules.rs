@@ -1,5 +1,6 @@
-//! Validation and reading rules: what an opening may ask (issue 2 §2) and how an
-//! answer is read against the interaction's kind (seed 000 "The answer", seed 003).
+//! Validation and reading rules: what an opening may ask and how an
+//! answer is read against the interaction's kind (README "The HTTP API": the reading
+//! rules and the question body).
 
 use serde_json::Value;
 
@@ -8,7 +9,7 @@ pub use crate::digest::{arguments_digest, canonical_json, canonical_number};
 use crate::error::{ErrorCode, Rejection};
 use crate::vocab::{Answer, OptionAnswer, QuestionSpec, Spec};
 
-/// Most questions one `ask_user` call may ask (seed 003: 1 to 4).
+/// Most questions one `ask_user` call may ask (1 to 4).
 pub const MAX_QUESTIONS: usize = 4;
 /// Most options one question may offer.
 pub const MAX_OPTIONS: usize = 64;
@@ -18,9 +19,9 @@ pub const MAX_QUESTION_CHARS: usize = 2000;
 pub const MAX_OPTION_CHARS: usize = 500;
 /// Longest free-text answer or reason, in characters.
 pub const MAX_TEXT_CHARS: usize = 8000;
-/// `request_connection`: app cut at this many characters (seed 000).
+/// `request_connection`: app cut at this many characters.
 pub const APP_CHARS: usize = 80;
-/// `request_connection`: reason cut at this many characters (seed 000).
+/// `request_connection`: reason cut at this many characters.
 pub const REASON_CHARS: usize = 280;
 /// Longest server or tool name, in characters.
 pub const MAX_NAME_CHARS: usize = 200;
@@ -196,7 +197,7 @@ fn check_question(i: usize, q: &QuestionSpec) -> Result<(), Rejection> {
     Ok(())
 }
 
-/// Checks seed 003 answers against the questions: one entry per question in order,
+/// Checks the answers of `POST /v1/questions/{questionId}/answer` against the questions: one entry per question in order,
 /// indices in range and distinct, one option unless `multiple`, text only when
 /// allowed, and each entry chooses something.
 ///
@@ -264,7 +265,7 @@ pub fn check_answers(
     Ok(())
 }
 
-/// True for a connection answer that means "connected" (seed 000): `true` or an
+/// True for a connection answer that means "connected": `true` or an
 /// object whose `connected` is `true`.
 pub fn means_connected(v: &Value) -> bool {
     match v {
@@ -274,9 +275,9 @@ pub fn means_connected(v: &Value) -> bool {
     }
 }
 
-/// Reads a person's input against the interaction (seed 000 "The answer"):
+/// Reads a person's input against the interaction (README "The HTTP API", reading rules):
 ///
-/// | kind | `approved` | `value` | text | seed 003 answers |
+/// | kind | `approved` | `value` | text | `answers` (question body) |
 /// |---|---|---|---|---|
 /// | approval | the decision | a boolean reads as `approved`, else `NRY-0001` | `NRY-0020` (text never approves) | not a question |
 /// | question | read as the value | any JSON (`{answers:[…]}` is checked) | the value | checked |

@@ -82,7 +82,7 @@ impl Waiting {
         }
     }
 
-    /// The seed 000 open-interaction reference a status message carries.
+    /// The interactions/v1 open-interaction reference a status message carries.
     pub fn reference(&self) -> OpenInteractionRef {
         OpenInteractionRef {
             interaction_id: self.interaction_id.clone(),

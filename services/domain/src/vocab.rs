@@ -8,7 +8,8 @@ use time::OffsetDateTime;
 
 use crate::ids::{InteractionId, LaneId, MessageId, OrgId, PersonId, SessionId};
 
-/// The two ways a session runs (DESIGN "Interactions", seed 003).
+/// The two ways a session runs: `blocking` (an answer unblocks a waiting call) or
+/// `product` (answers become lane messages; README "Sessions, lanes and the message road").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
@@ -20,7 +21,8 @@ pub enum SessionMode {
     Product,
 }
 
-/// The kind of an interaction (seed 000 "The open interaction").
+/// The kind of an interaction: `approval` (a held tool call), `question`
+/// (`ask_user`) or `connection` (`request_connection`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
@@ -34,7 +36,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// The A2A task state a waiting task of this kind shows (seed 000 table).
+    /// The A2A task state a waiting task of this kind shows (README "A2A").
     pub fn task_state(self) -> TaskState {
         match self {
             Kind::Approval | Kind::Connection => TaskState::AuthRequired,
@@ -86,7 +88,7 @@ pub struct QuestionSpec {
 }
 
 /// What an interaction is about, by kind. Stored; `arguments` never leave through
-/// `detail` (seed 000).
+/// `detail`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -130,7 +132,7 @@ impl Spec {
         }
     }
 
-    /// The text to show a person (seed 000 `prompt`).
+    /// The text to show a person (the status message's `prompt`).
     pub fn prompt(&self) -> String {
         match self {
             Spec::Approval { server, tool, .. } => format!("Approve {server} / {tool}?"),
@@ -169,7 +171,8 @@ impl Spec {
     }
 }
 
-/// One answer to one question (seed 003 body entry).
+/// One answer to one question: an entry of the `answers` array of
+/// `POST /v1/questions/{questionId}/answer`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -181,7 +184,8 @@ pub struct OptionAnswer {
     pub text: Option<String>,
 }
 
-/// A recorded answer, read by kind (seed 000 "The answer").
+/// A recorded answer, read by the interaction's kind (README "The HTTP API", reading
+/// rules).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -194,12 +198,13 @@ pub enum Answer {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
-    /// The per-question answers of seed 003.
+    /// The per-question answers of `POST /v1/questions/{questionId}/answer`, one per
+    /// question in the order asked.
     Question {
         /// One entry per question, in order.
         answers: Vec<OptionAnswer>,
     },
-    /// Any JSON value answering a question (seed 000 `value`), e.g. an A2A text part.
+    /// Any JSON value answering a question (the answer's `value`), e.g. an A2A text part.
     Value {
         /// The value.
         value: Value,
@@ -212,7 +217,7 @@ pub enum Answer {
 }
 
 /// Where an interaction is in its lifecycle: `pending -> resolved -> finished`, or
-/// `pending -> closed` (DESIGN "Interactions").
+/// `pending -> closed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]

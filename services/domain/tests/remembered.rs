@@ -125,13 +125,13 @@ fn a_deny_rule_finishes_the_call_as_tool_denied() {
 fn remember_on_a_question_or_a_connection_is_refused_and_writes_nothing() {
     let mut s = Store::new();
     s.deliver(&session_open("s1", SessionMode::Blocking), false);
-    s.deliver(&open("q1", "s1", seed_question_req()), false);
+    s.deliver(&open("q1", "s1", example_question_req()), false);
     s.deliver(
         &open("c1", "s1", connection_req("Linear", "file tickets")),
         false,
     );
     for (id, input) in [
-        ("q1", seed_answers()),
+        ("q1", example_answers()),
         ("c1", value(json!({"connected": true}))),
     ] {
         let writes = s.writes;

@@ -173,7 +173,7 @@ fn with_question() -> Store {
     let mut s = blocking();
     accept(
         &mut s,
-        &open(QUESTION, S, seed_question_req()),
+        &open(QUESTION, S, example_question_req()),
         Accepted::Opened,
         &["question-asked", "task-status"],
     );
@@ -195,7 +195,7 @@ fn product_question(cap: u32) -> Store {
     let mut s = product(cap);
     accept(
         &mut s,
-        &open(QUESTION, P, seed_question_req()),
+        &open(QUESTION, P, example_question_req()),
         Accepted::Opened,
         &["question-asked", "task-status"],
     );
@@ -459,7 +459,7 @@ fn open_question_asks_in_engine_order() {
     let mut s = blocking();
     let d = accept(
         &mut s,
-        &open(QUESTION, S, seed_question_req()),
+        &open(QUESTION, S, example_question_req()),
         Accepted::Opened,
         &["question-asked", "task-status"],
     );
@@ -475,7 +475,7 @@ fn open_question_asks_in_engine_order() {
                 interaction_id: iid(QUESTION),
                 kind: Kind::Question,
                 prompt: prompt.into(),
-                detail: json!({"questions": seed_questions()}),
+                detail: json!({"questions": example_questions()}),
                 expires_at: None,
             }),
         }
@@ -670,7 +670,7 @@ fn open_on_a_missing_ended_or_closed_session_is_refused() {
     );
     refuse(
         &mut s,
-        &open(QUESTION, "nope", seed_question_req()),
+        &open(QUESTION, "nope", example_question_req()),
         ErrorCode::SessionNotFound,
     );
     assert!(!s.has_interaction(APPROVAL));
@@ -781,11 +781,11 @@ fn invalid_openings_are_invalid_requests() {
 // ================================================================ blocking answers: questions
 
 #[test]
-fn seed_003_answer_resolves_and_finishes_the_question() {
+fn rest_example_answer_resolves_and_finishes_the_question() {
     let mut s = with_question();
     let d = accept(
         &mut s,
-        &answer_via(AnswerRoute::Question, QUESTION, "k-1", seed_answers()),
+        &answer_via(AnswerRoute::Question, QUESTION, "k-1", example_answers()),
         Accepted::Resolved,
         &["interaction-resolved", "tool-call-finished", "task-status"],
     );
@@ -910,7 +910,7 @@ fn answers_that_do_not_fit_the_questions_change_nothing() {
         // And the question still takes a good answer.
         accept(
             &mut s,
-            &answer(QUESTION, "k-good", seed_answers()),
+            &answer(QUESTION, "k-good", example_answers()),
             Accepted::Resolved,
             &["interaction-resolved", "tool-call-finished", "task-status"],
         );
@@ -1302,7 +1302,7 @@ fn the_question_route_finds_only_questions() {
             AnswerRoute::Question,
             "no-such-question",
             "k-1",
-            seed_answers(),
+            example_answers(),
         ),
         ErrorCode::NotFound,
     );
@@ -1420,7 +1420,7 @@ fn a_cut_app_is_what_the_model_is_told() {
 #[test]
 fn the_same_key_again_returns_the_same_outcome_and_changes_nothing() {
     let mut s = with_question();
-    let env = answer(QUESTION, "k-1", seed_answers());
+    let env = answer(QUESTION, "k-1", example_answers());
     let first = accept(
         &mut s,
         &env,
@@ -1481,7 +1481,7 @@ fn another_key_after_resolution_is_already_settled() {
 fn answering_a_closed_interaction_is_already_settled() {
     for (id, req, input) in [
         (APPROVAL, pr_approval(), approved(true)),
-        (QUESTION, seed_question_req(), seed_answers()),
+        (QUESTION, example_question_req(), example_answers()),
         (
             CONNECTION,
             connection_req("Linear", "why"),
@@ -1508,7 +1508,7 @@ fn answering_on_an_ended_session_is_session_not_found() {
     );
     refuse(
         &mut s,
-        &answer(QUESTION, "k-1", seed_answers()),
+        &answer(QUESTION, "k-1", example_answers()),
         ErrorCode::SessionNotFound,
     );
     assert_eq!(s.interaction(QUESTION).state, State::Pending);
@@ -1568,7 +1568,7 @@ fn another_organisation_finds_nothing_and_keys_do_not_collide() {
 fn host_close_finishes_a_blocked_call_once() {
     let rows: Vec<(&str, OpenRequest, Kind)> = vec![
         (APPROVAL, pr_approval(), Kind::Approval),
-        (QUESTION, seed_question_req(), Kind::Question),
+        (QUESTION, example_question_req(), Kind::Question),
         (
             CONNECTION,
             connection_req("Linear", "why"),
@@ -1636,7 +1636,7 @@ fn host_close_of_an_answered_interaction_is_already_settled() {
     assert_eq!(s.interaction(APPROVAL).state, State::Resolved);
 
     let mut s = with_question();
-    s.run(&answer(QUESTION, "k-1", seed_answers()));
+    s.run(&answer(QUESTION, "k-1", example_answers()));
     refuse(
         &mut s,
         &close(QUESTION, CloseReason::Interrupted),
@@ -1659,7 +1659,7 @@ fn a_product_question_is_listed_on_its_lane() {
     let mut s = product(8);
     let d = accept(
         &mut s,
-        &open(QUESTION, P, seed_question_req()),
+        &open(QUESTION, P, example_question_req()),
         Accepted::Opened,
         &["question-asked", "task-status"],
     );
@@ -1687,7 +1687,7 @@ fn a_product_answer_on_an_idle_lane_starts_the_next_turn() {
     let mut s = product_question(8);
     let d = accept(
         &mut s,
-        &answer_via(AnswerRoute::Question, QUESTION, "k-1", seed_answers()),
+        &answer_via(AnswerRoute::Question, QUESTION, "k-1", example_answers()),
         Accepted::Resolved,
         &[
             "interaction-resolved",
@@ -1778,7 +1778,7 @@ fn a_product_answer_on_a_busy_lane_is_kept_and_queued() {
         }
     );
 
-    let env = answer(QUESTION, "k-1", seed_answers());
+    let env = answer(QUESTION, "k-1", example_answers());
     let d = s.run(&env);
     assert_eq!(code_of(&d), ErrorCode::LaneBusy);
     assert_eq!(ErrorCode::LaneBusy.spec().code, "NRY-0031");
@@ -1848,11 +1848,11 @@ fn a_product_answer_on_a_full_lane_is_not_delivered_and_a_retry_succeeds() {
     assert_eq!(code_of(&d), ErrorCode::LaneBusy, "the message is queued");
     accept(
         &mut s,
-        &open(QUESTION, P, seed_question_req()),
+        &open(QUESTION, P, example_question_req()),
         Accepted::Opened,
         &["question-asked", "task-status"],
     );
-    let env = answer(QUESTION, "k-1", seed_answers());
+    let env = answer(QUESTION, "k-1", example_answers());
     let d = refuse(&mut s, &env, ErrorCode::AnswerNotDelivered);
     assert_eq!(ErrorCode::AnswerNotDelivered.spec().code, "NRY-0032");
     assert!(
@@ -1903,8 +1903,8 @@ fn a_retry_after_a_full_lane_is_queued_once_there_is_room() {
     let mut s = product(1);
     s.run(&turn_start(P, LANE, "turn-1"));
     s.run(&message(P, LANE, "m-1", "first"));
-    s.run(&open(QUESTION, P, seed_question_req()));
-    let env = answer(QUESTION, "k-1", seed_answers());
+    s.run(&open(QUESTION, P, example_question_req()));
+    let env = answer(QUESTION, "k-1", example_answers());
     refuse(&mut s, &env, ErrorCode::AnswerNotDelivered);
     s.run(&turn_finish(P, LANE, "turn-1"));
     // m-1 runs, the queue has room again: the answer is kept (409 NRY-0031).
@@ -1928,7 +1928,7 @@ fn a_product_answer_on_a_closed_or_ended_session() {
     );
     refuse(
         &mut s,
-        &answer(QUESTION, "k-1", seed_answers()),
+        &answer(QUESTION, "k-1", example_answers()),
         ErrorCode::AnswerNotDelivered,
     );
     assert_eq!(s.interaction(QUESTION).state, State::Pending);
@@ -1944,7 +1944,7 @@ fn a_product_answer_on_a_closed_or_ended_session() {
     s.run(&session_end(P));
     refuse(
         &mut s,
-        &answer(QUESTION, "k-1", seed_answers()),
+        &answer(QUESTION, "k-1", example_answers()),
         ErrorCode::SessionNotFound,
     );
 }
@@ -1953,7 +1953,7 @@ fn a_product_answer_on_a_closed_or_ended_session() {
 fn a_message_on_the_lane_supersedes_its_open_question() {
     let mut s = product_question(8);
     // A question on another lane stays open.
-    s.run(&open_on("q-side", P, "side", seed_question_req()));
+    s.run(&open_on("q-side", P, "side", example_question_req()));
     let d = accept(
         &mut s,
         &message(P, LANE, "m-1", "never mind, use Postgres"),
@@ -2010,7 +2010,7 @@ fn a_message_on_the_lane_supersedes_its_open_question() {
 
     refuse(
         &mut s,
-        &answer(QUESTION, "k-1", seed_answers()),
+        &answer(QUESTION, "k-1", example_answers()),
         ErrorCode::AlreadySettled,
     );
     assert_eq!(s.interaction("q-side").state, State::Pending);
@@ -2025,7 +2025,7 @@ fn an_answer_after_the_superseding_message_but_before_its_close_is_already_settl
     // the same, so the answer is not delivered as a second message.
     refuse(
         &mut s,
-        &answer(QUESTION, "k-1", seed_answers()),
+        &answer(QUESTION, "k-1", example_answers()),
         ErrorCode::AlreadySettled,
     );
     let l = s.lane(P, LANE);
@@ -2065,7 +2065,7 @@ fn a_host_close_racing_a_taken_answer_does_not_strand_the_lane() {
     // The answer's worker wrote the lane (the message is on it) and has not written
     // the interaction yet when the host closes the question.
     let mut s = product_question(8);
-    let ans = answer(QUESTION, "k-1", seed_answers());
+    let ans = answer(QUESTION, "k-1", example_answers());
     let loaded = s.load(&ans);
     let d = s.decide_on(&loaded, &ans);
     s.write_lane(&ans, &loaded, &d)
@@ -2162,7 +2162,7 @@ fn an_answer_after_a_host_close_took_the_question_off_its_lane_is_already_settle
         .expect("the close's lane write lands");
     refuse(
         &mut s,
-        &answer(QUESTION, "k-1", seed_answers()),
+        &answer(QUESTION, "k-1", example_answers()),
         ErrorCode::AlreadySettled,
     );
     let l = s.lane(P, LANE);
@@ -2328,7 +2328,7 @@ fn a_product_open_interrupted_before_its_record_is_closed_by_the_message() {
     // The open's lane and task writes land (the question is listed), the worker dies
     // before writing the interaction; a message then supersedes the question.
     let mut s = product(8);
-    let env = open(QUESTION, P, seed_question_req());
+    let env = open(QUESTION, P, example_question_req());
     let loaded = s.load(&env);
     let d = s.decide_on(&loaded, &env);
     s.write_lane(&env, &loaded, &d).expect("lane write");
@@ -2355,7 +2355,7 @@ fn a_product_open_interrupted_before_its_record_is_closed_by_the_message() {
     );
     refuse(
         &mut s,
-        &answer(QUESTION, "k-1", seed_answers()),
+        &answer(QUESTION, "k-1", example_answers()),
         ErrorCode::AlreadySettled,
     );
 }
@@ -2363,7 +2363,7 @@ fn a_product_open_interrupted_before_its_record_is_closed_by_the_message() {
 #[test]
 fn a_product_answer_interrupted_after_its_session_write_completes_with_its_answer() {
     let mut s = product_question(8);
-    let first = answer(QUESTION, "k-1", seed_answers());
+    let first = answer(QUESTION, "k-1", example_answers());
     let loaded = s.load(&first);
     let d = s.decide_on(&loaded, &first);
     s.write_lane(&first, &loaded, &d).expect("lane write");
@@ -2414,7 +2414,7 @@ fn a_redelivered_command_replays_its_recorded_transition() {
         open(APPROVAL, S, pr_approval()),
         answer_via(AnswerRoute::Approve, APPROVAL, "k-1", approved(true)),
         tool_result(APPROVAL, ok_output(json!("done"))),
-        open(QUESTION, S, seed_question_req()),
+        open(QUESTION, S, example_question_req()),
         close(QUESTION, CloseReason::Interrupted),
         open(CONNECTION, S, connection_req("Linear", "why")),
         answer_a2a(
@@ -2424,9 +2424,9 @@ fn a_redelivered_command_replays_its_recorded_transition() {
             CONTEXT,
             value(json!({"connected": true})),
         ),
-        open("pq-1", P, seed_question_req()),
+        open("pq-1", P, example_question_req()),
         turn_start(P, LANE, "turn-1"),
-        answer("pq-1", "k-1", seed_answers()),
+        answer("pq-1", "k-1", example_answers()),
         message(P, "side", "m-1", "hello"),
         turn_finish(P, LANE, "turn-1"),
         session_close(S),

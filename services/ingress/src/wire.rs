@@ -5,7 +5,7 @@
 //!
 //! | type | where |
 //! |---|---|
-//! | [`AnswerBody`] | `POST /v1/questions/{questionId}/answer` (seed 003) |
+//! | [`AnswerBody`] | `POST /v1/questions/{questionId}/answer` |
 //! | [`ApproveBody`] | `POST /v1/interactions/{id}/approve` |
 //! | [`RespondBody`] | `POST /v1/interactions/{id}/respond` |
 //! | [`ListQuery`], [`Page`] | `GET /v1/interactions` |
@@ -28,7 +28,8 @@ pub const DEFAULT_PAGE: usize = 50;
 /// with a `nextCursor` to continue from.
 pub const SCAN_CAP: usize = 10_000;
 
-/// `POST /v1/questions/{questionId}/answer` body (seed 003).
+/// `POST /v1/questions/{questionId}/answer` body: one entry per question asked, in
+/// order (1 to 4).
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -43,8 +44,8 @@ pub struct AnswerBody {
     pub remember: Option<Value>,
 }
 
-/// `POST /v1/interactions/{id}/approve` body (seed 000: `approved`, or a boolean
-/// `value`); exactly one of the two.
+/// `POST /v1/interactions/{id}/approve` body: `approved`, or a boolean
+/// `value`; exactly one of the two.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -71,8 +72,8 @@ pub struct ApproveBody {
     pub remember: Option<Remember>,
 }
 
-/// `POST /v1/interactions/{id}/respond` body (seed 000: `value`, or `approved`
-/// read as the value); exactly one of the two.
+/// `POST /v1/interactions/{id}/respond` body: `value`, or `approved`
+/// read as the value; exactly one of the two.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]

@@ -1,4 +1,5 @@
-//! A person answers an interaction (seed 000 "The answer", seed 003).
+//! A person answers an interaction, read by its kind (README "The HTTP API": the
+//! reading rules and the question body).
 //!
 //! On a blocking session the answer resolves the interaction and releases or
 //! finishes the call it blocks; answering again is a conflict unless it repeats the

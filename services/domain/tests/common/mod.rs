@@ -161,9 +161,9 @@ pub fn question(text: &str, options: &[&str], multiple: bool, allow_text: bool) 
     }
 }
 
-/// Two questions shaped for seed 003's example body: the first single-choice, the
+/// Two questions shaped for the README's example answer body: the first single-choice, the
 /// second with three options, several allowed, text allowed.
-pub fn seed_questions() -> Vec<QuestionSpec> {
+pub fn example_questions() -> Vec<QuestionSpec> {
     vec![
         question(
             "Which database should the service use?",
@@ -180,9 +180,9 @@ pub fn seed_questions() -> Vec<QuestionSpec> {
     ]
 }
 
-pub fn seed_question_req() -> OpenRequest {
+pub fn example_question_req() -> OpenRequest {
     OpenRequest::Question {
-        questions: seed_questions(),
+        questions: example_questions(),
     }
 }
 
@@ -345,7 +345,7 @@ pub fn oa_text(options: &[u32], t: &str) -> OptionAnswer {
 }
 
 /// Seed 003's example body.
-pub fn seed_answers() -> AnswerInput {
+pub fn example_answers() -> AnswerInput {
     answers(vec![
         oa(&[0]),
         oa_text(&[2], "Keep both and reconcile nightly."),

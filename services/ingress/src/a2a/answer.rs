@@ -32,8 +32,9 @@ pub struct Reading {
     pub remember: Option<Remember>,
 }
 
-/// The fields of an answer's `metadata[URI]` (seed 000 "The answer", and
-/// `argumentsDigest` as the REST approve body takes it); any other is refused.
+/// The fields an answer's `metadata[URI]` may hold (README "A2A"): the interaction
+/// it answers, the answer (`approved` or `value`), and `reason`, `argumentsDigest`
+/// and `remember` as the REST approve body takes them; any other is refused.
 const META_FIELDS: [&str; 6] = [
     "interactionId",
     "approved",
@@ -379,7 +380,7 @@ mod tests {
     }
 
     #[test]
-    fn parts_are_read_as_the_seed_says() {
+    fn parts_are_read_by_the_reading_rules() {
         let r = read_message(
             &msg(vec![Part::data(json!({"approved": true}))], None),
             false,
