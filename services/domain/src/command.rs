@@ -265,9 +265,10 @@ pub enum AnswerRoute {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum AnswerInput {
-    /// Seed 003: one entry per question.
+    /// The body of `POST /v1/questions/{questionId}/answer`: one entry per question,
+    /// in the order asked.
     Answers {
-        /// The entries.
+        /// One entry per question asked, in order (1 to 4).
         answers: Vec<OptionAnswer>,
     },
     /// `approved`: the person's decision (an approval's; a question or a connection

@@ -217,9 +217,11 @@ pub struct InteractionView {
     pub kind: Kind,
     /// State.
     pub state: State,
-    /// Prompt.
+    /// The text shown to a person.
     pub prompt: String,
-    /// Seed 000 `detail`.
+    /// What it is about, as a JSON object by kind (an approval's server, tool and
+    /// reason; a question's questions; a connection's app and reason); never a call's
+    /// arguments.
     pub detail: Value,
     /// A2A task.
     pub task_id: TaskId,

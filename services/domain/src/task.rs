@@ -39,7 +39,9 @@ pub struct Waiting {
     pub kind: Kind,
     /// The text shown to a person.
     pub prompt: String,
-    /// Seed 000 `detail`: never a call's arguments.
+    /// What it is about, as a JSON object by kind (an approval's server, tool and
+    /// reason; a question's questions; a connection's app and reason); never a call's
+    /// arguments.
     pub detail: Value,
     /// When it was opened, RFC 3339; the oldest is named first.
     #[serde(with = "crate::timestamp")]

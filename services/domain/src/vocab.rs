@@ -149,7 +149,7 @@ impl Spec {
         }
     }
 
-    /// Seed 000 `detail`: server/tool/reason, the questions, or app/reason. Never the
+    /// The `detail` a status message and the API show: server/tool/reason, the questions, or app/reason. Never the
     /// call's arguments.
     pub fn detail(&self) -> Value {
         match self {

@@ -344,7 +344,7 @@ pub fn oa_text(options: &[u32], t: &str) -> OptionAnswer {
     }
 }
 
-/// Seed 003's example body.
+/// The README's example answer body for [`example_questions`].
 pub fn example_answers() -> AnswerInput {
     answers(vec![
         oa(&[0]),
