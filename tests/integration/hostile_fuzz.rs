@@ -296,7 +296,10 @@ fn a2a_request(tasks: Vec<String>, interactions: Vec<String>) -> impl Strategy<V
 }
 
 fn catalog(code: &str) -> Option<ErrorCode> {
-    ErrorCode::ALL.into_iter().find(|c| c.spec().code == code)
+    ErrorCode::ALL
+        .iter()
+        .copied()
+        .find(|c| c.spec().code == code)
 }
 
 /// What one answer must look like; `Err` is a property failure.

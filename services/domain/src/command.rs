@@ -359,10 +359,7 @@ impl CommandEnvelope {
         let org = self.org.as_str();
         let d = match &self.command {
             Command::SessionOpen { session, mode, .. } => {
-                let mode = match mode {
-                    SessionMode::Blocking => "blocking",
-                    SessionMode::Product => "product",
-                };
+                let mode = mode.as_str();
                 digest(&[org, "session-open", session.as_str(), mode])
             }
             Command::SessionClose { session } => digest(&[org, "session-close", session.as_str()]),
@@ -377,12 +374,7 @@ impl CommandEnvelope {
                 interaction_id,
                 reason,
                 ..
-            } => digest(&[
-                org,
-                "close",
-                interaction_id.as_str(),
-                close_reason_str(*reason),
-            ]),
+            } => digest(&[org, "close", interaction_id.as_str(), reason.as_str()]),
             // The person is part of the id: another person reusing a key is another
             // answer (a conflict), never a replay of the first.
             Command::Answer(a) => digest(&[
@@ -532,14 +524,5 @@ impl CommandEnvelope {
             Command::Open(o) => Some(&o.session),
             _ => None,
         }
-    }
-}
-
-fn close_reason_str(r: CloseReason) -> &'static str {
-    match r {
-        CloseReason::Interrupted => "interrupted",
-        CloseReason::Superseded => "superseded",
-        CloseReason::Expired => "expired",
-        CloseReason::Canceled => "canceled",
     }
 }

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 /// A stable error code. Serialized as its `NRY-xxxx` string.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::VariantArray)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum ErrorCode {
     /// The request is malformed: bad JSON, a missing or wrongly typed field, a bad id.
@@ -136,38 +136,8 @@ pub struct CodeSpec {
 }
 
 impl ErrorCode {
-    /// Every code, in catalog order.
-    pub const ALL: [ErrorCode; 29] = [
-        ErrorCode::InvalidRequest,
-        ErrorCode::SessionNotFound,
-        ErrorCode::AnswerMismatch,
-        ErrorCode::NotFound,
-        ErrorCode::MethodNotAllowed,
-        ErrorCode::AlreadySettled,
-        ErrorCode::ArgumentsChanged,
-        ErrorCode::Unauthenticated,
-        ErrorCode::PayloadTooLarge,
-        ErrorCode::UnsupportedMediaType,
-        ErrorCode::HeadersTooLarge,
-        ErrorCode::UriTooLong,
-        ErrorCode::TooManyStreams,
-        ErrorCode::UnsupportedOperation,
-        ErrorCode::CommandConflict,
-        ErrorCode::DeadlineUnsupported,
-        ErrorCode::DeadlineInvalid,
-        ErrorCode::NotRememberable,
-        ErrorCode::ScopeUnavailable,
-        ErrorCode::RuleNotFound,
-        ErrorCode::LaneRefused,
-        ErrorCode::LaneBusy,
-        ErrorCode::AnswerNotDelivered,
-        ErrorCode::WebhookUrlRefused,
-        ErrorCode::UnknownEventType,
-        ErrorCode::TooManyWebhooks,
-        ErrorCode::WebhookDisabled,
-        ErrorCode::Unavailable,
-        ErrorCode::Internal,
-    ];
+    /// Every code, in catalog (declaration) order; derived from the enum's variants.
+    pub const ALL: &'static [ErrorCode] = <ErrorCode as strum::VariantArray>::VARIANTS;
 
     /// The one table from code to HTTP status, code string and title.
     pub const fn spec(self) -> CodeSpec {

@@ -91,10 +91,27 @@ pub struct TaskStatusData {
 }
 
 /// Every event type. The CloudEvents `type` is `dev.holdpoint.<name>`; the subject's
-/// last token is `<name>` ([`EventData::name`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// last token is `<name>` ([`EventData::name`]), the variant's name in kebab case
+/// (derived; a test checks each serde `type` is `dev.holdpoint.` + that name).
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+    strum::EnumDiscriminants,
+)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", content = "data")]
+#[strum(serialize_all = "kebab-case")]
+#[strum_discriminants(
+    name(EventKind),
+    derive(strum::IntoStaticStr, strum::VariantArray),
+    strum(serialize_all = "kebab-case"),
+    doc = "An event type without its data, for naming one in a subject filter ([`EventKind::name`] is [`EventData::name`])."
+)]
 pub enum EventData {
     /// A session started.
     #[serde(rename = "dev.holdpoint.session-opened")]
@@ -356,52 +373,32 @@ pub enum EventData {
 impl EventData {
     /// The short name: the subject's last token and the `type` without its prefix.
     pub fn name(&self) -> &'static str {
-        match self {
-            EventData::SessionOpened { .. } => "session-opened",
-            EventData::SessionClosed { .. } => "session-closed",
-            EventData::ApprovalRequested { .. } => "approval-requested",
-            EventData::QuestionAsked { .. } => "question-asked",
-            EventData::ConnectionRequested { .. } => "connection-requested",
-            EventData::TaskStatus(_) => "task-status",
-            EventData::InteractionResolved { .. } => "interaction-resolved",
-            EventData::InteractionExpiring { .. } => "interaction-expiring",
-            EventData::InteractionClosed { .. } => "interaction-closed",
-            EventData::ToolCallReleased { .. } => "tool-call-released",
-            EventData::ToolCallFinished { .. } => "tool-call-finished",
-            EventData::LaneMessage { .. } => "lane-message",
-            EventData::TurnStarted { .. } => "turn-started",
-            EventData::ApprovalDecided { .. } => "approval-decided",
-            EventData::RuleWritten { .. } => "rule-written",
-            EventData::RuleRevoked { .. } => "rule-revoked",
-            EventData::DeadLetter { .. } => "dead-letter",
-            EventData::WebhookDisabled { .. } => "webhook-disabled",
-            EventData::WebhookTest { .. } => "webhook-test",
-        }
+        self.into()
     }
 }
 
-/// Every short event name, for documentation and subject filters.
-pub const EVENT_NAMES: [&str; 19] = [
-    "session-opened",
-    "session-closed",
-    "approval-requested",
-    "question-asked",
-    "connection-requested",
-    "task-status",
-    "interaction-resolved",
-    "interaction-expiring",
-    "interaction-closed",
-    "tool-call-released",
-    "tool-call-finished",
-    "lane-message",
-    "turn-started",
-    "approval-decided",
-    "rule-written",
-    "rule-revoked",
-    "dead-letter",
-    "webhook-disabled",
-    "webhook-test",
-];
+impl EventKind {
+    /// Every event type, in declaration order (derived from [`EventData`]'s variants).
+    pub const ALL: &'static [EventKind] = <EventKind as strum::VariantArray>::VARIANTS;
+
+    /// The short name (`task-status`): the subject's last token.
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+
+    /// True for the decision-audit records, published on `hp.audit.<org>` (stream
+    /// `HP_AUDIT`) instead of `hp.evt.<org>.<task>.<name>`.
+    pub fn is_audit(self) -> bool {
+        matches!(
+            self,
+            EventKind::ApprovalDecided | EventKind::RuleWritten | EventKind::RuleRevoked
+        )
+    }
+}
+
+/// Every short event name, in declaration order, for documentation and subject
+/// filters (derived from [`EventData`]'s variants).
+pub const EVENT_NAMES: &[&str] = <EventData as strum::VariantNames>::VARIANTS;
 
 impl Event {
     /// Builds an event whose id is derived from `(org, subject, transition)`: the same

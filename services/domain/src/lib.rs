@@ -50,7 +50,7 @@ pub use command::{
 pub use decide::{Ctx, Deadlines, Decision, Needs, Snapshot, decide, needs};
 pub use digest::digest;
 pub use error::{CodeSpec, ErrorBody, ErrorCode, Rejection};
-pub use event::{AuditOutcome, Decider, EXTENSION_URI, Event, EventData};
+pub use event::{AuditOutcome, Decider, EXTENSION_URI, Event, EventData, EventKind};
 pub use ids::*;
 pub use interaction::*;
 pub use outcome::{Accepted, Outcome};

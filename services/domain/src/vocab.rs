@@ -10,9 +10,10 @@ use crate::ids::{InteractionId, LaneId, MessageId, OrgId, PersonId, SessionId};
 
 /// The two ways a session runs: `blocking` (an answer unblocks a waiting call) or
 /// `product` (answers become lane messages; README "Sessions, lanes and the message road").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum SessionMode {
     /// The tool call blocks; resolving releases it and its close arrives as
     /// `tool-call-finished`.
@@ -21,11 +22,20 @@ pub enum SessionMode {
     Product,
 }
 
+impl SessionMode {
+    /// The lower-case name used on the wire (`blocking`, `product`; derived, the same
+    /// as serde's).
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 /// The kind of an interaction: `approval` (a held tool call), `question`
 /// (`ask_user`) or `connection` (`request_connection`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Kind {
     /// A held tool call waiting for `approved: true/false`.
     Approval,
@@ -44,13 +54,10 @@ impl Kind {
         }
     }
 
-    /// The lower-case name used on the wire.
+    /// The lower-case name used on the wire (`approval`, `question`, `connection`;
+    /// derived, the same as serde's).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Approval => "approval",
-            Kind::Question => "question",
-            Kind::Connection => "connection",
-        }
+        self.into()
     }
 }
 
@@ -233,9 +240,10 @@ pub enum State {
 }
 
 /// Why an interaction was closed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum CloseReason {
     /// The host interrupted the turn.
     Interrupted,
@@ -245,6 +253,23 @@ pub enum CloseReason {
     Expired,
     /// The host canceled it.
     Canceled,
+}
+
+impl CloseReason {
+    /// The lower-case name used on the wire (`interrupted`, `superseded`, `expired`,
+    /// `canceled`; derived, the same as serde's).
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// How the reason reads in a message to a person or a model (`superseded by a
+    /// message`; the others as [`CloseReason::as_str`]).
+    pub fn message_word(self) -> &'static str {
+        match self {
+            CloseReason::Superseded => "superseded by a message",
+            other => other.as_str(),
+        }
+    }
 }
 
 /// How a blocked call ends (`tool-call-finished` payload).
@@ -378,4 +403,38 @@ pub enum DeadlineStage {
     Warn,
     /// The deadline: the expiry decides.
     Expire,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The derived names are serde's: one spelling per word.
+    #[test]
+    fn derived_names_are_the_wire_names() {
+        fn wire<T: Serialize>(v: T) -> String {
+            serde_json::to_value(v)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        }
+        for r in [
+            CloseReason::Interrupted,
+            CloseReason::Superseded,
+            CloseReason::Expired,
+            CloseReason::Canceled,
+        ] {
+            assert_eq!(r.as_str(), wire(r));
+        }
+        for k in [Kind::Approval, Kind::Question, Kind::Connection] {
+            assert_eq!(k.as_str(), wire(k));
+        }
+        for m in [SessionMode::Blocking, SessionMode::Product] {
+            assert_eq!(m.as_str(), wire(m));
+        }
+        assert_eq!(
+            CloseReason::Superseded.message_word(),
+            "superseded by a message"
+        );
+    }
 }

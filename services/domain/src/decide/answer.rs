@@ -139,7 +139,7 @@ fn settled(ctx: &Ctx, i: &Interaction) -> Option<Decision> {
         (State::Closed, _, Some(c)) => format!(
             "interaction {} was closed ({}) at {} and no longer waits for an answer",
             i.id,
-            super::close::close_word(c.reason),
+            c.reason.message_word(),
             when(c.at)
         ),
         (State::Resolved | State::Finished, Some(r), _) => format!(

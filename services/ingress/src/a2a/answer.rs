@@ -9,7 +9,7 @@ use a2a_lf::{
 };
 use holdpoint_domain::{
     AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, ContextId, EXTENSION_URI,
-    ErrorCode, Event, EventData, IdempotencyKey, InteractionId, OrgId, Remember, TaskId,
+    ErrorCode, Event, EventData, EventKind, IdempotencyKey, InteractionId, OrgId, Remember, TaskId,
     TaskState as DTaskState,
 };
 use serde_json::Value;
@@ -201,10 +201,11 @@ async fn resolved_by_key(
     task: &TaskId,
     key: &IdempotencyKey,
 ) -> Result<Option<InteractionId>, RpcError> {
-    let filter = state
-        .bus
-        .topo
-        .event_filter(org, Some(task), Some("interaction-resolved"));
+    let filter =
+        state
+            .bus
+            .topo
+            .event_filter(org, Some(task), Some(EventKind::InteractionResolved.name()));
     let stored = state
         .bus
         .stored_events(&filter)
