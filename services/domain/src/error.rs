@@ -127,7 +127,7 @@ pub enum ErrorCode {
 /// What a code means on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CodeSpec {
-    /// HTTP status.
+    /// The HTTP status the code answers with (400 to 503).
     pub status: u16,
     /// The `NRY-xxxx` string.
     pub code: &'static str,
@@ -216,7 +216,7 @@ impl Rejection {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ErrorBody {
-    /// `NRY-xxxx`.
+    /// The stable error code, `NRY-` and four digits (see `schemas/errors.json`).
     #[cfg_attr(feature = "schema", schemars(with = "ErrorCode"))]
     pub code: String,
     /// The code's title.

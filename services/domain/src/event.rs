@@ -17,18 +17,19 @@ use crate::vocab::{
     Admission, Answer, CallResult, CloseReason, Kind, LaneContent, Resolver, SessionMode, TaskState,
 };
 
-/// The interactions/v1 A2A extension URI, under which status messages carry the open interaction.
+/// The interactions/v1 A2A extension URI, under which status messages carry the open
+/// interaction.
 pub const EXTENSION_URI: &str = "https://docs.nylorun.com/a2a/interactions/v1";
 
 /// A CloudEvents 1.0 event (structured mode). `type` and `data` come from [`EventData`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Event {
-    /// Always `"1.0"`.
+    /// The CloudEvents version, always `"1.0"`.
     pub specversion: String,
     /// Deterministic id (`evt-<40 hex>`), also the `Nats-Msg-Id`.
     pub id: String,
-    /// `/holdpoint/orgs/<org>`.
+    /// The CloudEvents source, `/holdpoint/orgs/<org token>`.
     pub source: String,
     /// The interaction or session the event is about.
     pub subject: String,
@@ -37,7 +38,7 @@ pub struct Event {
     #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub time: OffsetDateTime,
-    /// Always `application/json`.
+    /// The media type of `data`, always `application/json`.
     pub datacontenttype: String,
     /// Extension attribute: the organisation.
     pub orgid: OrgId,
@@ -55,11 +56,12 @@ pub struct Event {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OpenInteractionRef {
-    /// Interaction id.
+    /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect id
+    /// of an approval, a UUID for a question.
     pub interaction_id: InteractionId,
-    /// Kind.
+    /// The interaction's kind: `approval`, `question` or `connection`.
     pub kind: Kind,
-    /// Prompt.
+    /// The text shown to a person (free text; no control character but TAB, LF and CR).
     pub prompt: String,
     /// Detail (never arguments).
     pub detail: Value,
@@ -79,9 +81,9 @@ pub struct OpenInteractionRef {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TaskStatusData {
-    /// The task.
+    /// The A2A task (1 to 128 printable ASCII characters, no spaces).
     pub task_id: TaskId,
-    /// The context.
+    /// The A2A context (1 to 128 printable ASCII characters, no spaces).
     pub context_id: ContextId,
     /// The new state.
     pub state: TaskState,
@@ -116,15 +118,16 @@ pub enum EventData {
     /// A session started.
     #[serde(rename = "dev.holdpoint.session-opened")]
     SessionOpened {
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
-        /// Mode.
+        /// The session's mode: `blocking` (the call waits) or `product` (answers become
+        /// lane messages).
         mode: SessionMode,
     },
     /// A session closed or ended.
     #[serde(rename = "dev.holdpoint.session-closed")]
     SessionClosed {
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
         /// True when ended (gone), false when only closed to new messages.
         ended: bool,
@@ -132,15 +135,17 @@ pub enum EventData {
     /// The tool policy held a call for approval.
     #[serde(rename = "dev.holdpoint.approval-requested", rename_all = "camelCase")]
     ApprovalRequested {
-        /// Effect id.
+        /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+        /// id of an approval, a UUID for a question.
         interaction_id: InteractionId,
-        /// Blocked call.
+        /// The blocked tool call (1 to 128 printable ASCII characters, no spaces); its
+        /// one `tool-call-finished` names it.
         call_id: CallId,
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
-        /// Lane.
+        /// The session's lane (1 to 128 printable ASCII characters, no spaces).
         lane: LaneId,
-        /// Prompt.
+        /// The text shown to a person (free text; no control character but TAB, LF and CR).
         prompt: String,
         /// Detail (server, tool, reason).
         detail: Value,
@@ -154,13 +159,14 @@ pub enum EventData {
         question_id: InteractionId,
         /// The `ask_user` call.
         call_id: CallId,
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
-        /// Mode.
+        /// The session's mode: `blocking` (the call waits) or `product` (answers become
+        /// lane messages).
         mode: SessionMode,
-        /// Lane.
+        /// The session's lane (1 to 128 printable ASCII characters, no spaces).
         lane: LaneId,
-        /// Prompt.
+        /// The text shown to a person (free text; no control character but TAB, LF and CR).
         prompt: String,
         /// The questions with their options, in engine order.
         questions: Value,
@@ -171,17 +177,20 @@ pub enum EventData {
         rename_all = "camelCase"
     )]
     ConnectionRequested {
-        /// Interaction id.
+        /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+        /// id of an approval, a UUID for a question.
         interaction_id: InteractionId,
-        /// Blocked call.
+        /// The blocked tool call (1 to 128 printable ASCII characters, no spaces); its
+        /// one `tool-call-finished` names it.
         call_id: CallId,
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
-        /// Lane.
+        /// The session's lane (1 to 128 printable ASCII characters, no spaces).
         lane: LaneId,
         /// `Connect <app>: <reason>`.
         prompt: String,
-        /// `{app, reason}`.
+        /// `{app, reason}`: the app the agent wants connected (at most 80 characters) and
+        /// why (at most 280 characters).
         detail: Value,
     },
     /// A task's A2A status changed.
@@ -193,11 +202,12 @@ pub enum EventData {
         rename_all = "camelCase"
     )]
     InteractionResolved {
-        /// Interaction.
+        /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+        /// id of an approval, a UUID for a question.
         interaction_id: InteractionId,
-        /// Kind.
+        /// The interaction's kind: `approval`, `question` or `connection`.
         kind: Kind,
-        /// The answer.
+        /// The recorded answer, by kind: a decision, per-question answers, or a JSON value.
         answer: Answer,
         /// Who answered (`approvedBy` for approvals); `holdpoint:expiry` when the
         /// deadline decided.
@@ -219,9 +229,10 @@ pub enum EventData {
         rename_all = "camelCase"
     )]
     InteractionExpiring {
-        /// Interaction.
+        /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+        /// id of an approval, a UUID for a question.
         interaction_id: InteractionId,
-        /// Kind.
+        /// The interaction's kind: `approval`, `question` or `connection`.
         kind: Kind,
         /// When it expires, RFC 3339 with milliseconds.
         #[serde(with = "crate::timestamp")]
@@ -231,9 +242,10 @@ pub enum EventData {
     /// An interaction closed without an answer.
     #[serde(rename = "dev.holdpoint.interaction-closed", rename_all = "camelCase")]
     InteractionClosed {
-        /// Interaction.
+        /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+        /// id of an approval, a UUID for a question.
         interaction_id: InteractionId,
-        /// Why.
+        /// Why it closed: `interrupted`, `superseded`, `expired` or `canceled`.
         reason: CloseReason,
     },
     /// An approved call is released for execution, exactly as the person saw it.
@@ -241,15 +253,17 @@ pub enum EventData {
     ToolCallReleased {
         /// Effect id (the executor's idempotency key).
         effect_id: InteractionId,
-        /// The call.
+        /// The blocked tool call (1 to 128 printable ASCII characters, no spaces); its
+        /// one `tool-call-finished` names it.
         call_id: CallId,
-        /// MCP server.
+        /// The MCP server of the held call: a one-line name of at most 200 characters.
         server: String,
-        /// Tool.
+        /// The tool of the held call: a one-line name of at most 200 characters.
         tool: String,
         /// The approved arguments.
         arguments: Value,
-        /// Their digest.
+        /// SHA-256 of the canonical JSON of the arguments, 64 lower-case hex digits
+        /// (`argumentsDigest`).
         arguments_digest: String,
         /// The approver: the person, or for a remembered rule its author and id
         /// (`alice (rule rul_…)`).
@@ -261,37 +275,42 @@ pub enum EventData {
     /// A blocked call finished; exactly one per blocked call.
     #[serde(rename = "dev.holdpoint.tool-call-finished", rename_all = "camelCase")]
     ToolCallFinished {
-        /// The call.
+        /// The blocked tool call (1 to 128 printable ASCII characters, no spaces); its
+        /// one `tool-call-finished` names it.
         call_id: CallId,
         /// The interaction that blocked it.
         interaction_id: InteractionId,
-        /// Kind.
+        /// The interaction's kind: `approval`, `question` or `connection`.
         kind: Kind,
-        /// The result.
+        /// How the blocked call ends: `{"status": "ok", "output"}` or `{"status":
+        /// "error", "code", "message"}`.
         result: CallResult,
     },
     /// A lane took a person's message.
     #[serde(rename = "dev.holdpoint.lane-message", rename_all = "camelCase")]
     LaneMessage {
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
-        /// Lane.
+        /// The session's lane (1 to 128 printable ASCII characters, no spaces).
         lane: LaneId,
-        /// Message id.
+        /// The message's id (1 to 128 printable ASCII characters, no spaces); the
+        /// question id when the message is an answer.
         message_id: MessageId,
         /// Admitted (its turn started) or queued.
         admission: Admission,
-        /// Who.
+        /// The person who acted: a verified JWT `sub` or the local OS user (1 to 256
+        /// characters, no control characters).
         by: PersonId,
-        /// Content.
+        /// What the message carries: the person's text, or the answer to a product
+        /// question.
         content: LaneContent,
     },
     /// A lane's turn changed: `running` started (or none runs).
     #[serde(rename = "dev.holdpoint.turn-started", rename_all = "camelCase")]
     TurnStarted {
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
-        /// Lane.
+        /// The session's lane (1 to 128 printable ASCII characters, no spaces).
         lane: LaneId,
         /// The message (or turn id) whose turn started.
         turn_id: MessageId,
@@ -299,11 +318,12 @@ pub enum EventData {
     /// Audit (`hp.audit.<org>`): an approval decided. Never a question.
     #[serde(rename = "dev.holdpoint.approval-decided", rename_all = "camelCase")]
     ApprovalDecided {
-        /// Effect id.
+        /// The approval's interaction, the effect id of the held call (1 to 128
+        /// printable ASCII characters, no spaces).
         effect_id: InteractionId,
-        /// MCP server.
+        /// The MCP server of the held call: a one-line name of at most 200 characters.
         server: String,
-        /// Tool.
+        /// The tool of the held call: a one-line name of at most 200 characters.
         tool: String,
         /// The held call's arguments digest (hex SHA-256 of their canonical JSON); the
         /// arguments themselves are never audited.
@@ -343,20 +363,22 @@ pub enum EventData {
     /// A command could not be decoded and was terminated.
     #[serde(rename = "dev.holdpoint.dead-letter", rename_all = "camelCase")]
     DeadLetter {
-        /// The command subject.
+        /// The subject the command was stored under (`hp.cmd.…`).
         subject: String,
-        /// The stream sequence of the command.
+        /// The command's sequence in the commands stream (`HP_COMMANDS`).
         stream_sequence: u64,
-        /// Why.
+        /// Why it could not be decided: the decode error, or a subject that does not
+        /// match the command.
         reason: String,
     },
     /// A webhook endpoint was disabled after too many failed delivery attempts in a
     /// row (published by the notifier on `hp.evt.<org>._.webhook-disabled`).
     #[serde(rename = "dev.holdpoint.webhook-disabled", rename_all = "camelCase")]
     WebhookDisabled {
-        /// The endpoint.
+        /// The webhook endpoint (`wh_` and 32 hex digits).
         webhook_id: crate::ids::WebhookId,
-        /// Its URL.
+        /// The endpoint's URL: `https` (plain `http` only to a loopback host in local
+        /// mode), no credentials or fragment.
         url: String,
         /// Failed attempts in a row when it was disabled.
         consecutive_failures: u32,
@@ -365,7 +387,7 @@ pub enum EventData {
     /// endpoint only, never stored in the events stream.
     #[serde(rename = "dev.holdpoint.webhook-test", rename_all = "camelCase")]
     WebhookTest {
-        /// The endpoint.
+        /// The webhook endpoint (`wh_` and 32 hex digits).
         webhook_id: crate::ids::WebhookId,
     },
 }

@@ -28,7 +28,7 @@ pub enum IdError {
     /// The id is longer than the limit.
     #[error("{what} is longer than {max} bytes")]
     TooLong {
-        /// Which id.
+        /// Which id (`orgId`, `taskId`, ...).
         what: &'static str,
         /// The limit in bytes.
         max: usize,
@@ -36,7 +36,7 @@ pub enum IdError {
     /// The id holds whitespace, a control character or non-ASCII.
     #[error("{what} may only hold printable ASCII without spaces")]
     BadChar {
-        /// Which id.
+        /// Which id (`orgId`, `taskId`, ...).
         what: &'static str,
     },
 }
@@ -168,7 +168,8 @@ macro_rules! ascii_id {
 }
 
 ascii_id!(
-    /// An organisation (tenant). Comes from the caller's verified identity, never from a body.
+    /// An organisation (tenant). Comes from the caller's verified identity, never from
+    /// a body.
     OrgId,
     "orgId"
 );

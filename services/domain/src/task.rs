@@ -64,7 +64,8 @@ pub struct Waiting {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Left {
-    /// The interaction.
+    /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect id
+    /// of an approval, a UUID for a question.
     pub interaction_id: InteractionId,
     /// The command (`cmd-<40 hex>`) whose decision removed it.
     pub command_id: String,

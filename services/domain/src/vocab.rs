@@ -104,7 +104,7 @@ pub enum Spec {
     Approval {
         /// MCP-style server name.
         server: String,
-        /// Tool name.
+        /// The tool of the held call: a one-line name of at most 200 characters.
         tool: String,
         /// The call's arguments exactly as held; released as they are.
         arguments: Value,
@@ -156,7 +156,8 @@ impl Spec {
         }
     }
 
-    /// The `detail` a status message and the API show: server/tool/reason, the questions, or app/reason. Never the
+    /// The `detail` a status message and the API show: server/tool/reason, the
+    /// questions, or app/reason. Never the
     /// call's arguments.
     pub fn detail(&self) -> Value {
         match self {
@@ -199,7 +200,7 @@ pub struct OptionAnswer {
 pub enum Answer {
     /// `approved: true` releases the held call; `false` fails it as `tool.denied`.
     Approval {
-        /// The decision.
+        /// The decision: `true` releases the held call, `false` fails it as `tool.denied`.
         approved: bool,
         /// Optional reason travelling with the decision.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -213,7 +214,8 @@ pub enum Answer {
     },
     /// Any JSON value answering a question (the answer's `value`), e.g. an A2A text part.
     Value {
-        /// The value.
+        /// Any JSON value, read by the interaction's kind; at most 256 KiB serialized
+        /// and 32 levels deep.
         value: Value,
     },
     /// A connection answer.
@@ -286,7 +288,7 @@ pub enum CallResult {
     Error {
         /// Stable error code for the model.
         code: String,
-        /// Human text.
+        /// Human-readable text explaining the error, given to the model.
         message: String,
     },
 }
@@ -297,11 +299,12 @@ pub enum CallResult {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LaneMessage {
-    /// The organisation.
+    /// The organisation (tenant), from the caller's verified identity (1 to 128
+    /// printable ASCII characters, no spaces).
     pub org: OrgId,
-    /// The session.
+    /// The runtime session (1 to 128 printable ASCII characters, no spaces).
     pub session: SessionId,
-    /// The lane.
+    /// The session's lane (1 to 128 printable ASCII characters, no spaces).
     pub lane: LaneId,
     /// The message id (question id for answers).
     pub message_id: MessageId,
@@ -309,7 +312,7 @@ pub struct LaneMessage {
     pub by: PersonId,
     /// What it says.
     pub content: LaneContent,
-    /// When.
+    /// When, RFC 3339 in UTC with milliseconds (`2026-04-01T10:00:03.520Z`).
     #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub at: OffsetDateTime,
@@ -322,15 +325,17 @@ pub struct LaneMessage {
 pub enum LaneContent {
     /// Text the person wrote.
     Text {
-        /// The text.
+        /// The person's text: free text of at most 8,000 characters; no control
+        /// character but TAB, LF and CR.
         text: String,
     },
     /// The person's answer to a product question.
     Answer {
-        /// The question.
+        /// The product question this message answers (1 to 128 printable ASCII
+        /// characters, no spaces).
         #[serde(rename = "questionId")]
         question_id: InteractionId,
-        /// The answer.
+        /// The recorded answer, by kind: a decision, per-question answers, or a JSON value.
         answer: Answer,
     },
 }

@@ -122,7 +122,7 @@ pub struct ListQuery {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Page {
-    /// The interactions.
+    /// The interactions of this page, in the order of their last change (at most `limit`).
     pub items: Vec<InteractionView>,
     /// Pass as `cursor` for the next page; absent on the last page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -145,12 +145,14 @@ pub struct MessageBody {
     pub message_id: Option<String>,
 }
 
-/// Accepted message.
+/// `202` body of `POST /v1/sessions/{sessionId}/messages`: the message was taken by
+/// the lane.
 #[derive(Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MessageAccepted {
-    /// The message id.
+    /// The message's id: the body's `messageId`, or one Holdpoint made (1 to 128
+    /// printable ASCII characters).
     pub message_id: String,
     /// `admitted`: its turn started.
     pub admission: String,
@@ -195,7 +197,7 @@ pub struct RulesQuery {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RulePage {
-    /// The rules.
+    /// The remembered rules of this page (at most `limit`).
     pub items: Vec<Rule>,
     /// Pass as `cursor` for the next page; absent on the last page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -234,7 +236,7 @@ pub struct AuditEntry {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AuditPage {
-    /// The records.
+    /// The audit records of this page (at most `limit`).
     pub items: Vec<AuditEntry>,
     /// Pass as `after` for the next page (the last record's sequence, or the `after`
     /// given when the page is empty); a page shorter than `limit` was the last so far.

@@ -57,13 +57,14 @@ pub struct Operation {
     pub method: &'static str,
     /// Path in OpenAPI form (`/v1/interactions/{id}`).
     pub path: &'static str,
-    /// `operationId`.
+    /// The OpenAPI `operationId`: unique, lower camel case (`answerQuestion`).
     pub id: &'static str,
-    /// Tag.
+    /// The OpenAPI tag it is listed under (`interactions`, `sessions`, `events`,
+    /// `webhooks`, `a2a`).
     pub tag: &'static str,
-    /// One line.
+    /// The `summary`: one line, no final period needed.
     pub summary: &'static str,
-    /// What it does.
+    /// The `description`: what it does and answers, Markdown.
     pub description: &'static str,
     /// The success response.
     pub success: Success,
