@@ -25,8 +25,8 @@ use crate::{
     Answer, CallResult, Interaction, Kind, LaneContent, LaneMessage, Resolution, Spec, State,
 };
 
+use super::base::{Ctx, Decision, Snapshot, Writes, blocks, live_session, reject, session_missing};
 use super::events::{self, LaneNote};
-use super::{Ctx, Decision, Snapshot, Writes, blocks, live_session, reject, session_missing};
 
 pub(super) fn answer(ctx: &Ctx, snap: Snapshot<'_>, a: &AnswerCommand) -> Decision {
     let i = match addressed(ctx, snap, a) {

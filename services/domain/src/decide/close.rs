@@ -10,7 +10,8 @@ use crate::transition::Effects;
 use crate::{Answer, CallResult, CloseReason, Closure, Spec, State};
 
 use super::answer::leave_pending;
-use super::{Ctx, Decision, Snapshot, Writes, accept, blocks, events, reject};
+use super::base::{Ctx, Decision, Snapshot, Writes, accept, blocks, reject};
+use super::events;
 
 pub(super) fn close(
     ctx: &Ctx,
