@@ -173,19 +173,20 @@ pub fn check_version(version: &str) -> Result<(), BusError> {
 pub struct Bus {
     /// The core client.
     pub client: async_nats::Client,
-    /// JetStream context.
+    /// The JetStream context every stream, bucket and publish goes through.
     pub js: jetstream::Context,
     /// Names and settings.
     pub topo: Topology,
     /// What the server supports (decides partitioning and ingest subjects).
     pub caps: Capabilities,
-    /// Interactions bucket.
+    /// `HP_INTERACTIONS`: interaction records, key `<org>.<interactionId>`.
     pub interactions: kv::Store,
-    /// Tasks bucket.
+    /// `HP_TASKS`: task records (pending interactions), key `<org>.<taskId>`.
     pub tasks: kv::Store,
     /// Sessions and lanes bucket.
     pub sessions: kv::Store,
-    /// Outcomes bucket.
+    /// `HP_OUTCOMES`: outcomes of decisions that wrote nothing, key `<Nats-Msg-Id>`
+    /// (kept [`Topology::outcome_ttl`], 24 h by default).
     pub outcomes: kv::Store,
     /// Webhook endpoints bucket.
     pub webhooks: kv::Store,

@@ -18,7 +18,7 @@ pub struct AgentManifest {
     /// What it does.
     #[serde(default)]
     pub description: Option<String>,
-    /// Loop settings.
+    /// The `loop:` settings (`loop.connections` turns `request_connection` on).
     #[serde(default, rename = "loop")]
     pub loop_settings: LoopSettings,
 }

@@ -27,9 +27,9 @@ use crate::state::AppState;
 /// What a task waits for, from its last `task-status` event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskView {
-    /// The task.
+    /// The A2A task (1 to 128 printable ASCII characters, no spaces).
     pub task_id: TaskId,
-    /// Its context.
+    /// The A2A context (1 to 128 printable ASCII characters, no spaces).
     pub context_id: ContextId,
     /// Its state.
     pub state: DTaskState,
