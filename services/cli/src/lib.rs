@@ -101,10 +101,10 @@ pub enum Verb {
 /// `holdpoint dev-token`.
 #[derive(Debug, Clone, Args)]
 pub struct DevTokenArgs {
-    /// Organisation.
+    /// The organisation claim of the token (1 to 128 printable ASCII characters).
     #[arg(long)]
     pub org: String,
-    /// Person (`sub`).
+    /// The person, the token's `sub` (1 to 256 characters).
     #[arg(long)]
     pub person: String,
     /// Directory of the development key and JWKS.

@@ -79,7 +79,8 @@ pub struct ApproveArgs {
     /// Deny instead of approve.
     #[arg(long)]
     pub deny: bool,
-    /// Why.
+    /// The person's reason, sent with the decision (free text, at most 8,000
+    /// characters).
     #[arg(long)]
     pub reason: Option<String>,
     /// Idempotency key (default: a fresh one for this invocation, printed when the
