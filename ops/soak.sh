@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long mode of the fault suite (issue 6): a whole Holdpoint on a private
+# The long mode of the fault suite: a whole Holdpoint on a private
 # nats-server (file store) with several `holdpoint worker` processes, answered by
 # concurrent HTTP clients while workers are SIGKILLed at random moments and the
 # nats-server is restarted (SIGKILL and SIGTERM), then every guarantee is checked.

@@ -1,5 +1,5 @@
-//! Holdpoint as an A2A v1.0 server with the interactions/v1 extension (seed 000,
-//! issue 4): the agent card, the JSON-RPC methods, the reading rules, idempotency by
+//! Holdpoint as an A2A v1.0 server with the interactions/v1 extension (README
+//! "A2A: answering paused tasks from any A2A client"): the agent card, the JSON-RPC methods, the reading rules, idempotency by
 //! `messageId`, isolation, the task streams, and a conformance run of the official
 //! Python SDK (`a2a-sdk`) against a live Holdpoint.
 
@@ -168,7 +168,7 @@ async fn approval_with_extension_metadata_resumes_the_task_and_records_the_appro
 }
 
 #[tokio::test]
-async fn data_and_text_parts_are_read_as_the_seed_says() {
+async fn data_and_text_parts_are_read_by_the_reading_rules() {
     let app = TestApp::start().await;
     let rt = app.runtime("acme").await;
     let ana = Rpc::new(&app, "acme", "ana");
@@ -265,7 +265,7 @@ async fn data_and_text_parts_are_read_as_the_seed_says() {
         }
     );
 
-    // A data part answers a question too (seed 003 answers are checked).
+    // A data part answers a question too (its `answers` are checked like the REST body).
     let (at, q2) = open_question(&rt, SessionMode::Blocking).await;
     let bad = ana
         .send_plain(answer(

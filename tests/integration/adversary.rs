@@ -34,7 +34,7 @@ async fn deep_values_are_refused_and_change_nothing() {
     }
     // Still readable and answerable.
     assert_eq!(ana.get(&format!("/v1/interactions/{q}")).await.status, 200);
-    assert_eq!(answer_seed(&ana, &q).await.status, 204);
+    assert_eq!(answer_example(&ana, &q).await.status, 204);
     // A runtime cannot store arguments too deep to read back either.
     let session = "deep-s";
     rt.open_session(session, SessionMode::Blocking)
@@ -74,7 +74,7 @@ async fn a_message_reusing_a_question_id_on_another_lane_does_not_swallow_the_an
         )
         .await;
     assert_eq!(r.status, 202, "{r:?}");
-    let r = answer_seed(&app.person("acme", "ana"), &q).await;
+    let r = answer_example(&app.person("acme", "ana"), &q).await;
     assert_eq!(r.status, 204, "{r:?}");
     app.wait_idle().await;
     let lane = app.lane_messages("acme").await;

@@ -1,5 +1,5 @@
-//! Every REST status of the answer operations, the reading rules of seed 000, reads
-//! and listings (issue 2 §3).
+//! Every REST status of the answer operations, the reading rules (README "The HTTP API"),
+//! reads and listings.
 
 use holdpoint_domain::{CloseReason, EventData, SessionMode, State};
 use holdpoint_tests::app::TestApp;
@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::common::*;
 
 #[tokio::test]
-async fn question_answer_follows_seed_003() {
+async fn question_answer_follows_the_rest_api() {
     let app = TestApp::start().await;
     let rt = app.runtime("acme").await;
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
@@ -54,15 +54,17 @@ async fn question_answer_follows_seed_003() {
     }
     assert_eq!(state_of(&app, "acme", &q).await, State::Pending);
 
-    let r = ana.post_keyed(&path, "k-seed", &seed_answer()).await;
+    let r = ana.post_keyed(&path, "k-seed", &example_answer()).await;
     assert_eq!(r.status, 204, "{r:?}");
     // The same key again: the recorded outcome, not a conflict.
     assert_eq!(
-        ana.post_keyed(&path, "k-seed", &seed_answer()).await.status,
+        ana.post_keyed(&path, "k-seed", &example_answer())
+            .await
+            .status,
         204
     );
     // The same body without a key: a second press on a blocking session, a conflict.
-    let r = ana.post(&path, &seed_answer()).await;
+    let r = ana.post(&path, &example_answer()).await;
     assert_eq!((r.status, r.code()), (409, "NRY-0009"), "{r:?}");
     // A different answer: conflict.
     let r = ana
@@ -73,7 +75,10 @@ async fn question_answer_follows_seed_003() {
         .await;
     assert_eq!((r.status, r.code()), (409, "NRY-0009"), "{r:?}");
     // Another person, same body: a different key, so also a conflict.
-    let r = app.person("acme", "bo").post(&path, &seed_answer()).await;
+    let r = app
+        .person("acme", "bo")
+        .post(&path, &example_answer())
+        .await;
     assert_eq!(r.status, 409, "{r:?}");
 
     app.wait_idle().await;
@@ -105,7 +110,7 @@ async fn unknown_closed_and_sessionless_questions() {
     let r = ana
         .post(
             &format!("/v1/questions/{}/answer", uuid::Uuid::new_v4()),
-            &seed_answer(),
+            &example_answer(),
         )
         .await;
     assert_eq!((r.status, r.code()), (404, "NRY-0004"));
@@ -115,13 +120,13 @@ async fn unknown_closed_and_sessionless_questions() {
     rt.close_interaction(&q, CloseReason::Interrupted)
         .await
         .expect("close");
-    let r = answer_seed(&ana, &q).await;
+    let r = answer_example(&ana, &q).await;
     assert_eq!((r.status, r.code()), (409, "NRY-0009"));
 
-    // The session is gone: 400 NRY-0002 as seed 003 shows.
+    // The session is gone: 400 NRY-0002 (README, error catalog).
     let (at, q) = open_question(&rt, SessionMode::Blocking).await;
     rt.end_session(at.session.as_str()).await.expect("end");
-    let r = answer_seed(&ana, &q).await;
+    let r = answer_example(&ana, &q).await;
     assert_eq!((r.status, r.code()), (400, "NRY-0002"), "{r:?}");
     assert_eq!(r.body["title"], "Session not found");
     assert_eq!(
@@ -133,7 +138,7 @@ async fn unknown_closed_and_sessionless_questions() {
     // An approval is not a question.
     let (_, eff) = open_approval(&rt).await;
     let r = ana
-        .post(&format!("/v1/questions/{eff}/answer"), &seed_answer())
+        .post(&format!("/v1/questions/{eff}/answer"), &example_answer())
         .await;
     assert_eq!((r.status, r.code()), (404, "NRY-0004"));
 
@@ -147,7 +152,7 @@ async fn unknown_closed_and_sessionless_questions() {
 }
 
 #[tokio::test]
-async fn approve_and_respond_follow_seed_000() {
+async fn approve_and_respond_follow_the_reading_rules() {
     let app = TestApp::start().await;
     let rt = app.runtime("acme").await;
     let ana = app.person("acme", "ana");
@@ -349,9 +354,12 @@ async fn reads_listing_and_request_hygiene() {
     assert_eq!(seen, expected);
     // Answered ones leave the pending list.
     assert_eq!(
-        ana.post(&format!("/v1/questions/{}/answer", ids[0]), &seed_answer())
-            .await
-            .status,
+        ana.post(
+            &format!("/v1/questions/{}/answer", ids[0]),
+            &example_answer()
+        )
+        .await
+        .status,
         204
     );
     let r = ana.get("/v1/interactions").await;
@@ -366,13 +374,20 @@ async fn reads_listing_and_request_hygiene() {
 
     // No identity: 401 NRY-0011.
     let r = ana
-        .post_anonymous(&format!("/v1/questions/{}/answer", ids[1]), &seed_answer())
+        .post_anonymous(
+            &format!("/v1/questions/{}/answer", ids[1]),
+            &example_answer(),
+        )
         .await;
     assert_eq!((r.status, r.code()), (401, "NRY-0011"));
     // Wrong content type, oversized body, invalid JSON, duplicate keys.
     let path = format!("/v1/questions/{}/answer", ids[1]);
     let r = ana
-        .post_raw(&path, "text/plain", seed_answer().to_string().into_bytes())
+        .post_raw(
+            &path,
+            "text/plain",
+            example_answer().to_string().into_bytes(),
+        )
         .await;
     assert_eq!((r.status, r.code()), (415, "NRY-0014"));
     let big = format!(
@@ -414,9 +429,12 @@ async fn organisations_do_not_see_each_other() {
     let eve = app.person("globex", "eve");
     let missing = uuid::Uuid::new_v4().to_string();
 
-    let a = answer_seed(&eve, &q).await;
+    let a = answer_example(&eve, &q).await;
     let b = eve
-        .post(&format!("/v1/questions/{missing}/answer"), &seed_answer())
+        .post(
+            &format!("/v1/questions/{missing}/answer"),
+            &example_answer(),
+        )
         .await;
     assert_eq!((a.status, a.code()), (404, "NRY-0004"));
     assert_eq!(a.body["title"], b.body["title"]);

@@ -1,4 +1,4 @@
-//! Authentication on every transport (issue 3): JWTs verified against the issuer's
+//! Authentication on every transport (README "Identity"): JWTs verified against the issuer's
 //! JWKS, the Unix socket's local-user rule, and tenant isolation with real tokens.
 //! Every failure must answer the same 401 NRY-0011 body.
 
@@ -173,7 +173,7 @@ async fn tokens_are_verified_and_every_failure_looks_the_same() {
         assert_401(&app.bearer(token).get("/v1/interactions").await, what);
         assert_401(
             &app.bearer(token)
-                .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
+                .post(&format!("/v1/questions/{q}/answer"), &example_answer())
                 .await,
             what,
         );
@@ -382,9 +382,12 @@ async fn another_organisation_sees_nothing_and_changes_nothing() {
     let eve = app.bearer(&key.sign(&claims("globex", "eve")));
     let missing = uuid::Uuid::new_v4().to_string();
     let not_found_q = eve
-        .post(&format!("/v1/questions/{missing}/answer"), &seed_answer())
+        .post(
+            &format!("/v1/questions/{missing}/answer"),
+            &example_answer(),
+        )
         .await;
-    let r = answer_seed(&eve, &q).await;
+    let r = answer_example(&eve, &q).await;
     assert_eq!((r.status, r.code()), (404, "NRY-0004"));
     assert_eq!(r.body["title"], not_found_q.body["title"]);
     // A wrong-shaped answer to the other tenant's question still says "not found":
@@ -421,7 +424,7 @@ async fn another_organisation_sees_nothing_and_changes_nothing() {
     assert_eq!(state_of(&app, "acme", &eff).await, State::Pending);
     // The owner can.
     let ana = app.bearer(&key.sign(&claims("acme", "ana")));
-    assert_eq!(answer_seed(&ana, &q).await.status, 204);
+    assert_eq!(answer_example(&ana, &q).await.status, 204);
 }
 
 /// The socket rule: the service's own uid without a token is the machine's user;

@@ -1,4 +1,4 @@
-//! Node loss in a 3-node JetStream cluster (issue 6 "Cluster"; DESIGN guarantees
+//! Node loss in a 3-node JetStream cluster (RELIABILITY.md guarantees
 //! 1 and 3 with R3 streams and buckets).
 //!
 //! Holdpoint runs against all three nodes (comma-separated URLs) with every stream

@@ -5,15 +5,16 @@ use holdpoint_domain::{Event, EventData, SessionMode, State};
 use holdpoint_tests::app::{Person, Reply, TestApp};
 use serde_json::{Value, json};
 
-/// The seed 003 example body.
-pub fn seed_answer() -> Value {
+/// The README's example body of `POST /v1/questions/{questionId}/answer`: two
+/// questions, the first single-choice, the second with option 2 and free text.
+pub fn example_answer() -> Value {
     json!({"answers": [{"options": [0]}, {"options": [2], "text": "Keep both and reconcile nightly."}]})
 }
 
-/// `person` answers question `q` with [`seed_answer`] (no `Idempotency-Key`).
-pub async fn answer_seed(person: &Person, q: &str) -> Reply {
+/// `person` answers question `q` with [`example_answer`] (no `Idempotency-Key`).
+pub async fn answer_example(person: &Person, q: &str) -> Reply {
     person
-        .post(&format!("/v1/questions/{q}/answer"), &seed_answer())
+        .post(&format!("/v1/questions/{q}/answer"), &example_answer())
         .await
 }
 

@@ -1,4 +1,4 @@
-//! DESIGN: Holdpoint works with nats-server 2.9 (what Debian ships) as well as the
+//! Holdpoint works with nats-server 2.9 (what Debian ships) as well as the
 //! current release. Runs the core flow on Debian's 2.9 binary when the machine has
 //! one (never the shared server on 4222: a private process on a free port).
 
@@ -27,7 +27,7 @@ async fn core_flow_on_nats_server_2_9() {
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
     let ana = app.person("acme", "ana");
     let path = format!("/v1/questions/{q}/answer");
-    let body = seed_answer();
+    let body = example_answer();
     let replies =
         futures::future::join_all((0..10).map(|_| ana.post_keyed(&path, "k", &body))).await;
     assert!(replies.iter().all(|r| r.status == 204), "{replies:?}");

@@ -238,7 +238,10 @@ async fn each_kind_expires_with_its_default_after_a_warning() {
         "{late:?}"
     );
     let late = ana
-        .post(&format!("/v1/questions/{question}/answer"), &seed_answer())
+        .post(
+            &format!("/v1/questions/{question}/answer"),
+            &example_answer(),
+        )
         .await;
     assert_eq!(late.status, 409, "{late:?}");
     assert_eq!(late.code(), "NRY-0009");
@@ -248,7 +251,10 @@ async fn each_kind_expires_with_its_default_after_a_warning() {
             .is_some_and(|m| m.contains("expired"))
     );
     let late = ana
-        .post(&format!("/v1/questions/{product_q}/answer"), &seed_answer())
+        .post(
+            &format!("/v1/questions/{product_q}/answer"),
+            &example_answer(),
+        )
         .await;
     assert_eq!(late.status, 409, "{late:?}");
     assert!(

@@ -1,4 +1,4 @@
-//! Exactly once under duplicates and races (DESIGN guarantees 1 and 2).
+//! Exactly once under duplicates and races (RELIABILITY.md guarantees 1 and 2).
 
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ async fn same_key_fifty_times_at_once_resolves_once() {
         person: ana.clone(),
         path: path.clone(),
         key: Some("press-1".into()),
-        body: seed_answer(),
+        body: example_answer(),
     }))
     .await;
     assert!(replies.iter().all(|r| r == &replies[0]), "{replies:?}");

@@ -1,4 +1,4 @@
-//! The fault suite, short mode (issue 6; DESIGN guarantees 1-3 under faults).
+//! The fault suite, short mode (RELIABILITY.md guarantees 1-3 under faults).
 //! The long mode is `ops/soak.sh`; both use `holdpoint_tests::chaos`.
 //!
 //! - Worker processes SIGKILLed at random moments while concurrent HTTP clients
@@ -336,7 +336,7 @@ async fn a_handler_stalled_past_ack_wait_resolves_once_while_another_worker_rede
         let ana = app.person("acme", "ana");
         let path = format!("/v1/questions/{q}/answer");
         let answer =
-            tokio::spawn(async move { ana.post_keyed(&path, "slow-1", &seed_answer()).await });
+            tokio::spawn(async move { ana.post_keyed(&path, "slow-1", &example_answer()).await });
         // The stopped worker's open pull request takes it: delivered, not acked.
         wait_for(
             Duration::from_secs(10),
@@ -392,7 +392,7 @@ async fn a_handler_stalled_past_ack_wait_resolves_once_while_another_worker_rede
             .post_keyed(
                 &format!("/v1/questions/{q}/answer"),
                 "slow-1",
-                &seed_answer(),
+                &example_answer(),
             )
             .await;
         assert_eq!(again.status, 204, "{what}: {again:?}");
@@ -526,7 +526,7 @@ async fn the_same_key_in_two_orgs_and_two_tasks_at_once_are_separate_answers() {
 /// its tail). The next worker finds the transition in the record's outbox (a
 /// replay) and must still publish its effects, or `interaction-resolved` and
 /// `tool-call-released` never reach `HP_EVENTS` and the held call is never
-/// released while the retry answers 204. Found by the soak (issue 6); before the
+/// released while the retry answers 204. Found by the soak (RELIABILITY.md "Bugs this suite found"); before the
 /// fix (`services/worker`, replay effects published only when `delivered > 1`)
 /// this failed every time.
 #[tokio::test]
@@ -639,7 +639,7 @@ async fn deadlines_fire_once_through_worker_kills() {
                         json!({"approved": true}),
                     )
                 } else {
-                    (format!("/v1/questions/{id}/answer"), seed_answer())
+                    (format!("/v1/questions/{id}/answer"), example_answer())
                 };
                 let mut last = None;
                 for _ in 0..40 {

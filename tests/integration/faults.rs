@@ -1,4 +1,4 @@
-//! Restarts, crashes and timeouts (issue 2 §7): pending interactions survive worker
+//! Restarts, crashes and timeouts: pending interactions survive worker
 //! and nats-server restarts; a worker killed between its write and its ack leaves
 //! exactly one resolution; no worker means a retryable 503.
 
@@ -18,7 +18,7 @@ async fn pending_survives_a_worker_restart() {
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
     app.stop_workers().await;
     app.start_worker().await;
-    let r = answer_seed(&app.person("acme", "ana"), &q).await;
+    let r = answer_example(&app.person("acme", "ana"), &q).await;
     assert_eq!(r.status, 204, "{r:?}");
     app.wait_idle().await;
     assert_eq!(finished(&app.events("acme").await, &q).len(), 1);
@@ -34,7 +34,7 @@ async fn pending_survives_a_nats_server_kill() {
     let ana = app.person("acme", "ana");
     let path = format!("/v1/questions/{q}/answer");
     let started = std::time::Instant::now();
-    let r = ana.post_keyed(&path, "k1", &seed_answer()).await;
+    let r = ana.post_keyed(&path, "k1", &example_answer()).await;
     assert_eq!((r.status, r.code()), (503, "NRY-0050"), "{r:?}");
     assert_eq!(r.retry_after.as_deref(), Some("1"));
     assert!(started.elapsed() < Duration::from_secs(10));
@@ -43,7 +43,7 @@ async fn pending_survives_a_nats_server_kill() {
     let r = wait_for(Duration::from_secs(30), "answer after restart", || {
         let (ana, path) = (ana.clone(), path.clone());
         async move {
-            let r = ana.post_keyed(&path, "k1", &seed_answer()).await;
+            let r = ana.post_keyed(&path, "k1", &example_answer()).await;
             (r.status != 503).then_some(r)
         }
     })
@@ -145,13 +145,13 @@ async fn no_worker_means_503_then_the_recorded_outcome() {
     app.stop_workers().await;
     let ana = app.person("acme", "ana");
     let path = format!("/v1/questions/{q}/answer");
-    let r = ana.post_keyed(&path, "k", &seed_answer()).await;
+    let r = ana.post_keyed(&path, "k", &example_answer()).await;
     assert_eq!((r.status, r.code()), (503, "NRY-0050"));
     assert_eq!(r.retry_after.as_deref(), Some("1"));
     app.start_worker().await;
     app.wait_idle().await;
     // The command was kept; the retry (a duplicate inside the window) reads its outcome.
-    let r = ana.post_keyed(&path, "k", &seed_answer()).await;
+    let r = ana.post_keyed(&path, "k", &example_answer()).await;
     assert_eq!(r.status, 204, "{r:?}");
     assert_eq!(finished(&app.events("acme").await, &q).len(), 1);
 }

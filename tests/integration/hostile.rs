@@ -1,4 +1,4 @@
-//! Hostile input, one table (issue 6; DESIGN guarantee 5: bad input gets a clear,
+//! Hostile input, one table (RELIABILITY.md guarantee 5: bad input gets a clear,
 //! stable error code and changes nothing).
 //!
 //! Every case goes as raw bytes over a real TCP connection to the real ingress (so
@@ -714,7 +714,7 @@ async fn hostile_inputs_get_a_stable_4xx_and_change_nothing() {
     );
     // And the interactions still take a good answer.
     let ana = app.person("acme", "ana");
-    assert_eq!(answer_seed(&ana, &q).await.status, 204);
+    assert_eq!(answer_example(&ana, &q).await.status, 204);
     assert_eq!(
         ana.post(
             &format!("/v1/interactions/{eff}/approve"),
@@ -732,7 +732,7 @@ async fn hostile_inputs_get_a_stable_4xx_and_change_nothing() {
 #[tokio::test]
 async fn invalid_utf8_in_a_path_id_gets_a_stable_code() {
     let (app, q, multi, eff, s) = rest_fixtures().await;
-    let valid = seed_answer().to_string();
+    let valid = example_answer().to_string();
     let cases = vec![
         case("question id: %FF", "/v1/questions/a%FFb/answer", valid, BAD),
         case(

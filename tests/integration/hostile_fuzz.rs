@@ -1,4 +1,4 @@
-//! Property tests over hostile bytes (issue 6 "Hostile input"; DESIGN guarantee 5).
+//! Property tests over hostile bytes (RELIABILITY.md guarantee 5).
 //!
 //! `cargo fuzz` needs a nightly toolchain, which this project does not use (CI and
 //! the development machines run stable only), so the fuzz targets are proptest
@@ -296,7 +296,10 @@ fn a2a_request(tasks: Vec<String>, interactions: Vec<String>) -> impl Strategy<V
 }
 
 fn catalog(code: &str) -> Option<ErrorCode> {
-    ErrorCode::ALL.into_iter().find(|c| c.spec().code == code)
+    ErrorCode::ALL
+        .iter()
+        .copied()
+        .find(|c| c.spec().code == code)
 }
 
 /// What one answer must look like; `Err` is a property failure.
@@ -367,7 +370,7 @@ fn http_bodies_never_panic_and_every_refusal_has_a_stable_code() {
     });
     let router = holdpoint_ingress::router(app.ingress_state());
     let (tasks, ids) = tasks;
-    let seed = seed_answer().to_string().into_bytes();
+    let seed = example_answer().to_string().into_bytes();
     let targets: Vec<(String, Vec<Vec<u8>>)> = vec![
         (format!("/v1/questions/{q}/answer"), vec![seed.clone()]),
         (
@@ -496,7 +499,7 @@ async fn samples() -> Vec<(&'static str, Vec<u8>)> {
     let (at, q) = open_question(&rt, SessionMode::Blocking).await;
     let (_, eff) = open_approval(&rt).await;
     let ana = app.person("acme", "ana");
-    answer_seed(&ana, &q).await;
+    answer_example(&ana, &q).await;
     ana.post(
         &format!("/v1/interactions/{eff}/approve"),
         &json!({"approved": true}),

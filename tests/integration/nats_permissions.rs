@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{open_approval, open_question, seed_answer};
+use crate::common::{example_answer, open_approval, open_question};
 
 /// How long a refused request is given to (not) answer.
 const REFUSED_WAIT: Duration = Duration::from_secs(1);
@@ -355,7 +355,7 @@ async fn each_role_runs_its_part_of_the_flow_without_a_single_violation() {
         &http,
         reqwest::Method::POST,
         format!("{base}/v1/questions/{q}/answer"),
-        Some(seed_answer()),
+        Some(example_answer()),
     )
     .await;
     assert_eq!(status, 204, "{body}");

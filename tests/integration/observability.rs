@@ -1,4 +1,4 @@
-//! Observability (issue 7): the admin listener's `/metrics`, `/healthz` and
+//! Observability (README "Observability"): the admin listener's `/metrics`, `/healthz` and
 //! `/readyz`, and the W3C trace context from an HTTP request through the command's
 //! NATS headers to the events the worker publishes.
 //!

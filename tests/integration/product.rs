@@ -1,6 +1,6 @@
 //! Product sessions: the answer becomes the person's next message on the lane,
-//! keyed by the question id; both kinds of lane refusal (DESIGN "Interactions",
-//! seed 003).
+//! keyed by the question id; both kinds of lane refusal (README "Sessions, lanes and the
+//! message road").
 
 use holdpoint_domain::{LaneContent, SessionMode, State};
 use holdpoint_tests::app::TestApp;
@@ -15,7 +15,7 @@ async fn answer_on_an_idle_lane_starts_the_next_turn_once() {
     let (at, q) = open_question(&rt, SessionMode::Product).await;
     let ana = app.person("acme", "ana");
     let path = format!("/v1/questions/{q}/answer");
-    assert_eq!(ana.post(&path, &seed_answer()).await.status, 204);
+    assert_eq!(ana.post(&path, &example_answer()).await.status, 204);
     // A second press, even with another body, returns as the first did.
     let second = ana
         .post(
@@ -56,10 +56,10 @@ async fn busy_lane_keeps_the_message_and_says_so() {
         .expect("turn");
     let ana = app.person("acme", "ana");
     let path = format!("/v1/questions/{q}/answer");
-    let first = ana.post(&path, &seed_answer()).await;
+    let first = ana.post(&path, &example_answer()).await;
     assert_eq!((first.status, first.code()), (409, "NRY-0031"), "{first:?}");
     // A retry returns as the first did, and the message stays single.
-    assert_eq!(ana.post(&path, &seed_answer()).await, first);
+    assert_eq!(ana.post(&path, &example_answer()).await, first);
     app.wait_idle().await;
     assert_eq!(app.lane_messages("acme").await.len(), 1);
     assert_eq!(state_of(&app, "acme", &q).await, State::Resolved);
@@ -101,7 +101,7 @@ async fn refusal_without_a_message_reopens_the_question() {
         .expect("turn");
     let ana = app.person("acme", "ana");
     let path = format!("/v1/questions/{q}/answer");
-    let r = ana.post(&path, &seed_answer()).await;
+    let r = ana.post(&path, &example_answer()).await;
     assert_eq!((r.status, r.code()), (409, "NRY-0032"), "{r:?}");
     app.wait_idle().await;
     assert_eq!(state_of(&app, "acme", &q).await, State::Pending);
@@ -110,13 +110,13 @@ async fn refusal_without_a_message_reopens_the_question() {
     rt.finish_turn(&session, "main", "turn-1")
         .await
         .expect("finish");
-    assert_eq!(ana.post(&path, &seed_answer()).await.status, 204);
+    assert_eq!(ana.post(&path, &example_answer()).await.status, 204);
 
     // A closed session refuses too, and keeps nothing.
     let (at2, q2) = open_question(&rt, SessionMode::Product).await;
     rt.close_session(at2.session.as_str()).await.expect("close");
     let r = ana
-        .post(&format!("/v1/questions/{q2}/answer"), &seed_answer())
+        .post(&format!("/v1/questions/{q2}/answer"), &example_answer())
         .await;
     assert_eq!((r.status, r.code()), (409, "NRY-0032"), "{r:?}");
     app.wait_idle().await;
@@ -140,7 +140,7 @@ async fn a_message_on_the_lane_closes_the_question() {
     app.wait_idle().await;
     let record = app.interaction("acme", &q).await.expect("stored");
     assert_eq!(record.state, State::Closed);
-    let r = answer_seed(&ana, &q).await;
+    let r = answer_example(&ana, &q).await;
     assert_eq!((r.status, r.code()), (409, "NRY-0009"), "{r:?}");
     // Same message id again: one message on the lane.
     let again = ana

@@ -544,7 +544,7 @@ async fn remember_on_a_question_or_a_connection_is_refused_and_writes_nothing() 
     let ana = app.person("acme", "ana");
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
     let remember = json!({"scope": "organisation"});
-    let mut body = seed_answer();
+    let mut body = example_answer();
     body["remember"] = remember.clone();
     let r = ana.post(&format!("/v1/questions/{q}/answer"), &body).await;
     assert_eq!((r.status, r.code()), (400, "NRY-0025"), "{r:?}");
@@ -613,7 +613,7 @@ async fn the_audit_holds_exactly_the_approval_decisions_and_rule_changes() {
     let ana = app.person("acme", "ana");
     // A question and a connection answered: never audited.
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
-    assert_eq!(answer_seed(&ana, &q).await.status, 204);
+    assert_eq!(answer_example(&ana, &q).await.status, 204);
     let s = session(&rt, None).await;
     let conn = connection(&rt, &s).await;
     let r = ana

@@ -16,7 +16,7 @@ use holdpoint_tests::app::TestApp;
 use holdpoint_tests::nats::workspace_root;
 use serde_json::{Value, json};
 
-use crate::common::{answer_seed, open_approval, open_question, seed_answer};
+use crate::common::{answer_example, example_answer, open_approval, open_question};
 
 const STALE: &str = "rerun with HOLDPOINT_BLESS=1 to regenerate";
 
@@ -367,10 +367,14 @@ async fn real_traffic_matches_the_schemas() {
     .await
     .expect("tool result");
 
-    // A blocking question answered with the seed body, then a conflicting answer.
+    // A blocking question answered with the README's example body, then a conflicting answer.
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
-    schemas.check("rest/answer-body.json", "the seed answer", &seed_answer());
-    let r = answer_seed(&ana, &q).await;
+    schemas.check(
+        "rest/answer-body.json",
+        "the example answer",
+        &example_answer(),
+    );
+    let r = answer_example(&ana, &q).await;
     assert_eq!(r.status, 204, "{:?}", r.body);
     let other = json!({"answers": [{"options": [1]}, {"options": [0]}]});
     let r = ana.post(&format!("/v1/questions/{q}/answer"), &other).await;
@@ -549,8 +553,8 @@ fn schemas_and_serde_agree_on_samples() {
         ),
         (
             "rest/answer-body.json",
-            seed_answer(),
-            serde_ok::<AnswerBody>(&seed_answer()),
+            example_answer(),
+            serde_ok::<AnswerBody>(&example_answer()),
         ),
         (
             "rest/answer-body.json",

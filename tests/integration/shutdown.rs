@@ -1,4 +1,4 @@
-//! Graceful shutdown (issue 7): SIGTERM to `holdpoint ingress` and
+//! Graceful shutdown (README "Shutdown"): SIGTERM to `holdpoint ingress` and
 //! `holdpoint worker` child processes while answers are in flight. Nothing may be
 //! lost or half-done: every answer that got a 2xx is resolved with exactly one
 //! `tool-call-finished`; every other one (an error, a 503, a connection failure)
@@ -164,7 +164,7 @@ async fn answer(http: &reqwest::Client, base: &str, question: &str, key: &str) -
         .header("X-Holdpoint-Org", "acme")
         .header("X-Holdpoint-Person", "ana")
         .header("Idempotency-Key", key)
-        .json(&seed_answer())
+        .json(&example_answer())
         .timeout(Duration::from_secs(15))
         .send()
         .await;

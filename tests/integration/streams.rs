@@ -1,6 +1,6 @@
 //! `GET /v1/events`: an organisation's CloudEvents over SSE, in stream order,
 //! filtered by task and type, resumable with `Last-Event-ID`, never another
-//! organisation's (issue 4 "Streams"). Also the SSE reader the A2A stream tests use.
+//! organisation's (README "Event streams for consumers"). Also the SSE reader the A2A stream tests use.
 
 use std::time::Duration;
 
@@ -169,7 +169,7 @@ async fn org_stream_is_ordered_filtered_resumable_and_isolated() {
     let (a_at, _a) = open_approval(&acme).await;
     let (_q_at, q) = open_question(&acme, SessionMode::Blocking).await;
     let (_g_at, _g) = open_approval(&globex).await;
-    let r = answer_seed(&app.person("acme", "ana"), &q).await;
+    let r = answer_example(&app.person("acme", "ana"), &q).await;
     assert_eq!(r.status, 204, "{r:?}");
     app.wait_idle().await;
     let stored = app.events("acme").await;

@@ -188,7 +188,12 @@ async fn a_second_press_without_a_key_on_a_blocking_session_is_a_conflict() {
 
     // A question: the same body twice, no key.
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
-    let second = press_twice(&ana, &format!("/v1/questions/{q}/answer"), &seed_answer()).await;
+    let second = press_twice(
+        &ana,
+        &format!("/v1/questions/{q}/answer"),
+        &example_answer(),
+    )
+    .await;
     let message = second.body["message"].as_str().unwrap_or("");
     assert!(
         message.contains("already answered at 20"),
@@ -199,14 +204,14 @@ async fn a_second_press_without_a_key_on_a_blocking_session_is_a_conflict() {
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
     let path = format!("/v1/questions/{q}/answer");
     assert_eq!(
-        ana.post_keyed(&path, "k-1", &seed_answer()).await.status,
+        ana.post_keyed(&path, "k-1", &example_answer()).await.status,
         204
     );
     assert_eq!(
-        ana.post_keyed(&path, "k-1", &seed_answer()).await.status,
+        ana.post_keyed(&path, "k-1", &example_answer()).await.status,
         204
     );
-    let other = ana.post(&path, &seed_answer()).await;
+    let other = ana.post(&path, &example_answer()).await;
     assert_eq!((other.status, other.code()), (409, "NRY-0009"));
 
     // Approve and respond follow the same rule.
@@ -237,8 +242,8 @@ async fn a_second_press_on_a_product_session_replays_the_recorded_answer() {
     let ana = app.person("acme", "ana");
     let (_, q) = open_question(&rt, SessionMode::Product).await;
     let path = format!("/v1/questions/{q}/answer");
-    assert_eq!(ana.post(&path, &seed_answer()).await.status, 204);
-    assert_eq!(ana.post(&path, &seed_answer()).await.status, 204);
+    assert_eq!(ana.post(&path, &example_answer()).await.status, 204);
+    assert_eq!(ana.post(&path, &example_answer()).await.status, 204);
     app.wait_idle().await;
     assert_eq!(
         app.lane_messages("acme").await.len(),

@@ -1,4 +1,4 @@
-//! `holdpoint-soak`: the long mode of the fault suite (issue 6), run by `ops/soak.sh`.
+//! `holdpoint-soak`: the long mode of the fault suite, run by `ops/soak.sh`.
 //!
 //! A whole Holdpoint on a private nats-server (file store) with several
 //! `holdpoint worker` processes. In rounds until every target is met (or the time

@@ -1,5 +1,5 @@
 //! `holdpoint-bench`: raw JetStream and Holdpoint end to end, side by side, in one
-//! run against fresh local nats-servers with file storage (issue 5).
+//! run against fresh local nats-servers with file storage.
 //!
 //! For each fsync setting (the server's default, then `sync_interval: always`):
 //! 1. the raw baseline on a stream configured like `HP_COMMANDS`: asynchronous

@@ -1,7 +1,7 @@
 /**
  * Answering paused tasks over A2A v1.0 with the interactions/v1 extension, on
  * the official `@a2a-js/sdk` client (JSON-RPC transport). The wire shapes are the
- * extension's (seed 000): a task that waits carries the open interaction in its
+ * extension's (the repository README, "A2A"): a task that waits carries the open interaction in its
  * status message's metadata under {@link INTERACTIONS_EXTENSION}; an answer is a
  * `ROLE_USER` message on the same task listing the extension, whose metadata
  * names the interaction and carries `approved` or `value`.
@@ -135,7 +135,7 @@ export class HoldpointA2A {
   }
 
   /**
-   * Answers the task's open interaction (seed 000 "The answer") and returns the
+   * Answers the task's open interaction (read by its kind: the README's reading rules) and returns the
    * task, `TASK_STATE_WORKING` once answered.
    *
    * @throws {UnsupportedOperationError} text on an approval (`NRY-0020`, JSON-RPC -32004).

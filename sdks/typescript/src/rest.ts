@@ -114,7 +114,7 @@ export class HoldpointRest {
   }
 
   /**
-   * Answers an `ask_user` call (seed 003): one entry per question, in the order
+   * Answers an `ask_user` call (`POST /v1/questions/{questionId}/answer`): one entry per question, in the order
    * asked; `options` index the list exactly as `question-asked` sent it.
    *
    * @throws {AnswerDoesNotFitError} the answers do not fit the questions (`NRY-0003`).

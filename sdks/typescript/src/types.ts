@@ -17,7 +17,7 @@ export type InteractionPage = Schemas['Page'];
 export type Kind = Schemas['Kind'];
 /** `pending`, `resolved`, `finished` or `closed`. */
 export type InteractionState = Schemas['State'];
-/** One entry of the seed 003 body: `options` are indices into the list as `question-asked` sent it. */
+/** One entry of the `answers` array of `POST /v1/questions/{questionId}/answer`: `options` are indices into the list as `question-asked` sent it. */
 export type OptionAnswer = Schemas['OptionAnswer'];
 /** A held call: server, tool, the exact arguments and their digest. */
 export type HeldCall = Schemas['HeldCall'];

@@ -1,6 +1,6 @@
 // What the SDK and the inbox must keep in step with the rest of the repository:
 // the generated types, the error catalog, the version, the vendored SSE parser,
-// and the answer message's exact shape (seed 000). No server needed.
+// and the answer message's exact shape (the interactions/v1 extension, README "A2A"). No server needed.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -75,7 +75,7 @@ test('the inbox serves the exact eventsource-parser the SDK pins', () => {
   assert.equal(installed.version, pkg.dependencies['eventsource-parser']);
 });
 
-test('an approval is the message of seed 000, word for word', () => {
+test('an approval is the interactions/v1 answer message, word for word', () => {
   assert.deepEqual(
     answerMessage({ taskId: 't1.x', contextId: 'ticket-4821', interactionId: 'eff_01J', approved: true, messageId: 'm-2' }),
     {

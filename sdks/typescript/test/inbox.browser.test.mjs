@@ -157,7 +157,7 @@ describe('the inbox in Chromium, against holdpoint up', () => {
     }
   });
 
-  test('a two-question ask_user keeps its options in order and is answered with the seed 003 body', async () => {
+  test('a two-question ask_user keeps its options in order and is answered with the REST question body', async () => {
     const questions = [
       { text: 'Which environment first?', options: ['staging', 'canary', 'production'] },
       { text: 'What should happen to duplicates?', options: ['Merge', 'Delete', 'Keep both'], multiple: true, allowText: true },

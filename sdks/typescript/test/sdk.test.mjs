@@ -86,7 +86,7 @@ describe('the SDK against holdpoint up', () => {
     }
   });
 
-  test('answers a question over A2A with a value in the seed 003 shape', async () => {
+  test('answers a question over A2A with a value in the REST question body's shape', async () => {
     const q = await hp.ask(ORG, { session: 's1', task: 'tq1', call: 'call-q1', questions: TWO_QUESTIONS });
     const task = await a2a.getTask('tq1');
     assert.equal(task.status.state, TaskState.TASK_STATE_INPUT_REQUIRED);
@@ -190,7 +190,7 @@ describe('the SDK against holdpoint up', () => {
     }
   });
 
-  test('REST: answerQuestion with the seed 003 body; a misfit and a second answer are typed errors', async () => {
+  test('REST: answerQuestion with the REST question body; a misfit and a second answer are typed errors', async () => {
     const q = await hp.ask(ORG, { session: 's1', task: 'tq2', call: 'call-q2', questions: TWO_QUESTIONS });
     await assert.rejects(rest.answerQuestion(q, [{ options: [5] }, { options: [0] }]), AnswerDoesNotFitError);
     const answers = [{ options: [0] }, { options: [2], text: 'Keep both and reconcile nightly.' }];

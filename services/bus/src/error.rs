@@ -61,7 +61,7 @@ pub enum BusError {
     Corrupt {
         /// The KV key or subject.
         key: String,
-        /// Why.
+        /// Human-readable text for the model or a person; no internals.
         message: String,
     },
 }

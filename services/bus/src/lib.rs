@@ -38,7 +38,7 @@ pub use error::{BusError, ErrorKind};
 pub use records::{Cas, Loaded, Page};
 pub use topology::{Capabilities, Topology};
 
-/// Oldest nats-server Holdpoint runs against (DESIGN: 2.9, what Debian ships).
+/// Oldest nats-server Holdpoint runs against (2.9, what Debian ships; README "Setup").
 pub const MIN_SERVER: (u64, u64, u64) = (2, 9, 0);
 /// Header carrying the subject the worker replies the outcome to.
 pub const REPLY_HEADER: &str = "Hp-Reply-To";
@@ -180,19 +180,20 @@ pub fn check_version(version: &str) -> Result<(), BusError> {
 pub struct Bus {
     /// The core client.
     pub client: async_nats::Client,
-    /// JetStream context.
+    /// The JetStream context every stream, bucket and publish goes through.
     pub js: jetstream::Context,
     /// Names and settings.
     pub topo: Topology,
     /// What the server supports (decides partitioning and ingest subjects).
     pub caps: Capabilities,
-    /// Interactions bucket.
+    /// `HP_INTERACTIONS`: interaction records, key `<org>.<interactionId>`.
     pub interactions: kv::Store,
-    /// Tasks bucket.
+    /// `HP_TASKS`: task records (pending interactions), key `<org>.<taskId>`.
     pub tasks: kv::Store,
     /// Sessions and lanes bucket.
     pub sessions: kv::Store,
-    /// Outcomes bucket.
+    /// `HP_OUTCOMES`: outcomes of decisions that wrote nothing, key `<Nats-Msg-Id>`
+    /// (kept [`Topology::outcome_ttl`], 24 h by default).
     pub outcomes: kv::Store,
     /// Webhook endpoints bucket.
     pub webhooks: kv::Store,

@@ -58,13 +58,13 @@ pub enum Cas {
 /// Which bucket a record lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Bucket {
-    /// `HP_INTERACTIONS`.
+    /// `HP_INTERACTIONS`: interaction records.
     Interactions,
-    /// `HP_TASKS`.
+    /// `HP_TASKS`: task records.
     Tasks,
     /// `HP_SESSIONS` (session headers and lanes).
     Sessions,
-    /// `HP_OUTCOMES`.
+    /// `HP_OUTCOMES`: stored outcomes for duplicate requests.
     Outcomes,
     /// `HP_WEBHOOKS` (webhook endpoints, secrets included).
     Webhooks,

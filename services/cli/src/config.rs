@@ -396,7 +396,7 @@ pub struct TelemetryConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LocalConfig {
-    /// Store directory.
+    /// The local nats-server's JetStream store directory.
     pub store: PathBuf,
     /// Port (0: any free port).
     pub nats_port: u16,

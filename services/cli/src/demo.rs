@@ -7,7 +7,7 @@
 //!    and requests a connection for an agent whose `AGENT.md` turns connections on.
 //! 3. Plays a person over real HTTP: lists the pending interactions, approves the
 //!    held call (bound to the arguments digest it was shown), answers the question
-//!    with exactly seed 003's example body, and answers the connection.
+//!    with exactly the README's example answer body, and answers the connection.
 //! 4. Plays the tool executor: runs the released call and reports its result.
 //! 5. Prints each event as it arrives and exits 0 once each of the three blocked
 //!    calls has its one `tool-call-finished`.
@@ -341,7 +341,7 @@ async fn script(
         )
         .await?;
     follow_until(&rt, &mut events, &mut finished, verbose, waits).await?;
-    // Exactly seed 003's example body.
+    // Exactly the README's example answer body ("The HTTP API").
     answer(
         &http,
         base,

@@ -12,17 +12,17 @@ use holdpoint_domain::{CallResult, CloseReason, OnExpiry, QuestionSpec, SessionM
 /// Where and as whom the runtime acts.
 #[derive(Debug, Clone, Args)]
 pub struct RuntimeArgs {
-    /// NATS URL.
+    /// The NATS server to publish commands to (`nats://host:port`).
     #[arg(
         long,
         env = "HOLDPOINT_NATS_URL",
         default_value = "nats://127.0.0.1:4290"
     )]
     pub nats_url: String,
-    /// The organisation.
+    /// The organisation the runtime acts in (1 to 128 printable ASCII characters).
     #[arg(long, env = "HOLDPOINT_ORG", default_value = "acme")]
     pub org: String,
-    /// The verb.
+    /// What to do.
     #[command(subcommand)]
     pub verb: RuntimeVerb,
 }
@@ -30,10 +30,10 @@ pub struct RuntimeArgs {
 /// Where an interaction lives.
 #[derive(Debug, Clone, Args)]
 pub struct PlaceArgs {
-    /// Session id.
+    /// The session the interaction waits in (1 to 128 printable ASCII characters).
     #[arg(long)]
     pub session: String,
-    /// Lane.
+    /// The session's lane the interaction is on.
     #[arg(long, default_value = "main")]
     pub lane: String,
     /// A2A task id.
@@ -61,12 +61,12 @@ pub struct PlaceArgs {
     pub on_expiry: String,
 }
 
-/// Runtime verbs.
+/// What the runtime can do from a shell: the commands `holdpoint-client` sends.
 #[derive(Debug, Clone, Subcommand)]
 pub enum RuntimeVerb {
     /// Open a session.
     Session {
-        /// Session id.
+        /// The session's id (1 to 128 printable ASCII characters).
         #[arg(long)]
         session: String,
         /// `blocking` or `product`.
@@ -81,10 +81,10 @@ pub enum RuntimeVerb {
         /// Effect id (the interaction id).
         #[arg(long)]
         effect: String,
-        /// MCP server.
+        /// The MCP server of the held call (a one-line name, at most 200 characters).
         #[arg(long)]
         server: String,
-        /// Tool.
+        /// The tool of the held call (a one-line name, at most 200 characters).
         #[arg(long)]
         tool: String,
         /// Arguments as JSON.
@@ -114,21 +114,21 @@ pub enum RuntimeVerb {
         /// The agent's AGENT.md (connections must be on).
         #[arg(long)]
         agent: PathBuf,
-        /// App.
+        /// The app the agent wants connected (cut at 80 characters).
         #[arg(long)]
         app: String,
-        /// Reason.
+        /// Why the agent wants it (cut at 280 characters).
         #[arg(long)]
         reason: String,
     },
     /// Close a pending interaction (the turn was interrupted).
     Close {
-        /// Interaction id.
+        /// The interaction to close.
         id: String,
     },
     /// Set, move or clear (neither option) a pending interaction's deadline.
     Deadline {
-        /// Interaction id.
+        /// The interaction whose deadline changes.
         id: String,
         /// New deadline as RFC 3339.
         #[arg(long, conflicts_with = "expires_in")]
@@ -139,7 +139,7 @@ pub enum RuntimeVerb {
     },
     /// Report a released call's result (JSON output).
     ToolResult {
-        /// Effect id.
+        /// The released call's effect id (its approval's interaction id).
         id: String,
         /// Output as JSON.
         #[arg(long, default_value = "null")]

@@ -35,7 +35,7 @@ pub enum WebhooksAction {
         /// An event type to deliver (repeat; none: every event).
         #[arg(long = "event")]
         events: Vec<String>,
-        /// Free text.
+        /// A description of the endpoint for people (free text).
         #[arg(long, default_value = "")]
         description: String,
     },

@@ -8,7 +8,7 @@
 //!   `Nats-Msg-Id`, so retrying any of them is safe; each waits for the worker's
 //!   outcome.
 //! - [`manifest`]: reads an agent's `AGENT.md` front matter; `request_connection` is
-//!   off unless it says `loop.connections: true` (seed 000 "Connections").
+//!   off unless it says `loop.connections: true` (README "For runtimes: the client library").
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), holdpoint_client::ClientError> {
@@ -47,7 +47,8 @@ pub use manifest::AgentManifest;
 /// Errors of the client.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// NATS failed.
+    /// A NATS step failed (connection, publish, KV read); transient ones may be
+    /// retried with the same call.
     #[error(transparent)]
     Bus(#[from] BusError),
     /// An id did not validate.
@@ -60,7 +61,7 @@ pub enum ClientError {
     /// No outcome within the timeout; retrying the same call is safe.
     #[error("no outcome in time: {0}")]
     Timeout(String),
-    /// `request_connection` is off for this agent (seed 000: off by default).
+    /// `request_connection` is off for this agent (off unless the agent's `AGENT.md` turns it on).
     #[error(
         "request_connection is off for agent {agent:?}: set `loop.connections: true` in its AGENT.md"
     )]
@@ -76,13 +77,13 @@ pub enum ClientError {
 /// Where an interaction lives: session, lane, A2A task and context.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
-    /// Session.
+    /// The runtime session (1 to 128 printable ASCII characters, no spaces).
     pub session: SessionId,
-    /// Lane.
+    /// The session's lane (1 to 128 printable ASCII characters, no spaces).
     pub lane: LaneId,
-    /// A2A task.
+    /// The A2A task (1 to 128 printable ASCII characters, no spaces).
     pub task_id: TaskId,
-    /// A2A context.
+    /// The A2A context (1 to 128 printable ASCII characters, no spaces).
     pub context_id: ContextId,
     /// The agent the runtime holds calls for (optional; see
     /// [`Placement::for_agent`]): `agent`-scoped remembered rules match on it.
@@ -98,7 +99,7 @@ pub struct Placement {
 /// beyond the configured maximum.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Expiry {
-    /// The deadline.
+    /// The deadline as an instant (sent as RFC 3339 in UTC); must lie ahead when the worker decides the opening.
     pub expires_at: Option<time::OffsetDateTime>,
     /// The deadline in whole seconds from when the worker decides the opening.
     pub expires_in: Option<u64>,
@@ -146,9 +147,9 @@ pub struct HoldCall {
     pub effect_id: String,
     /// The blocked call.
     pub call_id: String,
-    /// MCP-style server.
+    /// The MCP server of the held call: a one-line name of at most 200 characters.
     pub server: String,
-    /// Tool.
+    /// The tool of the held call: a one-line name of at most 200 characters.
     pub tool: String,
     /// Arguments, released exactly as held.
     pub arguments: serde_json::Value,
@@ -172,7 +173,7 @@ pub struct EventFilter {
 pub struct Followed {
     /// Stream sequence (resume point).
     pub sequence: u64,
-    /// The event.
+    /// The CloudEvents event as stored (`id`, `type`, `data`, ...).
     pub event: Event,
 }
 
@@ -221,7 +222,7 @@ impl Runtime {
         self
     }
 
-    /// The organisation.
+    /// The organisation every call of this handle acts in.
     pub fn org(&self) -> &OrgId {
         &self.org
     }

@@ -1,6 +1,6 @@
 //! An agent's `AGENT.md`: YAML front matter between `---` lines, then Markdown.
-//! Holdpoint reads `name`, `description` and `loop.connections` (seed 000
-//! "Connections": `request_connection` is off unless `loop.connections: true`).
+//! Holdpoint reads `name`, `description` and `loop.connections` (`request_connection`
+//! is off unless `loop.connections: true`).
 
 use std::path::Path;
 
@@ -18,7 +18,7 @@ pub struct AgentManifest {
     /// What it does.
     #[serde(default)]
     pub description: Option<String>,
-    /// Loop settings.
+    /// The `loop:` settings (`loop.connections` turns `request_connection` on).
     #[serde(default, rename = "loop")]
     pub loop_settings: LoopSettings,
 }
@@ -82,7 +82,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seed_example_turns_connections_on() {
+    fn manifest_example_turns_connections_on() {
         let m = AgentManifest::from_markdown(
             "---\nname: coder\ndescription: Writes and ships changes to the team's repositories.\nloop:\n  connections: true\n---\n\n# Coder\n",
         )

@@ -2,17 +2,13 @@
 //! the list is the enum's variants, their serde names and their doc comments), and
 //! the README's table of them.
 
-use holdpoint_domain::EventData;
+use holdpoint_domain::{EventData, EventKind};
 use serde_json::Value;
 
 use crate::json::{plain_doc, standalone_settings};
 
 /// Prefix of every CloudEvents `type`.
 pub const TYPE_PREFIX: &str = "dev.holdpoint.";
-
-/// Event names published on the audit stream (`hp.audit.<org>`) rather than on
-/// `hp.evt.<org>.<task>.<name>`.
-pub const AUDIT_NAMES: [&str; 3] = ["approval-decided", "rule-written", "rule-revoked"];
 
 /// Marks the start of the generated event table in README.md.
 pub const README_START: &str = "<!-- events:start -->";
@@ -35,7 +31,9 @@ pub struct EventType {
 impl EventType {
     /// True when published on `hp.audit.<org>` (stream `HP_AUDIT`).
     pub fn audit(&self) -> bool {
-        AUDIT_NAMES.contains(&self.name.as_str())
+        EventKind::ALL
+            .iter()
+            .any(|k| k.is_audit() && k.name() == self.name)
     }
 }
 
@@ -166,7 +164,8 @@ mod tests {
             assert!(!t.fields.is_empty(), "{} has no data fields", t.name);
         }
         let audit: Vec<_> = event_types().into_iter().filter(EventType::audit).collect();
-        assert_eq!(audit.len(), AUDIT_NAMES.len());
+        let kinds = EventKind::ALL;
+        assert_eq!(audit.len(), kinds.iter().filter(|k| k.is_audit()).count());
     }
 
     #[test]

@@ -29,9 +29,10 @@ pub const DEFAULT_LANE_CAPACITY: u32 = 8;
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CommandEnvelope {
-    /// The organisation.
+    /// The organisation (tenant), from the caller's verified identity (1 to 128
+    /// printable ASCII characters, no spaces).
     pub org: OrgId,
-    /// The command.
+    /// What to do: one of the verbs, tagged by `type`.
     pub command: Command,
 }
 
@@ -42,9 +43,10 @@ pub struct CommandEnvelope {
 pub enum Command {
     /// Runtime: a session starts.
     SessionOpen {
-        /// Session id.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
-        /// Its mode.
+        /// The session's mode: `blocking` (the call waits) or `product` (answers become
+        /// lane messages).
         mode: SessionMode,
         /// Messages a busy lane keeps before refusing; default [`DEFAULT_LANE_CAPACITY`].
         #[serde(
@@ -56,22 +58,23 @@ pub enum Command {
     },
     /// Runtime: the session refuses new messages from now on.
     SessionClose {
-        /// Session id.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
     },
     /// Runtime: the session is gone; its interactions answer `NRY-0002`.
     SessionEnd {
-        /// Session id.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
     },
     /// Runtime: open an interaction.
     Open(Box<OpenInteraction>),
     /// Runtime (host): close a pending interaction without an answer.
     Close {
-        /// The interaction.
+        /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+        /// id of an approval, a UUID for a question.
         #[serde(rename = "interactionId")]
         interaction_id: InteractionId,
-        /// Why.
+        /// Why it closed: `interrupted`, `superseded`, `expired` or `canceled`.
         reason: CloseReason,
         /// The lane message that superseded it (product sessions).
         #[serde(default, rename = "byMessage", skip_serializing_if = "Option::is_none")]
@@ -87,7 +90,8 @@ pub enum Command {
     /// `expiresAt` nor `expiresIn` the deadline is cleared. Only a runtime may send
     /// it: a person never extends a deadline (see the README, "Deadlines").
     Deadline {
-        /// The interaction.
+        /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+        /// id of an approval, a UUID for a question.
         #[serde(rename = "interactionId")]
         interaction_id: InteractionId,
         /// The interaction's A2A task, when the sender knows it (routing, as for
@@ -112,7 +116,8 @@ pub enum Command {
     /// the deadline itself was reached. Runtimes and people never send it; its
     /// `expiresAt` must be the interaction's current deadline, or it does nothing.
     Expire {
-        /// The interaction.
+        /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+        /// id of an approval, a UUID for a question.
         #[serde(rename = "interactionId")]
         interaction_id: InteractionId,
         /// The interaction's A2A task (its commands' partition).
@@ -138,23 +143,25 @@ pub enum Command {
     },
     /// Person: a message on a lane (the message road's createMessage).
     Message {
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
-        /// Lane.
+        /// The session's lane (1 to 128 printable ASCII characters, no spaces).
         lane: LaneId,
         /// Message id (idempotency key on the lane).
         #[serde(rename = "messageId")]
         message_id: MessageId,
-        /// Who.
+        /// The person who acted: a verified JWT `sub` or the local OS user (1 to 256
+        /// characters, no control characters).
         by: PersonId,
-        /// Text.
+        /// The person's text: free text of at most 8,000 characters; no control
+        /// character but TAB, LF and CR.
         text: String,
     },
     /// Runtime: a turn started on a lane without a person's message.
     TurnStart {
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
-        /// Lane.
+        /// The session's lane (1 to 128 printable ASCII characters, no spaces).
         lane: LaneId,
         /// The turn's id.
         #[serde(rename = "turnId")]
@@ -162,9 +169,9 @@ pub enum Command {
     },
     /// Runtime: the running turn on a lane ended; the next queued message's turn starts.
     TurnFinish {
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
-        /// Lane.
+        /// The session's lane (1 to 128 printable ASCII characters, no spaces).
         lane: LaneId,
         /// The turn that ended (the message id that started it).
         #[serde(rename = "turnId")]
@@ -172,20 +179,21 @@ pub enum Command {
     },
 }
 
-/// Opening an interaction (issue 2 §2).
+/// Opening an interaction: where it waits, what it asks, and its deadline; checked
+/// by [`crate::rules`] before anything is written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OpenInteraction {
     /// The interaction id: the effect id for an approval, a UUID for a question.
     pub interaction_id: InteractionId,
-    /// Session.
+    /// The runtime session (1 to 128 printable ASCII characters, no spaces).
     pub session: SessionId,
-    /// Lane.
+    /// The session's lane (1 to 128 printable ASCII characters, no spaces).
     pub lane: LaneId,
-    /// A2A task.
+    /// The A2A task (1 to 128 printable ASCII characters, no spaces).
     pub task_id: TaskId,
-    /// A2A context.
+    /// The A2A context (1 to 128 printable ASCII characters, no spaces).
     pub context_id: ContextId,
     /// The tool call it blocks.
     pub call_id: CallId,
@@ -220,9 +228,9 @@ pub struct OpenInteraction {
 pub enum OpenRequest {
     /// The tool policy holds a call.
     Approval {
-        /// MCP-style server.
+        /// The MCP server of the held call: a one-line name of at most 200 characters.
         server: String,
-        /// Tool.
+        /// The tool of the held call: a one-line name of at most 200 characters.
         tool: String,
         /// The call's arguments.
         arguments: Value,
@@ -230,16 +238,17 @@ pub enum OpenRequest {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
-    /// `ask_user`.
+    /// `ask_user`: questions for a person, each with ordered options.
     Question {
-        /// 1 to 4 questions.
+        /// The questions, 1 to 4, in the order asked; each text at most 2,000
+        /// characters, at most 64 options of at most 500 characters.
         questions: Vec<QuestionSpec>,
     },
     /// `request_connection {app, reason}`.
     Connection {
-        /// App (cut at 80 characters).
+        /// The app the agent wants connected: a one-line name, cut at 80 characters.
         app: String,
-        /// Reason (cut at 280 characters).
+        /// Why the agent wants it, free text cut at 280 characters.
         reason: String,
     },
 }
@@ -264,16 +273,19 @@ pub enum AnswerRoute {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum AnswerInput {
-    /// Seed 003: one entry per question.
+    /// The body of `POST /v1/questions/{questionId}/answer`: one entry per question,
+    /// in the order asked.
     Answers {
-        /// The entries.
+        /// One entry per question asked, in order (1 to 4).
         answers: Vec<OptionAnswer>,
     },
-    /// `approved` (seed 000).
+    /// `approved`: the person's decision (an approval's; a question or a connection
+    /// reads it as its value).
     Approved {
-        /// The decision.
+        /// The decision: `true` releases the held call, `false` fails it as `tool.denied`.
         approved: bool,
-        /// Optional reason.
+        /// The person's reason, optional: free text of at most 8,000 characters; no
+        /// control character but TAB, LF and CR.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
         /// The arguments digest the person saw; must match when given.
@@ -284,17 +296,21 @@ pub enum AnswerInput {
         )]
         arguments_digest: Option<String>,
     },
-    /// `value`: any JSON (seed 000).
+    /// `value`: any JSON, read by the interaction's kind (README "The HTTP API",
+    /// reading rules).
     Value {
-        /// The value.
+        /// Any JSON value, read by the interaction's kind; at most 256 KiB serialized
+        /// and 32 levels deep.
         value: Value,
-        /// Optional reason.
+        /// The person's reason, optional: free text of at most 8,000 characters; no
+        /// control character but TAB, LF and CR.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
     /// A plain text reply (an A2A text part). Never approves.
     Text {
-        /// The text.
+        /// The person's text: free text of at most 8,000 characters; no control
+        /// character but TAB, LF and CR.
         text: String,
     },
 }
@@ -304,13 +320,15 @@ pub enum AnswerInput {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AnswerCommand {
-    /// The interaction.
+    /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect id
+    /// of an approval, a UUID for a question.
     pub interaction_id: InteractionId,
     /// Which operation it came through.
     pub route: AnswerRoute,
     /// The idempotency key (A2A `messageId`, `Idempotency-Key`, or a body digest).
     pub key: IdempotencyKey,
-    /// The person.
+    /// The person who acted: a verified JWT `sub` or the local OS user (1 to 256
+    /// characters, no control characters).
     pub by: PersonId,
     /// When given (A2A), must match the interaction's task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -318,7 +336,7 @@ pub struct AnswerCommand {
     /// When given (A2A), must match the interaction's context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_id: Option<ContextId>,
-    /// The input.
+    /// What the person sent, read against the interaction's kind by the worker.
     pub input: AnswerInput,
     /// Approvals only: write a remembered rule from this decision (a question or a
     /// connection refuses it with `NRY-0025` and writes nothing).
@@ -348,17 +366,14 @@ impl CommandEnvelope {
     /// The deterministic command id, used as `Nats-Msg-Id`: the same logical command
     /// (same org, target and key) always maps to the same id, and ids are scoped by
     /// organisation and task, so two tenants using the same `messageId` never collide
-    /// (DESIGN guarantee 2). A session's opening includes its mode and an
+    /// (RELIABILITY.md guarantee 2). A session's opening includes its mode and an
     /// interaction's opening its content, so reopening with other content is another
     /// command (decided as a conflict), not a replay of the first.
     pub fn command_id(&self) -> String {
         let org = self.org.as_str();
         let d = match &self.command {
             Command::SessionOpen { session, mode, .. } => {
-                let mode = match mode {
-                    SessionMode::Blocking => "blocking",
-                    SessionMode::Product => "product",
-                };
+                let mode = mode.as_str();
                 digest(&[org, "session-open", session.as_str(), mode])
             }
             Command::SessionClose { session } => digest(&[org, "session-close", session.as_str()]),
@@ -373,12 +388,7 @@ impl CommandEnvelope {
                 interaction_id,
                 reason,
                 ..
-            } => digest(&[
-                org,
-                "close",
-                interaction_id.as_str(),
-                close_reason_str(*reason),
-            ]),
+            } => digest(&[org, "close", interaction_id.as_str(), reason.as_str()]),
             // The person is part of the id: another person reusing a key is another
             // answer (a conflict), never a replay of the first.
             Command::Answer(a) => digest(&[
@@ -528,14 +538,5 @@ impl CommandEnvelope {
             Command::Open(o) => Some(&o.session),
             _ => None,
         }
-    }
-}
-
-fn close_reason_str(r: CloseReason) -> &'static str {
-    match r {
-        CloseReason::Interrupted => "interrupted",
-        CloseReason::Superseded => "superseded",
-        CloseReason::Expired => "expired",
-        CloseReason::Canceled => "canceled",
     }
 }

@@ -1,20 +1,21 @@
 //! The error catalog: every stable code Holdpoint answers with, its HTTP status and
 //! title, in one exhaustive table ([`ErrorCode::spec`]).
 //!
-//! `NRY-0002`, `NRY-0011` and `NRY-0032` come from seed 003; the other codes are
-//! Holdpoint's own, in the same family. The README's error table lists them all; a
+//! `NRY-0002`, `NRY-0011` and `NRY-0032` are fixed by the REST API Holdpoint
+//! implements (their meaning must never change); the other codes are Holdpoint's
+//! own, in the same family. The README's error table lists them all; a
 //! test keeps it in step with [`ErrorCode::ALL`].
 
 use serde::{Deserialize, Serialize};
 
 /// A stable error code. Serialized as its `NRY-xxxx` string.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::VariantArray)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum ErrorCode {
     /// The request is malformed: bad JSON, a missing or wrongly typed field, a bad id.
     #[serde(rename = "NRY-0001")]
     InvalidRequest,
-    /// The interaction's session does not exist (seed 003).
+    /// The interaction's session does not exist.
     #[serde(rename = "NRY-0002")]
     SessionNotFound,
     /// The answer does not fit the interaction: wrong number of answers, an option
@@ -30,13 +31,13 @@ pub enum ErrorCode {
     #[serde(rename = "NRY-0005")]
     MethodNotAllowed,
     /// The interaction is no longer waiting: already resolved by another answer, or
-    /// closed by the host. Seed 003: "is a conflict".
+    /// closed by the host: a conflict (409).
     #[serde(rename = "NRY-0009")]
     AlreadySettled,
     /// The approval's arguments digest does not match what the person was shown.
     #[serde(rename = "NRY-0010")]
     ArgumentsChanged,
-    /// No valid credentials (seed 003).
+    /// No valid credentials (README "Identity").
     #[serde(rename = "NRY-0011")]
     Unauthenticated,
     /// The request body is larger than the limit.
@@ -55,7 +56,7 @@ pub enum ErrorCode {
     /// must end before another starts.
     #[serde(rename = "NRY-0017")]
     TooManyStreams,
-    /// The operation does not apply: e.g. text may never approve (seed 000), a tool
+    /// The operation does not apply: e.g. text may never approve, a tool
     /// result for an interaction that released nothing.
     #[serde(rename = "NRY-0020")]
     UnsupportedOperation,
@@ -93,7 +94,7 @@ pub enum ErrorCode {
     #[serde(rename = "NRY-0031")]
     LaneBusy,
     /// A product-session answer was refused with no message left behind: not
-    /// delivered, and the question is pending again (seed 003).
+    /// delivered, and the question is pending again.
     #[serde(rename = "NRY-0032")]
     AnswerNotDelivered,
     /// A webhook URL Holdpoint will not call: not `https` (plain `http` only to a
@@ -126,7 +127,7 @@ pub enum ErrorCode {
 /// What a code means on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CodeSpec {
-    /// HTTP status.
+    /// The HTTP status the code answers with (400 to 503).
     pub status: u16,
     /// The `NRY-xxxx` string.
     pub code: &'static str,
@@ -135,38 +136,8 @@ pub struct CodeSpec {
 }
 
 impl ErrorCode {
-    /// Every code, in catalog order.
-    pub const ALL: [ErrorCode; 29] = [
-        ErrorCode::InvalidRequest,
-        ErrorCode::SessionNotFound,
-        ErrorCode::AnswerMismatch,
-        ErrorCode::NotFound,
-        ErrorCode::MethodNotAllowed,
-        ErrorCode::AlreadySettled,
-        ErrorCode::ArgumentsChanged,
-        ErrorCode::Unauthenticated,
-        ErrorCode::PayloadTooLarge,
-        ErrorCode::UnsupportedMediaType,
-        ErrorCode::HeadersTooLarge,
-        ErrorCode::UriTooLong,
-        ErrorCode::TooManyStreams,
-        ErrorCode::UnsupportedOperation,
-        ErrorCode::CommandConflict,
-        ErrorCode::DeadlineUnsupported,
-        ErrorCode::DeadlineInvalid,
-        ErrorCode::NotRememberable,
-        ErrorCode::ScopeUnavailable,
-        ErrorCode::RuleNotFound,
-        ErrorCode::LaneRefused,
-        ErrorCode::LaneBusy,
-        ErrorCode::AnswerNotDelivered,
-        ErrorCode::WebhookUrlRefused,
-        ErrorCode::UnknownEventType,
-        ErrorCode::TooManyWebhooks,
-        ErrorCode::WebhookDisabled,
-        ErrorCode::Unavailable,
-        ErrorCode::Internal,
-    ];
+    /// Every code, in catalog (declaration) order; derived from the enum's variants.
+    pub const ALL: &'static [ErrorCode] = <ErrorCode as strum::VariantArray>::VARIANTS;
 
     /// The one table from code to HTTP status, code string and title.
     pub const fn spec(self) -> CodeSpec {
@@ -241,11 +212,11 @@ impl Rejection {
     }
 }
 
-/// The JSON error body every API answers with: `{code, title, message}` (seed 003).
+/// The JSON error body every API answers with: `{code, title, message}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ErrorBody {
-    /// `NRY-xxxx`.
+    /// The stable error code, `NRY-` and four digits (see `schemas/errors.json`).
     #[cfg_attr(feature = "schema", schemars(with = "ErrorCode"))]
     pub code: String,
     /// The code's title.
@@ -298,7 +269,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_codes_keep_their_meaning() {
+    fn rest_api_codes_keep_their_meaning() {
         assert_eq!(ErrorCode::SessionNotFound.spec().status, 400);
         assert_eq!(ErrorCode::SessionNotFound.spec().code, "NRY-0002");
         assert_eq!(ErrorCode::Unauthenticated.spec().status, 401);

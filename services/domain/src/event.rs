@@ -1,7 +1,7 @@
 //! Events: CloudEvents 1.0 in structured JSON mode, published on
 //! `hp.evt.<org>.<taskId>.<name>` (audit records on `hp.audit.<org>`), each with a
 //! deterministic `id` derived from the interaction and the transition, used as
-//! `Nats-Msg-Id`, so re-emitting after a crash is a no-op (DESIGN "NATS topology").
+//! `Nats-Msg-Id`, so re-emitting after a crash is a no-op (README "NATS topology").
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -17,18 +17,19 @@ use crate::vocab::{
     Admission, Answer, CallResult, CloseReason, Kind, LaneContent, Resolver, SessionMode, TaskState,
 };
 
-/// The seed 000 extension URI, under which status messages carry the open interaction.
+/// The interactions/v1 A2A extension URI, under which status messages carry the open
+/// interaction.
 pub const EXTENSION_URI: &str = "https://docs.nylorun.com/a2a/interactions/v1";
 
 /// A CloudEvents 1.0 event (structured mode). `type` and `data` come from [`EventData`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Event {
-    /// Always `"1.0"`.
+    /// The CloudEvents version, always `"1.0"`.
     pub specversion: String,
     /// Deterministic id (`evt-<40 hex>`), also the `Nats-Msg-Id`.
     pub id: String,
-    /// `/holdpoint/orgs/<org>`.
+    /// The CloudEvents source, `/holdpoint/orgs/<org token>`.
     pub source: String,
     /// The interaction or session the event is about.
     pub subject: String,
@@ -37,7 +38,7 @@ pub struct Event {
     #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub time: OffsetDateTime,
-    /// Always `application/json`.
+    /// The media type of `data`, always `application/json`.
     pub datacontenttype: String,
     /// Extension attribute: the organisation.
     pub orgid: OrgId,
@@ -49,16 +50,18 @@ pub struct Event {
     pub body: EventData,
 }
 
-/// The open interaction as seed 000 puts it on a status message.
+/// The open interaction as the interactions/v1 extension puts it on a status message
+/// (README "A2A").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OpenInteractionRef {
-    /// Interaction id.
+    /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect id
+    /// of an approval, a UUID for a question.
     pub interaction_id: InteractionId,
-    /// Kind.
+    /// The interaction's kind: `approval`, `question` or `connection`.
     pub kind: Kind,
-    /// Prompt.
+    /// The text shown to a person (free text; no control character but TAB, LF and CR).
     pub prompt: String,
     /// Detail (never arguments).
     pub detail: Value,
@@ -78,9 +81,9 @@ pub struct OpenInteractionRef {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TaskStatusData {
-    /// The task.
+    /// The A2A task (1 to 128 printable ASCII characters, no spaces).
     pub task_id: TaskId,
-    /// The context.
+    /// The A2A context (1 to 128 printable ASCII characters, no spaces).
     pub context_id: ContextId,
     /// The new state.
     pub state: TaskState,
@@ -90,23 +93,41 @@ pub struct TaskStatusData {
 }
 
 /// Every event type. The CloudEvents `type` is `dev.holdpoint.<name>`; the subject's
-/// last token is `<name>` ([`EventData::name`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// last token is `<name>` ([`EventData::name`]), the variant's name in kebab case
+/// (derived; a test checks each serde `type` is `dev.holdpoint.` + that name).
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+    strum::EnumDiscriminants,
+)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", content = "data")]
+#[strum(serialize_all = "kebab-case")]
+#[strum_discriminants(
+    name(EventKind),
+    derive(strum::IntoStaticStr, strum::VariantArray),
+    strum(serialize_all = "kebab-case"),
+    doc = "An event type without its data, for naming one in a subject filter ([`EventKind::name`] is [`EventData::name`])."
+)]
 pub enum EventData {
     /// A session started.
     #[serde(rename = "dev.holdpoint.session-opened")]
     SessionOpened {
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
-        /// Mode.
+        /// The session's mode: `blocking` (the call waits) or `product` (answers become
+        /// lane messages).
         mode: SessionMode,
     },
     /// A session closed or ended.
     #[serde(rename = "dev.holdpoint.session-closed")]
     SessionClosed {
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
         /// True when ended (gone), false when only closed to new messages.
         ended: bool,
@@ -114,35 +135,38 @@ pub enum EventData {
     /// The tool policy held a call for approval.
     #[serde(rename = "dev.holdpoint.approval-requested", rename_all = "camelCase")]
     ApprovalRequested {
-        /// Effect id.
+        /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+        /// id of an approval, a UUID for a question.
         interaction_id: InteractionId,
-        /// Blocked call.
+        /// The blocked tool call (1 to 128 printable ASCII characters, no spaces); its
+        /// one `tool-call-finished` names it.
         call_id: CallId,
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
-        /// Lane.
+        /// The session's lane (1 to 128 printable ASCII characters, no spaces).
         lane: LaneId,
-        /// Prompt.
+        /// The text shown to a person (free text; no control character but TAB, LF and CR).
         prompt: String,
         /// Detail (server, tool, reason).
         detail: Value,
         /// Digest of the held arguments.
         arguments_digest: String,
     },
-    /// `ask_user` asked; the options are in engine order (seed 003).
+    /// `ask_user` asked; the options are in engine order (answers index into them).
     #[serde(rename = "dev.holdpoint.question-asked", rename_all = "camelCase")]
     QuestionAsked {
         /// The question id (UUID).
         question_id: InteractionId,
         /// The `ask_user` call.
         call_id: CallId,
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
-        /// Mode.
+        /// The session's mode: `blocking` (the call waits) or `product` (answers become
+        /// lane messages).
         mode: SessionMode,
-        /// Lane.
+        /// The session's lane (1 to 128 printable ASCII characters, no spaces).
         lane: LaneId,
-        /// Prompt.
+        /// The text shown to a person (free text; no control character but TAB, LF and CR).
         prompt: String,
         /// The questions with their options, in engine order.
         questions: Value,
@@ -153,17 +177,20 @@ pub enum EventData {
         rename_all = "camelCase"
     )]
     ConnectionRequested {
-        /// Interaction id.
+        /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+        /// id of an approval, a UUID for a question.
         interaction_id: InteractionId,
-        /// Blocked call.
+        /// The blocked tool call (1 to 128 printable ASCII characters, no spaces); its
+        /// one `tool-call-finished` names it.
         call_id: CallId,
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
-        /// Lane.
+        /// The session's lane (1 to 128 printable ASCII characters, no spaces).
         lane: LaneId,
         /// `Connect <app>: <reason>`.
         prompt: String,
-        /// `{app, reason}`.
+        /// `{app, reason}`: the app the agent wants connected (at most 80 characters) and
+        /// why (at most 280 characters).
         detail: Value,
     },
     /// A task's A2A status changed.
@@ -175,11 +202,12 @@ pub enum EventData {
         rename_all = "camelCase"
     )]
     InteractionResolved {
-        /// Interaction.
+        /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+        /// id of an approval, a UUID for a question.
         interaction_id: InteractionId,
-        /// Kind.
+        /// The interaction's kind: `approval`, `question` or `connection`.
         kind: Kind,
-        /// The answer.
+        /// The recorded answer, by kind: a decision, per-question answers, or a JSON value.
         answer: Answer,
         /// Who answered (`approvedBy` for approvals); `holdpoint:expiry` when the
         /// deadline decided.
@@ -201,9 +229,10 @@ pub enum EventData {
         rename_all = "camelCase"
     )]
     InteractionExpiring {
-        /// Interaction.
+        /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+        /// id of an approval, a UUID for a question.
         interaction_id: InteractionId,
-        /// Kind.
+        /// The interaction's kind: `approval`, `question` or `connection`.
         kind: Kind,
         /// When it expires, RFC 3339 with milliseconds.
         #[serde(with = "crate::timestamp")]
@@ -213,9 +242,10 @@ pub enum EventData {
     /// An interaction closed without an answer.
     #[serde(rename = "dev.holdpoint.interaction-closed", rename_all = "camelCase")]
     InteractionClosed {
-        /// Interaction.
+        /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+        /// id of an approval, a UUID for a question.
         interaction_id: InteractionId,
-        /// Why.
+        /// Why it closed: `interrupted`, `superseded`, `expired` or `canceled`.
         reason: CloseReason,
     },
     /// An approved call is released for execution, exactly as the person saw it.
@@ -223,15 +253,17 @@ pub enum EventData {
     ToolCallReleased {
         /// Effect id (the executor's idempotency key).
         effect_id: InteractionId,
-        /// The call.
+        /// The blocked tool call (1 to 128 printable ASCII characters, no spaces); its
+        /// one `tool-call-finished` names it.
         call_id: CallId,
-        /// MCP server.
+        /// The MCP server of the held call: a one-line name of at most 200 characters.
         server: String,
-        /// Tool.
+        /// The tool of the held call: a one-line name of at most 200 characters.
         tool: String,
         /// The approved arguments.
         arguments: Value,
-        /// Their digest.
+        /// SHA-256 of the canonical JSON of the arguments, 64 lower-case hex digits
+        /// (`argumentsDigest`).
         arguments_digest: String,
         /// The approver: the person, or for a remembered rule its author and id
         /// (`alice (rule rul_…)`).
@@ -243,37 +275,42 @@ pub enum EventData {
     /// A blocked call finished; exactly one per blocked call.
     #[serde(rename = "dev.holdpoint.tool-call-finished", rename_all = "camelCase")]
     ToolCallFinished {
-        /// The call.
+        /// The blocked tool call (1 to 128 printable ASCII characters, no spaces); its
+        /// one `tool-call-finished` names it.
         call_id: CallId,
         /// The interaction that blocked it.
         interaction_id: InteractionId,
-        /// Kind.
+        /// The interaction's kind: `approval`, `question` or `connection`.
         kind: Kind,
-        /// The result.
+        /// How the blocked call ends: `{"status": "ok", "output"}` or `{"status":
+        /// "error", "code", "message"}`.
         result: CallResult,
     },
     /// A lane took a person's message.
     #[serde(rename = "dev.holdpoint.lane-message", rename_all = "camelCase")]
     LaneMessage {
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
-        /// Lane.
+        /// The session's lane (1 to 128 printable ASCII characters, no spaces).
         lane: LaneId,
-        /// Message id.
+        /// The message's id (1 to 128 printable ASCII characters, no spaces); the
+        /// question id when the message is an answer.
         message_id: MessageId,
         /// Admitted (its turn started) or queued.
         admission: Admission,
-        /// Who.
+        /// The person who acted: a verified JWT `sub` or the local OS user (1 to 256
+        /// characters, no control characters).
         by: PersonId,
-        /// Content.
+        /// What the message carries: the person's text, or the answer to a product
+        /// question.
         content: LaneContent,
     },
     /// A lane's turn changed: `running` started (or none runs).
     #[serde(rename = "dev.holdpoint.turn-started", rename_all = "camelCase")]
     TurnStarted {
-        /// Session.
+        /// The runtime session (1 to 128 printable ASCII characters, no spaces).
         session: SessionId,
-        /// Lane.
+        /// The session's lane (1 to 128 printable ASCII characters, no spaces).
         lane: LaneId,
         /// The message (or turn id) whose turn started.
         turn_id: MessageId,
@@ -281,11 +318,12 @@ pub enum EventData {
     /// Audit (`hp.audit.<org>`): an approval decided. Never a question.
     #[serde(rename = "dev.holdpoint.approval-decided", rename_all = "camelCase")]
     ApprovalDecided {
-        /// Effect id.
+        /// The approval's interaction, the effect id of the held call (1 to 128
+        /// printable ASCII characters, no spaces).
         effect_id: InteractionId,
-        /// MCP server.
+        /// The MCP server of the held call: a one-line name of at most 200 characters.
         server: String,
-        /// Tool.
+        /// The tool of the held call: a one-line name of at most 200 characters.
         tool: String,
         /// The held call's arguments digest (hex SHA-256 of their canonical JSON); the
         /// arguments themselves are never audited.
@@ -325,20 +363,22 @@ pub enum EventData {
     /// A command could not be decoded and was terminated.
     #[serde(rename = "dev.holdpoint.dead-letter", rename_all = "camelCase")]
     DeadLetter {
-        /// The command subject.
+        /// The subject the command was stored under (`hp.cmd.…`).
         subject: String,
-        /// The stream sequence of the command.
+        /// The command's sequence in the commands stream (`HP_COMMANDS`).
         stream_sequence: u64,
-        /// Why.
+        /// Why it could not be decided: the decode error, or a subject that does not
+        /// match the command.
         reason: String,
     },
     /// A webhook endpoint was disabled after too many failed delivery attempts in a
     /// row (published by the notifier on `hp.evt.<org>._.webhook-disabled`).
     #[serde(rename = "dev.holdpoint.webhook-disabled", rename_all = "camelCase")]
     WebhookDisabled {
-        /// The endpoint.
+        /// The webhook endpoint (`wh_` and 32 hex digits).
         webhook_id: crate::ids::WebhookId,
-        /// Its URL.
+        /// The endpoint's URL: `https` (plain `http` only to a loopback host in local
+        /// mode), no credentials or fragment.
         url: String,
         /// Failed attempts in a row when it was disabled.
         consecutive_failures: u32,
@@ -347,7 +387,7 @@ pub enum EventData {
     /// endpoint only, never stored in the events stream.
     #[serde(rename = "dev.holdpoint.webhook-test", rename_all = "camelCase")]
     WebhookTest {
-        /// The endpoint.
+        /// The webhook endpoint (`wh_` and 32 hex digits).
         webhook_id: crate::ids::WebhookId,
     },
 }
@@ -355,52 +395,32 @@ pub enum EventData {
 impl EventData {
     /// The short name: the subject's last token and the `type` without its prefix.
     pub fn name(&self) -> &'static str {
-        match self {
-            EventData::SessionOpened { .. } => "session-opened",
-            EventData::SessionClosed { .. } => "session-closed",
-            EventData::ApprovalRequested { .. } => "approval-requested",
-            EventData::QuestionAsked { .. } => "question-asked",
-            EventData::ConnectionRequested { .. } => "connection-requested",
-            EventData::TaskStatus(_) => "task-status",
-            EventData::InteractionResolved { .. } => "interaction-resolved",
-            EventData::InteractionExpiring { .. } => "interaction-expiring",
-            EventData::InteractionClosed { .. } => "interaction-closed",
-            EventData::ToolCallReleased { .. } => "tool-call-released",
-            EventData::ToolCallFinished { .. } => "tool-call-finished",
-            EventData::LaneMessage { .. } => "lane-message",
-            EventData::TurnStarted { .. } => "turn-started",
-            EventData::ApprovalDecided { .. } => "approval-decided",
-            EventData::RuleWritten { .. } => "rule-written",
-            EventData::RuleRevoked { .. } => "rule-revoked",
-            EventData::DeadLetter { .. } => "dead-letter",
-            EventData::WebhookDisabled { .. } => "webhook-disabled",
-            EventData::WebhookTest { .. } => "webhook-test",
-        }
+        self.into()
     }
 }
 
-/// Every short event name, for documentation and subject filters.
-pub const EVENT_NAMES: [&str; 19] = [
-    "session-opened",
-    "session-closed",
-    "approval-requested",
-    "question-asked",
-    "connection-requested",
-    "task-status",
-    "interaction-resolved",
-    "interaction-expiring",
-    "interaction-closed",
-    "tool-call-released",
-    "tool-call-finished",
-    "lane-message",
-    "turn-started",
-    "approval-decided",
-    "rule-written",
-    "rule-revoked",
-    "dead-letter",
-    "webhook-disabled",
-    "webhook-test",
-];
+impl EventKind {
+    /// Every event type, in declaration order (derived from [`EventData`]'s variants).
+    pub const ALL: &'static [EventKind] = <EventKind as strum::VariantArray>::VARIANTS;
+
+    /// The short name (`task-status`): the subject's last token.
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+
+    /// True for the decision-audit records, published on `hp.audit.<org>` (stream
+    /// `HP_AUDIT`) instead of `hp.evt.<org>.<task>.<name>`.
+    pub fn is_audit(self) -> bool {
+        matches!(
+            self,
+            EventKind::ApprovalDecided | EventKind::RuleWritten | EventKind::RuleRevoked
+        )
+    }
+}
+
+/// Every short event name, in declaration order, for documentation and subject
+/// filters (derived from [`EventData`]'s variants).
+pub const EVENT_NAMES: &[&str] = <EventData as strum::VariantNames>::VARIANTS;
 
 impl Event {
     /// Builds an event whose id is derived from `(org, subject, transition)`: the same

@@ -3,7 +3,7 @@
 //! Every id that reaches a subject (`hp.cmd.<org>.…`, `hp.evt.<org>.<task>.…`) or a
 //! KV key (`<org>.<interactionId>`) goes through [`subject_token`], so no input can
 //! inject `.`, `*`, `>` or whitespace, or address another organisation
-//! (DESIGN "NATS topology").
+//! (README "NATS topology").
 
 use std::borrow::Cow;
 use std::fmt;
@@ -28,7 +28,7 @@ pub enum IdError {
     /// The id is longer than the limit.
     #[error("{what} is longer than {max} bytes")]
     TooLong {
-        /// Which id.
+        /// Which id (`orgId`, `taskId`, ...).
         what: &'static str,
         /// The limit in bytes.
         max: usize,
@@ -36,7 +36,7 @@ pub enum IdError {
     /// The id holds whitespace, a control character or non-ASCII.
     #[error("{what} may only hold printable ASCII without spaces")]
     BadChar {
-        /// Which id.
+        /// Which id (`orgId`, `taskId`, ...).
         what: &'static str,
     },
 }
@@ -168,12 +168,13 @@ macro_rules! ascii_id {
 }
 
 ascii_id!(
-    /// An organisation (tenant). Comes from the caller's verified identity, never from a body.
+    /// An organisation (tenant). Comes from the caller's verified identity, never from
+    /// a body.
     OrgId,
     "orgId"
 );
 ascii_id!(
-    /// A runtime session (seed 003: `NRY-0002` when it does not exist).
+    /// A runtime session (`NRY-0002` when it does not exist).
     SessionId,
     "sessionId"
 );
@@ -183,7 +184,7 @@ ascii_id!(
     "lane"
 );
 ascii_id!(
-    /// An A2A task id (seed 000: the answer is a message on the same `taskId`).
+    /// An A2A task id (over A2A the answer is a message on the same `taskId`).
     TaskId,
     "taskId"
 );

@@ -15,7 +15,7 @@ use crate::vocab::{
     Answer, CallResult, CloseReason, Kind, OnExpiry, Resolver, SessionMode, Spec, State,
 };
 
-/// The resolving answer, kept forever on the record (DESIGN guarantee 2).
+/// The resolving answer, kept forever on the record (RELIABILITY.md guarantee 2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
@@ -44,9 +44,9 @@ pub struct Resolution {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Closure {
-    /// Why.
+    /// Why it closed: `interrupted`, `superseded`, `expired` or `canceled`.
     pub reason: CloseReason,
-    /// When.
+    /// When, RFC 3339 in UTC with milliseconds (`2026-04-01T10:00:03.520Z`).
     #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub at: OffsetDateTime,
@@ -64,11 +64,11 @@ pub struct Interaction {
     pub id: InteractionId,
     /// The owning organisation.
     pub org: OrgId,
-    /// The session.
+    /// The runtime session (1 to 128 printable ASCII characters, no spaces).
     pub session: SessionId,
     /// The session's mode when opened.
     pub mode: SessionMode,
-    /// The lane.
+    /// The session's lane (1 to 128 printable ASCII characters, no spaces).
     pub lane: LaneId,
     /// The A2A task.
     pub task_id: TaskId,
@@ -84,7 +84,7 @@ pub struct Interaction {
     pub spec: Spec,
     /// The prompt shown to the person.
     pub prompt: String,
-    /// Lifecycle state.
+    /// Where it is in its lifecycle: `pending`, `resolved`, `finished` or `closed`.
     pub state: State,
     /// When it opened.
     #[serde(with = "crate::timestamp")]
@@ -178,9 +178,9 @@ impl Interaction {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HeldCall {
-    /// MCP server.
+    /// The MCP server of the held call: a one-line name of at most 200 characters.
     pub server: String,
-    /// Tool.
+    /// The tool of the held call: a one-line name of at most 200 characters.
     pub tool: String,
     /// The exact arguments that approval releases.
     pub arguments: Value,
@@ -198,7 +198,7 @@ pub struct ResolutionView {
     pub by: PersonId,
     /// `person`, or `expiry` when the deadline passed with no answer.
     pub resolved_by: Resolver,
-    /// When.
+    /// When, RFC 3339 in UTC with milliseconds (`2026-04-01T10:00:03.520Z`).
     #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub at: OffsetDateTime,
@@ -211,25 +211,29 @@ pub struct ResolutionView {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct InteractionView {
-    /// The id.
+    /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect id
+    /// of an approval, a UUID for a question.
     pub interaction_id: InteractionId,
-    /// Kind.
+    /// The interaction's kind: `approval`, `question` or `connection`.
     pub kind: Kind,
-    /// State.
+    /// Where it is in its lifecycle: `pending`, `resolved`, `finished` or `closed`.
     pub state: State,
-    /// Prompt.
+    /// The text shown to a person.
     pub prompt: String,
-    /// Seed 000 `detail`.
+    /// What it is about, as a JSON object by kind (an approval's server, tool and
+    /// reason; a question's questions; a connection's app and reason); never a call's
+    /// arguments.
     pub detail: Value,
-    /// A2A task.
+    /// The A2A task (1 to 128 printable ASCII characters, no spaces).
     pub task_id: TaskId,
-    /// A2A context.
+    /// The A2A context (1 to 128 printable ASCII characters, no spaces).
     pub context_id: ContextId,
-    /// Session.
+    /// The runtime session (1 to 128 printable ASCII characters, no spaces).
     pub session_id: SessionId,
-    /// Session mode.
+    /// The session's mode: `blocking` (the call waits) or `product` (answers become
+    /// lane messages).
     pub mode: SessionMode,
-    /// Lane.
+    /// The session's lane (1 to 128 printable ASCII characters, no spaces).
     pub lane: LaneId,
     /// The blocked call.
     pub call_id: CallId,
@@ -252,10 +256,11 @@ pub struct InteractionView {
     /// For approvals: the held call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call: Option<HeldCall>,
-    /// The resolution.
+    /// How it was resolved (who, when, the answer); set once resolved, none while
+    /// pending or when closed without an answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution: Option<ResolutionView>,
-    /// The closure.
+    /// Why and when it closed without an answer; set only when `state` is `closed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closure: Option<Closure>,
     /// The blocked call's result.

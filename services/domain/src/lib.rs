@@ -16,7 +16,7 @@
 //!    [`event`]: CloudEvents on `hp.evt.<org>.<task>.<name>` and `hp.audit.<org>`.
 //! 5. The records: [`transition`] (committed transitions and their effects, every
 //!    record's outbox), [`interaction`], [`session`] (headers and lanes), [`task`].
-//! 6. [`rules`]: what an opening may ask and how an answer is read (seeds 000, 003);
+//! 6. [`rules`]: what an opening may ask and how an answer is read (README "The HTTP API");
 //!    [`rulebook`]: which remembered rule decides a held call, writing and revoking.
 //! 7. [`decide`](mod@decide): the state machine.
 //!
@@ -50,7 +50,7 @@ pub use command::{
 pub use decide::{Ctx, Deadlines, Decision, Needs, Snapshot, decide, needs};
 pub use digest::digest;
 pub use error::{CodeSpec, ErrorBody, ErrorCode, Rejection};
-pub use event::{AuditOutcome, Decider, EXTENSION_URI, Event, EventData};
+pub use event::{AuditOutcome, Decider, EXTENSION_URI, Event, EventData, EventKind};
 pub use ids::*;
 pub use interaction::*;
 pub use outcome::{Accepted, Outcome};

@@ -37,14 +37,14 @@ pub enum Accepted {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Outcome {
-    /// The command.
+    /// The id of the command this answers (its `Nats-Msg-Id`).
     pub command_id: String,
     /// Success or a rejection.
     pub result: Result<Accepted, Rejection>,
 }
 
 impl Outcome {
-    /// Success.
+    /// The outcome of command `command_id` when it was accepted with `a`.
     pub fn ok(command_id: &str, a: Accepted) -> Self {
         Self {
             command_id: command_id.to_owned(),
@@ -52,7 +52,8 @@ impl Outcome {
         }
     }
 
-    /// A rejection.
+    /// The outcome of command `command_id` when it was refused with `code` and a
+    /// human-readable `message`.
     pub fn err(command_id: &str, code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             command_id: command_id.to_owned(),

@@ -107,7 +107,8 @@ pub struct DeliveredAnswer {
     /// The recorded answer; absent once the lane's answer budget dropped it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<Answer>,
-    /// Who answered.
+    /// The person who acted: a verified JWT `sub` or the local OS user (1 to 256
+    /// characters, no control characters).
     pub by: PersonId,
     /// The idempotency key of the answer that was delivered.
     pub key: IdempotencyKey,
@@ -132,7 +133,7 @@ pub struct OpenQuestion {
 pub struct Lane {
     /// The owning organisation.
     pub org: OrgId,
-    /// The session.
+    /// The runtime session (1 to 128 printable ASCII characters, no spaces).
     pub session: SessionId,
     /// The lane's name.
     pub lane: LaneId,

@@ -39,7 +39,9 @@ pub struct Waiting {
     pub kind: Kind,
     /// The text shown to a person.
     pub prompt: String,
-    /// Seed 000 `detail`: never a call's arguments.
+    /// What it is about, as a JSON object by kind (an approval's server, tool and
+    /// reason; a question's questions; a connection's app and reason); never a call's
+    /// arguments.
     pub detail: Value,
     /// When it was opened, RFC 3339; the oldest is named first.
     #[serde(with = "crate::timestamp")]
@@ -62,7 +64,8 @@ pub struct Waiting {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Left {
-    /// The interaction.
+    /// The interaction (1 to 128 printable ASCII characters, no spaces): the effect id
+    /// of an approval, a UUID for a question.
     pub interaction_id: InteractionId,
     /// The command (`cmd-<40 hex>`) whose decision removed it.
     pub command_id: String,
@@ -82,7 +85,7 @@ impl Waiting {
         }
     }
 
-    /// The seed 000 open-interaction reference a status message carries.
+    /// The interactions/v1 open-interaction reference a status message carries.
     pub fn reference(&self) -> OpenInteractionRef {
         OpenInteractionRef {
             interaction_id: self.interaction_id.clone(),

@@ -8,10 +8,12 @@ use time::OffsetDateTime;
 
 use crate::ids::{InteractionId, LaneId, MessageId, OrgId, PersonId, SessionId};
 
-/// The two ways a session runs (DESIGN "Interactions", seed 003).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The two ways a session runs: `blocking` (an answer unblocks a waiting call) or
+/// `product` (answers become lane messages; README "Sessions, lanes and the message road").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum SessionMode {
     /// The tool call blocks; resolving releases it and its close arrives as
     /// `tool-call-finished`.
@@ -20,10 +22,20 @@ pub enum SessionMode {
     Product,
 }
 
-/// The kind of an interaction (seed 000 "The open interaction").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+impl SessionMode {
+    /// The lower-case name used on the wire (`blocking`, `product`; derived, the same
+    /// as serde's).
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// The kind of an interaction: `approval` (a held tool call), `question`
+/// (`ask_user`) or `connection` (`request_connection`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Kind {
     /// A held tool call waiting for `approved: true/false`.
     Approval,
@@ -34,7 +46,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// The A2A task state a waiting task of this kind shows (seed 000 table).
+    /// The A2A task state a waiting task of this kind shows (README "A2A").
     pub fn task_state(self) -> TaskState {
         match self {
             Kind::Approval | Kind::Connection => TaskState::AuthRequired,
@@ -42,13 +54,10 @@ impl Kind {
         }
     }
 
-    /// The lower-case name used on the wire.
+    /// The lower-case name used on the wire (`approval`, `question`, `connection`;
+    /// derived, the same as serde's).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Approval => "approval",
-            Kind::Question => "question",
-            Kind::Connection => "connection",
-        }
+        self.into()
     }
 }
 
@@ -86,7 +95,7 @@ pub struct QuestionSpec {
 }
 
 /// What an interaction is about, by kind. Stored; `arguments` never leave through
-/// `detail` (seed 000).
+/// `detail`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -95,7 +104,7 @@ pub enum Spec {
     Approval {
         /// MCP-style server name.
         server: String,
-        /// Tool name.
+        /// The tool of the held call: a one-line name of at most 200 characters.
         tool: String,
         /// The call's arguments exactly as held; released as they are.
         arguments: Value,
@@ -130,7 +139,7 @@ impl Spec {
         }
     }
 
-    /// The text to show a person (seed 000 `prompt`).
+    /// The text to show a person (the status message's `prompt`).
     pub fn prompt(&self) -> String {
         match self {
             Spec::Approval { server, tool, .. } => format!("Approve {server} / {tool}?"),
@@ -147,7 +156,8 @@ impl Spec {
         }
     }
 
-    /// Seed 000 `detail`: server/tool/reason, the questions, or app/reason. Never the
+    /// The `detail` a status message and the API show: server/tool/reason, the
+    /// questions, or app/reason. Never the
     /// call's arguments.
     pub fn detail(&self) -> Value {
         match self {
@@ -169,7 +179,8 @@ impl Spec {
     }
 }
 
-/// One answer to one question (seed 003 body entry).
+/// One answer to one question: an entry of the `answers` array of
+/// `POST /v1/questions/{questionId}/answer`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -181,27 +192,30 @@ pub struct OptionAnswer {
     pub text: Option<String>,
 }
 
-/// A recorded answer, read by kind (seed 000 "The answer").
+/// A recorded answer, read by the interaction's kind (README "The HTTP API", reading
+/// rules).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Answer {
     /// `approved: true` releases the held call; `false` fails it as `tool.denied`.
     Approval {
-        /// The decision.
+        /// The decision: `true` releases the held call, `false` fails it as `tool.denied`.
         approved: bool,
         /// Optional reason travelling with the decision.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
-    /// The per-question answers of seed 003.
+    /// The per-question answers of `POST /v1/questions/{questionId}/answer`, one per
+    /// question in the order asked.
     Question {
         /// One entry per question, in order.
         answers: Vec<OptionAnswer>,
     },
-    /// Any JSON value answering a question (seed 000 `value`), e.g. an A2A text part.
+    /// Any JSON value answering a question (the answer's `value`), e.g. an A2A text part.
     Value {
-        /// The value.
+        /// Any JSON value, read by the interaction's kind; at most 256 KiB serialized
+        /// and 32 levels deep.
         value: Value,
     },
     /// A connection answer.
@@ -212,7 +226,7 @@ pub enum Answer {
 }
 
 /// Where an interaction is in its lifecycle: `pending -> resolved -> finished`, or
-/// `pending -> closed` (DESIGN "Interactions").
+/// `pending -> closed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
@@ -228,9 +242,10 @@ pub enum State {
 }
 
 /// Why an interaction was closed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum CloseReason {
     /// The host interrupted the turn.
     Interrupted,
@@ -240,6 +255,23 @@ pub enum CloseReason {
     Expired,
     /// The host canceled it.
     Canceled,
+}
+
+impl CloseReason {
+    /// The lower-case name used on the wire (`interrupted`, `superseded`, `expired`,
+    /// `canceled`; derived, the same as serde's).
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// How the reason reads in a message to a person or a model (`superseded by a
+    /// message`; the others as [`CloseReason::as_str`]).
+    pub fn message_word(self) -> &'static str {
+        match self {
+            CloseReason::Superseded => "superseded by a message",
+            other => other.as_str(),
+        }
+    }
 }
 
 /// How a blocked call ends (`tool-call-finished` payload).
@@ -256,7 +288,7 @@ pub enum CallResult {
     Error {
         /// Stable error code for the model.
         code: String,
-        /// Human text.
+        /// Human-readable text explaining the error, given to the model.
         message: String,
     },
 }
@@ -267,11 +299,12 @@ pub enum CallResult {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LaneMessage {
-    /// The organisation.
+    /// The organisation (tenant), from the caller's verified identity (1 to 128
+    /// printable ASCII characters, no spaces).
     pub org: OrgId,
-    /// The session.
+    /// The runtime session (1 to 128 printable ASCII characters, no spaces).
     pub session: SessionId,
-    /// The lane.
+    /// The session's lane (1 to 128 printable ASCII characters, no spaces).
     pub lane: LaneId,
     /// The message id (question id for answers).
     pub message_id: MessageId,
@@ -279,7 +312,7 @@ pub struct LaneMessage {
     pub by: PersonId,
     /// What it says.
     pub content: LaneContent,
-    /// When.
+    /// When, RFC 3339 in UTC with milliseconds (`2026-04-01T10:00:03.520Z`).
     #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub at: OffsetDateTime,
@@ -292,15 +325,17 @@ pub struct LaneMessage {
 pub enum LaneContent {
     /// Text the person wrote.
     Text {
-        /// The text.
+        /// The person's text: free text of at most 8,000 characters; no control
+        /// character but TAB, LF and CR.
         text: String,
     },
     /// The person's answer to a product question.
     Answer {
-        /// The question.
+        /// The product question this message answers (1 to 128 printable ASCII
+        /// characters, no spaces).
         #[serde(rename = "questionId")]
         question_id: InteractionId,
-        /// The answer.
+        /// The recorded answer, by kind: a decision, per-question answers, or a JSON value.
         answer: Answer,
     },
 }
@@ -373,4 +408,38 @@ pub enum DeadlineStage {
     Warn,
     /// The deadline: the expiry decides.
     Expire,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The derived names are serde's: one spelling per word.
+    #[test]
+    fn derived_names_are_the_wire_names() {
+        fn wire<T: Serialize>(v: T) -> String {
+            serde_json::to_value(v)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        }
+        for r in [
+            CloseReason::Interrupted,
+            CloseReason::Superseded,
+            CloseReason::Expired,
+            CloseReason::Canceled,
+        ] {
+            assert_eq!(r.as_str(), wire(r));
+        }
+        for k in [Kind::Approval, Kind::Question, Kind::Connection] {
+            assert_eq!(k.as_str(), wire(k));
+        }
+        for m in [SessionMode::Blocking, SessionMode::Product] {
+            assert_eq!(m.as_str(), wire(m));
+        }
+        assert_eq!(
+            CloseReason::Superseded.message_word(),
+            "superseded by a message"
+        );
+    }
 }

@@ -194,7 +194,7 @@ pub struct RotateWebhook {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct WebhookWithSecret {
-    /// The endpoint.
+    /// The endpoint as `GET /v1/webhooks/{id}` shows it.
     #[serde(flatten)]
     pub webhook: WebhookView,
     /// The Standard Webhooks signing secret (`whsec_<base64>`): verify each
@@ -230,7 +230,7 @@ pub enum AttemptResult {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct WebhookAttempt {
-    /// The endpoint.
+    /// The webhook endpoint (`wh_` and 32 hex digits).
     #[cfg_attr(feature = "schema", schemars(with = "String"))]
     pub webhook_id: WebhookId,
     /// The CloudEvent's id, sent as `webhook-id` (receivers deduplicate on it).

@@ -16,11 +16,11 @@ use serde_json::{Value, json};
 // ================================================================ blocking answers: questions
 
 #[test]
-fn seed_003_answer_resolves_and_finishes_the_question() {
+fn rest_example_answer_resolves_and_finishes_the_question() {
     let mut s = Fixture::new().blocking(S).question(QUESTION, S).store();
     let d = accept(
         &mut s,
-        &answer_via(AnswerRoute::Question, QUESTION, "k-1", seed_answers()),
+        &answer_via(AnswerRoute::Question, QUESTION, "k-1", example_answers()),
         Accepted::Resolved,
         &["interaction-resolved", "tool-call-finished", "task-status"],
     );
@@ -145,7 +145,7 @@ fn answers_that_do_not_fit_the_questions_change_nothing() {
         // And the question still takes a good answer.
         accept(
             &mut s,
-            &answer(QUESTION, "k-good", seed_answers()),
+            &answer(QUESTION, "k-good", example_answers()),
             Accepted::Resolved,
             &["interaction-resolved", "tool-call-finished", "task-status"],
         );
@@ -537,7 +537,7 @@ fn the_question_route_finds_only_questions() {
             AnswerRoute::Question,
             "no-such-question",
             "k-1",
-            seed_answers(),
+            example_answers(),
         ),
         ErrorCode::NotFound,
     );
@@ -655,7 +655,7 @@ fn a_cut_app_is_what_the_model_is_told() {
 #[test]
 fn the_same_key_again_returns_the_same_outcome_and_changes_nothing() {
     let mut s = Fixture::new().blocking(S).question(QUESTION, S).store();
-    let env = answer(QUESTION, "k-1", seed_answers());
+    let env = answer(QUESTION, "k-1", example_answers());
     let first = accept(
         &mut s,
         &env,
@@ -716,7 +716,7 @@ fn another_key_after_resolution_is_already_settled() {
 fn answering_a_closed_interaction_is_already_settled() {
     for (id, req, input) in [
         (APPROVAL, pr_approval(), approved(true)),
-        (QUESTION, seed_question_req(), seed_answers()),
+        (QUESTION, example_question_req(), example_answers()),
         (
             CONNECTION,
             connection_req("Linear", "why"),
@@ -743,7 +743,7 @@ fn answering_on_an_ended_session_is_session_not_found() {
     );
     refuse(
         &mut s,
-        &answer(QUESTION, "k-1", seed_answers()),
+        &answer(QUESTION, "k-1", example_answers()),
         ErrorCode::SessionNotFound,
     );
     assert_eq!(s.interaction(QUESTION).state, State::Pending);

@@ -14,7 +14,7 @@ use holdpoint_domain::{
 fn host_close_finishes_a_blocked_call_once() {
     let rows: Vec<(&str, OpenRequest, Kind)> = vec![
         (APPROVAL, pr_approval(), Kind::Approval),
-        (QUESTION, seed_question_req(), Kind::Question),
+        (QUESTION, example_question_req(), Kind::Question),
         (
             CONNECTION,
             connection_req("Linear", "why"),
@@ -82,7 +82,7 @@ fn host_close_of_an_answered_interaction_is_already_settled() {
     assert_eq!(s.interaction(APPROVAL).state, State::Resolved);
 
     let mut s = Fixture::new().blocking(S).question(QUESTION, S).store();
-    s.run(&answer(QUESTION, "k-1", seed_answers()));
+    s.run(&answer(QUESTION, "k-1", example_answers()));
     refuse(
         &mut s,
         &close(QUESTION, CloseReason::Interrupted),

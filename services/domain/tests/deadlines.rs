@@ -245,7 +245,7 @@ fn a_moved_or_cleared_deadline_makes_the_old_schedule_a_no_op() {
 fn each_kind_expires_with_its_default() {
     let mut s = store(true);
     s.run(&in_a_minute(
-        open_on("q-1", S, LANE, seed_question_req()),
+        open_on("q-1", S, LANE, example_question_req()),
         OnExpiry::Decide,
     ));
     s.run(&in_a_minute(

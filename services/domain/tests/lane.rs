@@ -17,7 +17,7 @@ fn a_product_question_is_listed_on_its_lane() {
     let mut s = Fixture::new().product(P, 8).store();
     let d = accept(
         &mut s,
-        &open(QUESTION, P, seed_question_req()),
+        &open(QUESTION, P, example_question_req()),
         Accepted::Opened,
         &["question-asked", "task-status"],
     );
@@ -45,7 +45,7 @@ fn a_product_answer_on_an_idle_lane_starts_the_next_turn() {
     let mut s = Fixture::new().product(P, 8).question(QUESTION, P).store();
     let d = accept(
         &mut s,
-        &answer_via(AnswerRoute::Question, QUESTION, "k-1", seed_answers()),
+        &answer_via(AnswerRoute::Question, QUESTION, "k-1", example_answers()),
         Accepted::Resolved,
         &[
             "interaction-resolved",
@@ -125,7 +125,7 @@ fn a_product_answer_on_a_busy_lane_is_kept_and_queued() {
     );
     assert_eq!(d.effects.events[0].body, turn_started("turn-1"));
 
-    let env = answer(QUESTION, "k-1", seed_answers());
+    let env = answer(QUESTION, "k-1", example_answers());
     let d = s.run(&env);
     assert_eq!(code_of(&d), ErrorCode::LaneBusy);
     assert_eq!(ErrorCode::LaneBusy.spec().code, "NRY-0031");
@@ -188,11 +188,11 @@ fn a_product_answer_on_a_full_lane_is_not_delivered_and_a_retry_succeeds() {
     assert_eq!(code_of(&d), ErrorCode::LaneBusy, "the message is queued");
     accept(
         &mut s,
-        &open(QUESTION, P, seed_question_req()),
+        &open(QUESTION, P, example_question_req()),
         Accepted::Opened,
         &["question-asked", "task-status"],
     );
-    let env = answer(QUESTION, "k-1", seed_answers());
+    let env = answer(QUESTION, "k-1", example_answers());
     let d = refuse(&mut s, &env, ErrorCode::AnswerNotDelivered);
     assert_eq!(ErrorCode::AnswerNotDelivered.spec().code, "NRY-0032");
     assert!(
@@ -243,8 +243,8 @@ fn a_retry_after_a_full_lane_is_queued_once_there_is_room() {
     let mut s = Fixture::new().product(P, 1).store();
     s.run(&turn_start(P, LANE, "turn-1"));
     s.run(&message(P, LANE, "m-1", "first"));
-    s.run(&open(QUESTION, P, seed_question_req()));
-    let env = answer(QUESTION, "k-1", seed_answers());
+    s.run(&open(QUESTION, P, example_question_req()));
+    let env = answer(QUESTION, "k-1", example_answers());
     refuse(&mut s, &env, ErrorCode::AnswerNotDelivered);
     s.run(&turn_finish(P, LANE, "turn-1"));
     // m-1 runs, the queue has room again: the answer is kept (409 NRY-0031).
@@ -268,7 +268,7 @@ fn a_product_answer_on_a_closed_or_ended_session() {
     );
     refuse(
         &mut s,
-        &answer(QUESTION, "k-1", seed_answers()),
+        &answer(QUESTION, "k-1", example_answers()),
         ErrorCode::AnswerNotDelivered,
     );
     assert_eq!(s.interaction(QUESTION).state, State::Pending);
@@ -284,7 +284,7 @@ fn a_product_answer_on_a_closed_or_ended_session() {
     s.run(&session_end(P));
     refuse(
         &mut s,
-        &answer(QUESTION, "k-1", seed_answers()),
+        &answer(QUESTION, "k-1", example_answers()),
         ErrorCode::SessionNotFound,
     );
 }
@@ -293,7 +293,7 @@ fn a_product_answer_on_a_closed_or_ended_session() {
 fn a_message_on_the_lane_supersedes_its_open_question() {
     let mut s = Fixture::new().product(P, 8).question(QUESTION, P).store();
     // A question on another lane stays open.
-    s.run(&open_on("q-side", P, "side", seed_question_req()));
+    s.run(&open_on("q-side", P, "side", example_question_req()));
     let d = accept(
         &mut s,
         &message(P, LANE, "m-1", "never mind, use Postgres"),
@@ -350,7 +350,7 @@ fn a_message_on_the_lane_supersedes_its_open_question() {
 
     refuse(
         &mut s,
-        &answer(QUESTION, "k-1", seed_answers()),
+        &answer(QUESTION, "k-1", example_answers()),
         ErrorCode::AlreadySettled,
     );
     assert_eq!(s.interaction("q-side").state, State::Pending);
@@ -365,7 +365,7 @@ fn an_answer_after_the_superseding_message_but_before_its_close_is_already_settl
     // the same, so the answer is not delivered as a second message.
     refuse(
         &mut s,
-        &answer(QUESTION, "k-1", seed_answers()),
+        &answer(QUESTION, "k-1", example_answers()),
         ErrorCode::AlreadySettled,
     );
     let l = s.lane(P, LANE);
@@ -405,7 +405,7 @@ fn a_host_close_racing_a_taken_answer_does_not_strand_the_lane() {
     // The answer's worker wrote the lane (the message is on it) and has not written
     // the interaction yet when the host closes the question.
     let mut s = Fixture::new().product(P, 8).question(QUESTION, P).store();
-    let ans = answer(QUESTION, "k-1", seed_answers());
+    let ans = answer(QUESTION, "k-1", example_answers());
     let loaded = s.load(&ans);
     let d = s.decide_on(&loaded, &ans);
     s.write_lane(&ans, &loaded, &d)
@@ -502,7 +502,7 @@ fn an_answer_after_a_host_close_took_the_question_off_its_lane_is_already_settle
         .expect("the close's lane write lands");
     refuse(
         &mut s,
-        &answer(QUESTION, "k-1", seed_answers()),
+        &answer(QUESTION, "k-1", example_answers()),
         ErrorCode::AlreadySettled,
     );
     let l = s.lane(P, LANE);
@@ -594,7 +594,7 @@ fn a_product_open_interrupted_before_its_record_is_closed_by_the_message() {
     // The open's lane and task writes land (the question is listed), the worker dies
     // before writing the interaction; a message then supersedes the question.
     let mut s = Fixture::new().product(P, 8).store();
-    let env = open(QUESTION, P, seed_question_req());
+    let env = open(QUESTION, P, example_question_req());
     let loaded = s.load(&env);
     let d = s.decide_on(&loaded, &env);
     s.write_lane(&env, &loaded, &d).expect("lane write");
@@ -621,7 +621,7 @@ fn a_product_open_interrupted_before_its_record_is_closed_by_the_message() {
     );
     refuse(
         &mut s,
-        &answer(QUESTION, "k-1", seed_answers()),
+        &answer(QUESTION, "k-1", example_answers()),
         ErrorCode::AlreadySettled,
     );
 }
@@ -629,7 +629,7 @@ fn a_product_open_interrupted_before_its_record_is_closed_by_the_message() {
 #[test]
 fn a_product_answer_interrupted_after_its_session_write_completes_with_its_answer() {
     let mut s = Fixture::new().product(P, 8).question(QUESTION, P).store();
-    let first = answer(QUESTION, "k-1", seed_answers());
+    let first = answer(QUESTION, "k-1", example_answers());
     let loaded = s.load(&first);
     let d = s.decide_on(&loaded, &first);
     s.write_lane(&first, &loaded, &d).expect("lane write");

@@ -103,7 +103,7 @@ fn open_question_asks_in_engine_order() {
     let mut s = Fixture::new().blocking(S).store();
     let d = accept(
         &mut s,
-        &open(QUESTION, S, seed_question_req()),
+        &open(QUESTION, S, example_question_req()),
         Accepted::Opened,
         &["question-asked", "task-status"],
     );
@@ -119,7 +119,7 @@ fn open_question_asks_in_engine_order() {
                 interaction_id: iid(QUESTION),
                 kind: Kind::Question,
                 prompt: prompt.into(),
-                detail: json!({"questions": seed_questions()}),
+                detail: json!({"questions": example_questions()}),
                 expires_at: None,
             }),
         }
@@ -314,7 +314,7 @@ fn open_on_a_missing_ended_or_closed_session_is_refused() {
     );
     refuse(
         &mut s,
-        &open(QUESTION, "nope", seed_question_req()),
+        &open(QUESTION, "nope", example_question_req()),
         ErrorCode::SessionNotFound,
     );
     assert!(!s.has_interaction(APPROVAL));

@@ -41,7 +41,7 @@ fn interaction_lane(i: usize) -> &'static str {
 fn request(i: usize) -> OpenRequest {
     match i {
         0 => pr_approval(),
-        1 => seed_question_req(),
+        1 => example_question_req(),
         2 => connection_req("Linear", "to file the bug"),
         _ => OpenRequest::Question {
             questions: vec![question("Proceed?", &["Yes", "No"], false, true)],
@@ -57,7 +57,7 @@ fn body(n: usize) -> AnswerInput {
         2 => value(json!(true)),
         3 => value(json!({"connected": true})),
         4 => text("hello"),
-        5 => seed_answers(),
+        5 => example_answers(),
         6 => answers(vec![oa(&[1]), oa(&[0, 1])]),
         7 => answers(vec![oa(&[1])]),
         8 => approved_digest(true, "00"),
@@ -1091,7 +1091,7 @@ fn two_workers_answering_at_once_resolve_once() {
                 .then(session_open(SESSION, SessionMode::Blocking))
                 .then(open(INTERACTIONS[1], SESSION, request(1))),
         );
-        let a = answer(INTERACTIONS[1], "k0", seed_answers());
+        let a = answer(INTERACTIONS[1], "k0", example_answers());
         let b = answer(INTERACTIONS[1], "k1", answers(vec![oa(&[1]), oa(&[0])]));
         w.race(a, b, &schedule);
         check_world(&w);
@@ -1143,7 +1143,7 @@ fn scenarios() -> Vec<World> {
 /// on the questions' lane, a tool result, turns, the session's close.
 fn contenders() -> Vec<CommandEnvelope> {
     vec![
-        answer("q-1", "k0", seed_answers()),
+        answer("q-1", "k0", example_answers()),
         answer_via(
             AnswerRoute::Question,
             "q-1",

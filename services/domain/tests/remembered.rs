@@ -125,7 +125,7 @@ fn remember_on_a_question_or_a_connection_is_refused_and_writes_nothing() {
         .then(open("c1", S, connection_req("Linear", "file tickets")))
         .store();
     for (id, input) in [
-        ("q1", seed_answers()),
+        ("q1", example_answers()),
         ("c1", value(json!({"connected": true}))),
     ] {
         let writes = s.writes;

@@ -99,13 +99,13 @@ fn a_task_waiting_on_several_interactions_names_the_oldest_until_none_is_pending
 #[test]
 fn a_question_and_an_approval_on_one_task_show_the_oldest_kind() {
     let mut s = Fixture::new().blocking(S).store();
-    s.run(&open("q-1", S, seed_question_req()));
+    s.run(&open("q-1", S, example_question_req()));
     let d = s.run(&hold("eff_A", "call-A", "tool_a"));
     assert_eq!(
         status_of(&d),
         (TaskState::InputRequired, Some("q-1".into()))
     );
-    let d = s.run(&answer("q-1", "k-1", seed_answers()));
+    let d = s.run(&answer("q-1", "k-1", example_answers()));
     assert_eq!(
         status_of(&d),
         (TaskState::AuthRequired, Some("eff_A".into()))
@@ -217,7 +217,7 @@ fn a_lane_with_a_thousand_product_answers_stays_under_its_bound() {
     let mut largest = 0;
     for n in 0..1_000 {
         let q = format!("q-{n}");
-        let d = s.run(&open(&q, P, seed_question_req()));
+        let d = s.run(&open(&q, P, example_question_req()));
         assert_eq!(d.outcome.result, Ok(Accepted::Opened), "{q}");
         let d = s.run(&answer(
             &q,

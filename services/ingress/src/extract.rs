@@ -79,7 +79,7 @@ pub async fn json_body<T: DeserializeOwned>(
 /// Without a key of the client's, every request is a new press: on a blocking
 /// session a second answer to an interaction already answered is `409 NRY-0009`
 /// ("already answered at …"), identical body or not, because the blocked call no
-/// longer waits (seed 003); only the same explicit key replays the recorded outcome.
+/// longer waits; only the same explicit key replays the recorded outcome.
 /// A product session still replays the recorded answer to any second press.
 ///
 /// # Errors

@@ -23,7 +23,7 @@
 //!   CloudEvents, resumable with `Last-Event-ID`) and what the A2A task streams use.
 //! - [`a2a`]: the A2A v1.0 server for paused tasks: the agent card at
 //!   `/.well-known/agent-card.json` and the JSON-RPC binding at `/a2a`, with the
-//!   interactions/v1 extension (seed 000).
+//!   interactions/v1 extension.
 //! - [`routes`]: every path and the router ([`router`]); its `path` submodule, the
 //!   paths alone, is a leaf (the agent card reads the JSON-RPC path there).
 //! - [`unix`]: the Unix socket listener ([`run_unix`]).
@@ -35,7 +35,7 @@
 //!
 //! The ingress never decides whether an answer fits an interaction: it turns a
 //! request into a command, publishes it to `HP_COMMANDS` with its idempotency key as
-//! `Nats-Msg-Id`, and maps the worker's outcome to the HTTP status (DESIGN "Flow").
+//! `Nats-Msg-Id`, and maps the worker's outcome to the HTTP status (ARCHITECTURE.md "The request flow").
 
 pub mod a2a;
 pub mod admin;

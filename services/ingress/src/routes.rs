@@ -26,7 +26,7 @@ use crate::{a2a, rest, sse};
 /// Every path of the API, as route templates (a leaf: handlers that need a path,
 /// such as the agent card naming the JSON-RPC endpoint, read it here).
 pub mod path {
-    /// `POST`: answer a question (seed 003).
+    /// `POST`: answer a question (`ask_user`).
     pub const ANSWER_QUESTION: &str = "/v1/questions/{question_id}/answer";
     /// `POST`: the Runtime's `approve`.
     pub const APPROVE: &str = "/v1/interactions/{id}/approve";

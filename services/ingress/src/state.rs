@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::identity::IdentityMode;
 
-/// Ingress settings.
+/// The ingress's settings: listeners' limits, timeouts and identity (built from
+/// the `holdpoint` configuration, `services/cli/src/config.rs`).
 #[derive(Debug, Clone)]
 pub struct IngressConfig {
     /// How long a request waits for the worker's outcome before answering 503.
@@ -61,11 +62,11 @@ impl Default for IngressConfig {
 /// Shared state of the handlers.
 #[derive(Clone)]
 pub struct AppState {
-    /// NATS handle.
+    /// The NATS boundary (streams, buckets, subjects).
     pub bus: Bus,
-    /// Settings.
+    /// The ingress's settings.
     pub cfg: Arc<IngressConfig>,
-    /// Outcome waiter.
+    /// Publishes commands and waits, bounded, for the worker's outcomes.
     pub outcomes: Arc<holdpoint_bus::outcome::Waiter>,
     /// Cancelled when the server shuts down: ends every open event stream, so the
     /// graceful shutdown does not wait for clients that never hang up.

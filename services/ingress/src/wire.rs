@@ -5,7 +5,7 @@
 //!
 //! | type | where |
 //! |---|---|
-//! | [`AnswerBody`] | `POST /v1/questions/{questionId}/answer` (seed 003) |
+//! | [`AnswerBody`] | `POST /v1/questions/{questionId}/answer` |
 //! | [`ApproveBody`] | `POST /v1/interactions/{id}/approve` |
 //! | [`RespondBody`] | `POST /v1/interactions/{id}/respond` |
 //! | [`ListQuery`], [`Page`] | `GET /v1/interactions` |
@@ -28,7 +28,8 @@ pub const DEFAULT_PAGE: usize = 50;
 /// with a `nextCursor` to continue from.
 pub const SCAN_CAP: usize = 10_000;
 
-/// `POST /v1/questions/{questionId}/answer` body (seed 003).
+/// `POST /v1/questions/{questionId}/answer` body: one entry per question asked, in
+/// order (1 to 4).
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -43,8 +44,8 @@ pub struct AnswerBody {
     pub remember: Option<Value>,
 }
 
-/// `POST /v1/interactions/{id}/approve` body (seed 000: `approved`, or a boolean
-/// `value`); exactly one of the two.
+/// `POST /v1/interactions/{id}/approve` body: `approved`, or a boolean
+/// `value`; exactly one of the two.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -71,8 +72,8 @@ pub struct ApproveBody {
     pub remember: Option<Remember>,
 }
 
-/// `POST /v1/interactions/{id}/respond` body (seed 000: `value`, or `approved`
-/// read as the value); exactly one of the two.
+/// `POST /v1/interactions/{id}/respond` body: `value`, or `approved`
+/// read as the value; exactly one of the two.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -121,7 +122,7 @@ pub struct ListQuery {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Page {
-    /// The interactions.
+    /// The interactions of this page, in the order of their last change (at most `limit`).
     pub items: Vec<InteractionView>,
     /// Pass as `cursor` for the next page; absent on the last page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -144,12 +145,14 @@ pub struct MessageBody {
     pub message_id: Option<String>,
 }
 
-/// Accepted message.
+/// `202` body of `POST /v1/sessions/{sessionId}/messages`: the message was taken by
+/// the lane.
 #[derive(Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MessageAccepted {
-    /// The message id.
+    /// The message's id: the body's `messageId`, or one Holdpoint made (1 to 128
+    /// printable ASCII characters).
     pub message_id: String,
     /// `admitted`: its turn started.
     pub admission: String,
@@ -194,7 +197,7 @@ pub struct RulesQuery {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RulePage {
-    /// The rules.
+    /// The remembered rules of this page (at most `limit`).
     pub items: Vec<Rule>,
     /// Pass as `cursor` for the next page; absent on the last page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -233,7 +236,7 @@ pub struct AuditEntry {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AuditPage {
-    /// The records.
+    /// The audit records of this page (at most `limit`).
     pub items: Vec<AuditEntry>,
     /// Pass as `after` for the next page (the last record's sequence, or the `after`
     /// given when the page is empty); a page shorter than `limit` was the last so far.

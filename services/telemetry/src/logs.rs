@@ -47,7 +47,7 @@ pub enum LogError {
     Level {
         /// The directive.
         level: String,
-        /// Why.
+        /// Human-readable text for the model or a person; no internals.
         message: String,
     },
 }

@@ -129,31 +129,31 @@ impl prometheus_client::collector::Collector for JwksFetches {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    /// `holdpoint_http_requests_total`.
+    /// `holdpoint_http_requests_total`, counter by `route`, `method`, `status`: API requests by route template.
     pub http_requests: Family<HttpLabels, Counter>,
-    /// `holdpoint_answer_duration_seconds`.
+    /// `holdpoint_answer_duration_seconds`, histogram by `route`: time to answer a REST answer request, seconds (1 ms to 16 s buckets).
     pub answer_duration: Family<RouteLabels, Histogram>,
-    /// `holdpoint_commands_total`.
+    /// `holdpoint_commands_total`, counter by `verb`, `outcome`: commands the worker finished (`ok`, the refusal's code, `retry`, `dead_letter`).
     pub commands: Family<CommandLabels, Counter>,
-    /// `holdpoint_command_redeliveries_total`.
+    /// `holdpoint_command_redeliveries_total`, counter: command deliveries after the first.
     pub redeliveries: Counter,
-    /// `holdpoint_revision_conflicts_total`.
+    /// `holdpoint_revision_conflicts_total`, counter: compare-and-set writes lost to a concurrent writer (decided again).
     pub revision_conflicts: Counter,
-    /// `holdpoint_batch_commands`.
+    /// `holdpoint_batch_commands`, histogram: commands per pulled batch.
     pub batch_commands: Histogram,
-    /// `holdpoint_relayed_transitions_total`.
+    /// `holdpoint_relayed_transitions_total`, counter: committed transitions whose effects the outbox relay published again.
     pub relayed: Counter,
-    /// `holdpoint_partitions_owned`.
+    /// `holdpoint_partitions_owned`, gauge: command partitions this worker is pinned to.
     pub partitions_owned: Gauge,
-    /// `holdpoint_consumer_pending`.
+    /// `holdpoint_consumer_pending`, gauge: commands waiting in the workers' consumers (polled).
     pub consumer_pending: Gauge,
-    /// `holdpoint_consumer_ack_pending`.
+    /// `holdpoint_consumer_ack_pending`, gauge: commands delivered and not yet acknowledged.
     pub consumer_ack_pending: Gauge,
-    /// `holdpoint_webhook_attempts_total`.
+    /// `holdpoint_webhook_attempts_total`, counter by `org`, `webhook`, `result`: webhook attempts (`delivered`, `failed`, `refused`).
     pub webhook_attempts: Family<WebhookAttemptLabels, Counter>,
-    /// `holdpoint_webhook_latency_seconds`.
+    /// `holdpoint_webhook_latency_seconds`, histogram by `org`, `webhook`: seconds from sending a webhook request to the end of its (capped) answer.
     pub webhook_latency: Family<WebhookLabels, Histogram>,
-    /// `holdpoint_webhook_backlog`.
+    /// `holdpoint_webhook_backlog`, gauge by `org`, `webhook`: deliveries waiting for an endpoint, queued or held for a retry.
     pub webhook_backlog: Family<WebhookLabels, Gauge>,
     jwks: Arc<JwksFetches>,
 }

@@ -72,7 +72,8 @@ impl std::str::FromStr for Failpoint {
     }
 }
 
-/// Worker settings.
+/// The worker's settings: partitions, batch and timing limits, deadlines, metrics
+/// (built from the `holdpoint` configuration, `services/cli/src/config.rs`).
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
     /// Pull loops on the shared consumer when commands are not partitioned

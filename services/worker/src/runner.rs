@@ -136,7 +136,8 @@ struct Ownership {
 /// each kept fresh by its own KV watch.
 #[derive(Debug, Clone)]
 pub struct Shared {
-    /// Session headers.
+    /// The session headers this worker keeps between batches (a KV watch keeps
+    /// them fresh).
     pub sessions: SessionCache,
     /// Remembered approval rules.
     pub rules: crate::rules::RuleBook,

@@ -386,9 +386,12 @@ export interface components {
         AgentCard: Record<string, never>;
         /** @description The agent a runtime holds a call for (what an `agent`-scoped remembered rule matches on); named by the runtime when it opens the interaction. */
         AgentId: string;
-        /** @description A recorded answer, read by kind (seed 000 "The answer"). */
+        /**
+         * @description A recorded answer, read by the interaction's kind (README "The HTTP API", reading
+         *     rules).
+         */
         Answer: {
-            /** @description The decision. */
+            /** @description The decision: `true` releases the held call, `false` fails it as `tool.denied`. */
             approved: boolean;
             /** @constant */
             kind: "approval";
@@ -402,7 +405,10 @@ export interface components {
         } | {
             /** @constant */
             kind: "value";
-            /** @description The value. */
+            /**
+             * @description Any JSON value, read by the interaction's kind; at most 256 KiB serialized
+             *     and 32 levels deep.
+             */
             value: unknown;
         } | {
             /** @description `{connected: true}` or `true` (or `approved: true`) means connected. */
@@ -410,7 +416,10 @@ export interface components {
             /** @constant */
             kind: "connection";
         };
-        /** @description `POST /v1/questions/{questionId}/answer` body (seed 003). */
+        /**
+         * @description `POST /v1/questions/{questionId}/answer` body: one entry per question asked, in
+         *     order (1 to 4).
+         */
         AnswerBody: {
             /**
              * @description One entry per question, in the order asked (1 to 4): `options` are indices
@@ -426,8 +435,8 @@ export interface components {
             remember?: unknown;
         };
         /**
-         * @description `POST /v1/interactions/{id}/approve` body (seed 000: `approved`, or a boolean
-         *     `value`); exactly one of the two.
+         * @description `POST /v1/interactions/{id}/approve` body: `approved`, or a boolean
+         *     `value`; exactly one of the two.
          */
         ApproveBody: {
             /**
@@ -480,7 +489,7 @@ export interface components {
         AuditOutcome: "allowed" | "denied" | "expired";
         /** @description A page of the organisation's decision audit, oldest first. */
         AuditPage: {
-            /** @description The records. */
+            /** @description The audit records of this page (at most `limit`). */
             items: components["schemas"]["AuditEntry"][];
             /**
              * Format: uint64
@@ -500,7 +509,7 @@ export interface components {
         } | {
             /** @description Stable error code for the model. */
             code: string;
-            /** @description Human text. */
+            /** @description Human-readable text explaining the error, given to the model. */
             message: string;
             /** @constant */
             status: "error";
@@ -511,12 +520,12 @@ export interface components {
         Closure: {
             /**
              * Format: date-time
-             * @description When.
+             * @description When, RFC 3339 in UTC with milliseconds (`2026-04-01T10:00:03.520Z`).
              */
             at: string;
             /** @description The lane message that superseded it, if any. */
             byMessage?: components["schemas"]["MessageId"] | null;
-            /** @description Why. */
+            /** @description Why it closed: `interrupted`, `superseded`, `expired` or `canceled`. */
             reason: components["schemas"]["CloseReason"];
         };
         /** @description An A2A context id. */
@@ -541,9 +550,9 @@ export interface components {
         };
         /** @description What decided an approval, for the audit. */
         Decider: "person" | "rule" | "expiry";
-        /** @description The JSON error body every API answers with: `{code, title, message}` (seed 003). */
+        /** @description The JSON error body every API answers with: `{code, title, message}`. */
         ErrorBody: {
-            /** @description `NRY-xxxx`. */
+            /** @description The stable error code, `NRY-` and four digits (see `schemas/errors.json`). */
             code: components["schemas"]["ErrorCode"];
             /** @description What went wrong. */
             message: string;
@@ -554,15 +563,15 @@ export interface components {
         ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
         /** @description A CloudEvents 1.0 event (structured mode). `type` and `data` come from `EventData`. */
         Event: {
-            /** @description Always `application/json`. */
+            /** @description The media type of `data`, always `application/json`. */
             datacontenttype: string;
             /** @description Deterministic id (`evt-<40 hex>`), also the `Nats-Msg-Id`. */
             id: string;
             /** @description Extension attribute: the organisation. */
             orgid: components["schemas"]["OrgId"];
-            /** @description `/holdpoint/orgs/<org>`. */
+            /** @description The CloudEvents source, `/holdpoint/orgs/<org token>`. */
             source: string;
-            /** @description Always `"1.0"`. */
+            /** @description The CloudEvents version, always `"1.0"`. */
             specversion: string;
             /** @description The interaction or session the event is about. */
             subject: string;
@@ -576,9 +585,12 @@ export interface components {
             time: string;
         } & ({
             data: {
-                /** @description Mode. */
+                /**
+                 * @description The session's mode: `blocking` (the call waits) or `product` (answers become
+                 *     lane messages).
+                 */
                 mode: components["schemas"]["SessionMode"];
-                /** @description Session. */
+                /** @description The runtime session (1 to 128 printable ASCII characters, no spaces). */
                 session: components["schemas"]["SessionId"];
             };
             /** @constant */
@@ -587,7 +599,7 @@ export interface components {
             data: {
                 /** @description True when ended (gone), false when only closed to new messages. */
                 ended: boolean;
-                /** @description Session. */
+                /** @description The runtime session (1 to 128 printable ASCII characters, no spaces). */
                 session: components["schemas"]["SessionId"];
             };
             /** @constant */
@@ -596,17 +608,23 @@ export interface components {
             data: {
                 /** @description Digest of the held arguments. */
                 argumentsDigest: string;
-                /** @description Blocked call. */
+                /**
+                 * @description The blocked tool call (1 to 128 printable ASCII characters, no spaces); its
+                 *     one `tool-call-finished` names it.
+                 */
                 callId: components["schemas"]["CallId"];
                 /** @description Detail (server, tool, reason). */
                 detail: unknown;
-                /** @description Effect id. */
+                /**
+                 * @description The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+                 *     id of an approval, a UUID for a question.
+                 */
                 interactionId: components["schemas"]["InteractionId"];
-                /** @description Lane. */
+                /** @description The session's lane (1 to 128 printable ASCII characters, no spaces). */
                 lane: components["schemas"]["LaneId"];
-                /** @description Prompt. */
+                /** @description The text shown to a person (free text; no control character but TAB, LF and CR). */
                 prompt: string;
-                /** @description Session. */
+                /** @description The runtime session (1 to 128 printable ASCII characters, no spaces). */
                 session: components["schemas"]["SessionId"];
             };
             /** @constant */
@@ -615,34 +633,46 @@ export interface components {
             data: {
                 /** @description The `ask_user` call. */
                 callId: components["schemas"]["CallId"];
-                /** @description Lane. */
+                /** @description The session's lane (1 to 128 printable ASCII characters, no spaces). */
                 lane: components["schemas"]["LaneId"];
-                /** @description Mode. */
+                /**
+                 * @description The session's mode: `blocking` (the call waits) or `product` (answers become
+                 *     lane messages).
+                 */
                 mode: components["schemas"]["SessionMode"];
-                /** @description Prompt. */
+                /** @description The text shown to a person (free text; no control character but TAB, LF and CR). */
                 prompt: string;
                 /** @description The question id (UUID). */
                 questionId: components["schemas"]["InteractionId"];
                 /** @description The questions with their options, in engine order. */
                 questions: unknown;
-                /** @description Session. */
+                /** @description The runtime session (1 to 128 printable ASCII characters, no spaces). */
                 session: components["schemas"]["SessionId"];
             };
             /** @constant */
             type: "dev.holdpoint.question-asked";
         } | {
             data: {
-                /** @description Blocked call. */
+                /**
+                 * @description The blocked tool call (1 to 128 printable ASCII characters, no spaces); its
+                 *     one `tool-call-finished` names it.
+                 */
                 callId: components["schemas"]["CallId"];
-                /** @description `{app, reason}`. */
+                /**
+                 * @description `{app, reason}`: the app the agent wants connected (at most 80 characters) and
+                 *     why (at most 280 characters).
+                 */
                 detail: unknown;
-                /** @description Interaction id. */
+                /**
+                 * @description The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+                 *     id of an approval, a UUID for a question.
+                 */
                 interactionId: components["schemas"]["InteractionId"];
-                /** @description Lane. */
+                /** @description The session's lane (1 to 128 printable ASCII characters, no spaces). */
                 lane: components["schemas"]["LaneId"];
                 /** @description `Connect <app>: <reason>`. */
                 prompt: string;
-                /** @description Session. */
+                /** @description The runtime session (1 to 128 printable ASCII characters, no spaces). */
                 session: components["schemas"]["SessionId"];
             };
             /** @constant */
@@ -653,18 +683,21 @@ export interface components {
             type: "dev.holdpoint.task-status";
         } | {
             data: {
-                /** @description The answer. */
+                /** @description The recorded answer, by kind: a decision, per-question answers, or a JSON value. */
                 answer: components["schemas"]["Answer"];
                 /**
                  * @description Who answered (`approvedBy` for approvals); `holdpoint:expiry` when the
                  *     deadline decided.
                  */
                 by: components["schemas"]["PersonId"];
-                /** @description Interaction. */
+                /**
+                 * @description The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+                 *     id of an approval, a UUID for a question.
+                 */
                 interactionId: components["schemas"]["InteractionId"];
                 /** @description The resolving key (for a rule's decision, the rule id). */
                 key: components["schemas"]["IdempotencyKey"];
-                /** @description Kind. */
+                /** @description The interaction's kind: `approval`, `question` or `connection`. */
                 kind: components["schemas"]["Kind"];
                 /**
                  * @description `person`; `rule` when a remembered rule decided at the hold; `expiry` when
@@ -684,18 +717,24 @@ export interface components {
                  * @description When it expires, RFC 3339 with milliseconds.
                  */
                 expiresAt: string;
-                /** @description Interaction. */
+                /**
+                 * @description The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+                 *     id of an approval, a UUID for a question.
+                 */
                 interactionId: components["schemas"]["InteractionId"];
-                /** @description Kind. */
+                /** @description The interaction's kind: `approval`, `question` or `connection`. */
                 kind: components["schemas"]["Kind"];
             };
             /** @constant */
             type: "dev.holdpoint.interaction-expiring";
         } | {
             data: {
-                /** @description Interaction. */
+                /**
+                 * @description The interaction (1 to 128 printable ASCII characters, no spaces): the effect
+                 *     id of an approval, a UUID for a question.
+                 */
                 interactionId: components["schemas"]["InteractionId"];
-                /** @description Why. */
+                /** @description Why it closed: `interrupted`, `superseded`, `expired` or `canceled`. */
                 reason: components["schemas"]["CloseReason"];
             };
             /** @constant */
@@ -709,30 +748,42 @@ export interface components {
                 approvedBy: components["schemas"]["PersonId"];
                 /** @description The approved arguments. */
                 arguments: unknown;
-                /** @description Their digest. */
+                /**
+                 * @description SHA-256 of the canonical JSON of the arguments, 64 lower-case hex digits
+                 *     (`argumentsDigest`).
+                 */
                 argumentsDigest: string;
-                /** @description The call. */
+                /**
+                 * @description The blocked tool call (1 to 128 printable ASCII characters, no spaces); its
+                 *     one `tool-call-finished` names it.
+                 */
                 callId: components["schemas"]["CallId"];
                 /** @description Effect id (the executor's idempotency key). */
                 effectId: components["schemas"]["InteractionId"];
                 /** @description The remembered rule that approved, when no person did. */
                 rule?: components["schemas"]["RuleId"] | null;
-                /** @description MCP server. */
+                /** @description The MCP server of the held call: a one-line name of at most 200 characters. */
                 server: string;
-                /** @description Tool. */
+                /** @description The tool of the held call: a one-line name of at most 200 characters. */
                 tool: string;
             };
             /** @constant */
             type: "dev.holdpoint.tool-call-released";
         } | {
             data: {
-                /** @description The call. */
+                /**
+                 * @description The blocked tool call (1 to 128 printable ASCII characters, no spaces); its
+                 *     one `tool-call-finished` names it.
+                 */
                 callId: components["schemas"]["CallId"];
                 /** @description The interaction that blocked it. */
                 interactionId: components["schemas"]["InteractionId"];
-                /** @description Kind. */
+                /** @description The interaction's kind: `approval`, `question` or `connection`. */
                 kind: components["schemas"]["Kind"];
-                /** @description The result. */
+                /**
+                 * @description How the blocked call ends: `{"status": "ok", "output"}` or `{"status":
+                 *     "error", "code", "message"}`.
+                 */
                 result: components["schemas"]["CallResult"];
             };
             /** @constant */
@@ -741,24 +792,33 @@ export interface components {
             data: {
                 /** @description Admitted (its turn started) or queued. */
                 admission: components["schemas"]["Admission"];
-                /** @description Who. */
+                /**
+                 * @description The person who acted: a verified JWT `sub` or the local OS user (1 to 256
+                 *     characters, no control characters).
+                 */
                 by: components["schemas"]["PersonId"];
-                /** @description Content. */
+                /**
+                 * @description What the message carries: the person's text, or the answer to a product
+                 *     question.
+                 */
                 content: components["schemas"]["LaneContent"];
-                /** @description Lane. */
+                /** @description The session's lane (1 to 128 printable ASCII characters, no spaces). */
                 lane: components["schemas"]["LaneId"];
-                /** @description Message id. */
+                /**
+                 * @description The message's id (1 to 128 printable ASCII characters, no spaces); the
+                 *     question id when the message is an answer.
+                 */
                 messageId: components["schemas"]["MessageId"];
-                /** @description Session. */
+                /** @description The runtime session (1 to 128 printable ASCII characters, no spaces). */
                 session: components["schemas"]["SessionId"];
             };
             /** @constant */
             type: "dev.holdpoint.lane-message";
         } | {
             data: {
-                /** @description Lane. */
+                /** @description The session's lane (1 to 128 printable ASCII characters, no spaces). */
                 lane: components["schemas"]["LaneId"];
-                /** @description Session. */
+                /** @description The runtime session (1 to 128 printable ASCII characters, no spaces). */
                 session: components["schemas"]["SessionId"];
                 /** @description The message (or turn id) whose turn started. */
                 turnId: components["schemas"]["MessageId"];
@@ -784,7 +844,10 @@ export interface components {
                  * @default person
                  */
                 decidedBy?: components["schemas"]["Decider"];
-                /** @description Effect id. */
+                /**
+                 * @description The approval's interaction, the effect id of the held call (1 to 128
+                 *     printable ASCII characters, no spaces).
+                 */
                 effectId: components["schemas"]["InteractionId"];
                 /**
                  * @description `allowed`, `denied`, or `expired` (the approval's deadline passed first).
@@ -795,9 +858,9 @@ export interface components {
                 reason?: string | null;
                 /** @description The rule that decided, when one did. */
                 rule?: components["schemas"]["RuleId"] | null;
-                /** @description MCP server. */
+                /** @description The MCP server of the held call: a one-line name of at most 200 characters. */
                 server: string;
-                /** @description Tool. */
+                /** @description The tool of the held call: a one-line name of at most 200 characters. */
                 tool: string;
             };
             /** @constant */
@@ -818,14 +881,17 @@ export interface components {
             type: "dev.holdpoint.rule-revoked";
         } | {
             data: {
-                /** @description Why. */
+                /**
+                 * @description Why it could not be decided: the decode error, or a subject that does not
+                 *     match the command.
+                 */
                 reason: string;
                 /**
                  * Format: uint64
-                 * @description The stream sequence of the command.
+                 * @description The command's sequence in the commands stream (`HP_COMMANDS`).
                  */
                 streamSequence: number;
-                /** @description The command subject. */
+                /** @description The subject the command was stored under (`hp.cmd.…`). */
                 subject: string;
             };
             /** @constant */
@@ -837,16 +903,19 @@ export interface components {
                  * @description Failed attempts in a row when it was disabled.
                  */
                 consecutiveFailures: number;
-                /** @description Its URL. */
+                /**
+                 * @description The endpoint's URL: `https` (plain `http` only to a loopback host in local
+                 *     mode), no credentials or fragment.
+                 */
                 url: string;
-                /** @description The endpoint. */
+                /** @description The webhook endpoint (`wh_` and 32 hex digits). */
                 webhookId: components["schemas"]["WebhookId"];
             };
             /** @constant */
             type: "dev.holdpoint.webhook-disabled";
         } | {
             data: {
-                /** @description The endpoint. */
+                /** @description The webhook endpoint (`wh_` and 32 hex digits). */
                 webhookId: components["schemas"]["WebhookId"];
             };
             /** @constant */
@@ -858,9 +927,9 @@ export interface components {
             arguments: unknown;
             /** @description Their digest; send it back as `argumentsDigest` to bind the approval to it. */
             argumentsDigest: string;
-            /** @description MCP server. */
+            /** @description The MCP server of the held call: a one-line name of at most 200 characters. */
             server: string;
-            /** @description Tool. */
+            /** @description The tool of the held call: a one-line name of at most 200 characters. */
             tool: string;
         };
         /** @description An answer's idempotency key: an A2A `messageId`, an `Idempotency-Key` header, or a digest of the answer. */
@@ -873,11 +942,15 @@ export interface components {
             call?: components["schemas"]["HeldCall"] | null;
             /** @description The blocked call. */
             callId: components["schemas"]["CallId"];
-            /** @description The closure. */
+            /** @description Why and when it closed without an answer; set only when `state` is `closed`. */
             closure?: components["schemas"]["Closure"] | null;
-            /** @description A2A context. */
+            /** @description The A2A context (1 to 128 printable ASCII characters, no spaces). */
             contextId: components["schemas"]["ContextId"];
-            /** @description Seed 000 `detail`. */
+            /**
+             * @description What it is about, as a JSON object by kind (an approval's server, tool and
+             *     reason; a question's questions; a connection's app and reason); never a call's
+             *     arguments.
+             */
             detail: unknown;
             /**
              * Format: date-time
@@ -885,13 +958,19 @@ export interface components {
              *     interaction waits without one.
              */
             expiresAt?: string | null;
-            /** @description The id. */
+            /**
+             * @description The interaction (1 to 128 printable ASCII characters, no spaces): the effect id
+             *     of an approval, a UUID for a question.
+             */
             interactionId: components["schemas"]["InteractionId"];
-            /** @description Kind. */
+            /** @description The interaction's kind: `approval`, `question` or `connection`. */
             kind: components["schemas"]["Kind"];
-            /** @description Lane. */
+            /** @description The session's lane (1 to 128 printable ASCII characters, no spaces). */
             lane: components["schemas"]["LaneId"];
-            /** @description Session mode. */
+            /**
+             * @description The session's mode: `blocking` (the call waits) or `product` (answers become
+             *     lane messages).
+             */
             mode: components["schemas"]["SessionMode"];
             /**
              * @description What the deadline decides: `decide` (the kind's default: an approval is
@@ -903,17 +982,20 @@ export interface components {
              * @description When it opened.
              */
             openedAt: string;
-            /** @description Prompt. */
+            /** @description The text shown to a person. */
             prompt: string;
-            /** @description The resolution. */
+            /**
+             * @description How it was resolved (who, when, the answer); set once resolved, none while
+             *     pending or when closed without an answer.
+             */
             resolution?: components["schemas"]["ResolutionView"] | null;
             /** @description The blocked call's result. */
             result?: components["schemas"]["CallResult"] | null;
-            /** @description Session. */
+            /** @description The runtime session (1 to 128 printable ASCII characters, no spaces). */
             sessionId: components["schemas"]["SessionId"];
-            /** @description State. */
+            /** @description Where it is in its lifecycle: `pending`, `resolved`, `finished` or `closed`. */
             state: components["schemas"]["State"];
-            /** @description A2A task. */
+            /** @description The A2A task (1 to 128 printable ASCII characters, no spaces). */
             taskId: components["schemas"]["TaskId"];
         };
         /** @description A JSON-RPC error. `data` is a list of typed details; one `google.rpc.ErrorInfo` (`reason` such as `TASK_NOT_FOUND`, `domain` `a2a-protocol.org`) whose `metadata` holds the Holdpoint `code`, `title` and `retryable` as strings. */
@@ -939,29 +1021,44 @@ export interface components {
             jsonrpc: "2.0";
             result?: unknown;
         } & (unknown | unknown);
-        /** @description The kind of an interaction (seed 000 "The open interaction"). */
+        /**
+         * @description The kind of an interaction: `approval` (a held tool call), `question`
+         *     (`ask_user`) or `connection` (`request_connection`).
+         */
         Kind: "approval" | "question" | "connection";
         /** @description A lane message's content. */
         LaneContent: {
-            /** @description The text. */
+            /**
+             * @description The person's text: free text of at most 8,000 characters; no control
+             *     character but TAB, LF and CR.
+             */
             text: string;
             /** @constant */
             type: "text";
         } | {
-            /** @description The answer. */
+            /** @description The recorded answer, by kind: a decision, per-question answers, or a JSON value. */
             answer: components["schemas"]["Answer"];
-            /** @description The question. */
+            /**
+             * @description The product question this message answers (1 to 128 printable ASCII
+             *     characters, no spaces).
+             */
             questionId: components["schemas"]["InteractionId"];
             /** @constant */
             type: "answer";
         };
         /** @description A lane of a session: the road a person's messages travel on. */
         LaneId: string;
-        /** @description Accepted message. */
+        /**
+         * @description `202` body of `POST /v1/sessions/{sessionId}/messages`: the message was taken by
+         *     the lane.
+         */
         MessageAccepted: {
             /** @description `admitted`: its turn started. */
             admission: string;
-            /** @description The message id. */
+            /**
+             * @description The message's id: the body's `messageId`, or one Holdpoint made (1 to 128
+             *     printable ASCII characters).
+             */
             messageId: string;
         };
         /**
@@ -993,7 +1090,10 @@ export interface components {
         Narrowing: boolean | string;
         /** @description What an interaction's deadline decides when nobody answered in time. */
         OnExpiry: "decide" | "close";
-        /** @description The open interaction as seed 000 puts it on a status message. */
+        /**
+         * @description The open interaction as the interactions/v1 extension puts it on a status message
+         *     (README "A2A").
+         */
         OpenInteractionRef: {
             /** @description Detail (never arguments). */
             detail: unknown;
@@ -1003,14 +1103,20 @@ export interface components {
              *     Holdpoint field beside the extension's own.
              */
             expiresAt?: string | null;
-            /** @description Interaction id. */
+            /**
+             * @description The interaction (1 to 128 printable ASCII characters, no spaces): the effect id
+             *     of an approval, a UUID for a question.
+             */
             interactionId: components["schemas"]["InteractionId"];
-            /** @description Kind. */
+            /** @description The interaction's kind: `approval`, `question` or `connection`. */
             kind: components["schemas"]["Kind"];
-            /** @description Prompt. */
+            /** @description The text shown to a person (free text; no control character but TAB, LF and CR). */
             prompt: string;
         };
-        /** @description One answer to one question (seed 003 body entry). */
+        /**
+         * @description One answer to one question: an entry of the `answers` array of
+         *     `POST /v1/questions/{questionId}/answer`.
+         */
         OptionAnswer: {
             /** @description Indices into the option list as the engine sent it. */
             options: number[];
@@ -1024,7 +1130,7 @@ export interface components {
          *     the order they were opened).
          */
         Page: {
-            /** @description The interactions. */
+            /** @description The interactions of this page, in the order of their last change (at most `limit`). */
             items: components["schemas"]["InteractionView"][];
             /** @description Pass as `cursor` for the next page; absent on the last page. */
             nextCursor?: string | null;
@@ -1053,7 +1159,7 @@ export interface components {
             answer: components["schemas"]["Answer"];
             /**
              * Format: date-time
-             * @description When.
+             * @description When, RFC 3339 in UTC with milliseconds (`2026-04-01T10:00:03.520Z`).
              */
             at: string;
             /**
@@ -1067,8 +1173,8 @@ export interface components {
         /** @description Who settled an interaction: a person's answer or the interaction's deadline. */
         Resolver: "person" | "rule" | "expiry";
         /**
-         * @description `POST /v1/interactions/{id}/respond` body (seed 000: `value`, or `approved`
-         *     read as the value); exactly one of the two.
+         * @description `POST /v1/interactions/{id}/respond` body: `value`, or `approved`
+         *     read as the value; exactly one of the two.
          */
         RespondBody: {
             /**
@@ -1166,35 +1272,38 @@ export interface components {
          *     included), in the order of their last change.
          */
         RulePage: {
-            /** @description The rules. */
+            /** @description The remembered rules of this page (at most `limit`). */
             items: components["schemas"]["Rule"][];
             /** @description Pass as `cursor` for the next page; absent on the last page. */
             nextCursor?: string | null;
         };
         /** @description How widely a remembered rule applies, from the most specific to the widest. */
         RuleScope: "session" | "agent" | "organisation";
-        /** @description A runtime session (seed 003: `NRY-0002` when it does not exist). */
+        /** @description A runtime session (`NRY-0002` when it does not exist). */
         SessionId: string;
-        /** @description The two ways a session runs (DESIGN "Interactions", seed 003). */
+        /**
+         * @description The two ways a session runs: `blocking` (an answer unblocks a waiting call) or
+         *     `product` (answers become lane messages; README "Sessions, lanes and the message road").
+         */
         SessionMode: "blocking" | "product";
         /**
          * @description Where an interaction is in its lifecycle: `pending -> resolved -> finished`, or
-         *     `pending -> closed` (DESIGN "Interactions").
+         *     `pending -> closed`.
          */
         State: "pending" | "resolved" | "finished" | "closed";
-        /** @description An A2A task id (seed 000: the answer is a message on the same `taskId`). */
+        /** @description An A2A task id (over A2A the answer is a message on the same `taskId`). */
         TaskId: string;
         /** @description A2A v1.0 task states Holdpoint reports. */
         TaskState: "TASK_STATE_AUTH_REQUIRED" | "TASK_STATE_INPUT_REQUIRED" | "TASK_STATE_WORKING";
         /** @description A2A `TaskStatus` as carried on a status event. */
         TaskStatusData: {
-            /** @description The context. */
+            /** @description The A2A context (1 to 128 printable ASCII characters, no spaces). */
             contextId: components["schemas"]["ContextId"];
             /** @description For interrupted states: the open interaction (becomes the status message). */
             interaction?: components["schemas"]["OpenInteractionRef"] | null;
             /** @description The new state. */
             state: components["schemas"]["TaskState"];
-            /** @description The task. */
+            /** @description The A2A task (1 to 128 printable ASCII characters, no spaces). */
             taskId: components["schemas"]["TaskId"];
         };
         /** @description `POST /v1/webhooks/{id}/test`: what was queued. */
@@ -1240,7 +1349,7 @@ export interface components {
              * @description The HTTP status the receiver answered; absent when none came.
              */
             status?: number | null;
-            /** @description The endpoint. */
+            /** @description The webhook endpoint (`wh_` and 32 hex digits). */
             webhookId: string;
         };
         /** @description `GET /v1/webhooks/{id}/attempts`: the endpoint's latest attempts. */

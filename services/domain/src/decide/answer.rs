@@ -1,4 +1,5 @@
-//! A person answers an interaction (seed 000 "The answer", seed 003).
+//! A person answers an interaction, read by its kind (README "The HTTP API": the
+//! reading rules and the question body).
 //!
 //! On a blocking session the answer resolves the interaction and releases or
 //! finishes the call it blocks; answering again is a conflict unless it repeats the
@@ -24,8 +25,8 @@ use crate::{
     Answer, CallResult, Interaction, Kind, LaneContent, LaneMessage, Resolution, Spec, State,
 };
 
+use super::base::{Ctx, Decision, Snapshot, Writes, blocks, live_session, reject, session_missing};
 use super::events::{self, LaneNote};
-use super::{Ctx, Decision, Snapshot, Writes, blocks, live_session, reject, session_missing};
 
 pub(super) fn answer(ctx: &Ctx, snap: Snapshot<'_>, a: &AnswerCommand) -> Decision {
     let i = match addressed(ctx, snap, a) {
@@ -138,7 +139,7 @@ fn settled(ctx: &Ctx, i: &Interaction) -> Option<Decision> {
         (State::Closed, _, Some(c)) => format!(
             "interaction {} was closed ({}) at {} and no longer waits for an answer",
             i.id,
-            super::close::close_word(c.reason),
+            c.reason.message_word(),
             when(c.at)
         ),
         (State::Resolved | State::Finished, Some(r), _) => format!(

@@ -10,17 +10,8 @@ use crate::transition::Effects;
 use crate::{Answer, CallResult, CloseReason, Closure, Spec, State};
 
 use super::answer::leave_pending;
-use super::{Ctx, Decision, Snapshot, Writes, accept, blocks, events, reject};
-
-/// The word a close reason reads as in messages.
-pub(super) fn close_word(r: CloseReason) -> &'static str {
-    match r {
-        CloseReason::Interrupted => "interrupted",
-        CloseReason::Superseded => "superseded by a message",
-        CloseReason::Expired => "expired",
-        CloseReason::Canceled => "canceled",
-    }
-}
+use super::base::{Ctx, Decision, Snapshot, Writes, accept, blocks, reject};
+use super::events;
 
 pub(super) fn close(
     ctx: &Ctx,
@@ -91,7 +82,10 @@ pub(super) fn close_with(
     if blocks(i) {
         let result = finish.unwrap_or_else(|| CallResult::Error {
             code: "interaction.closed".into(),
-            message: format!("The interaction was closed ({}).", close_word(reason)),
+            message: format!(
+                "The interaction was closed ({}).",
+                CloseReason::message_word(reason)
+            ),
         });
         next.result = Some(result.clone());
         events.push(events::finished(i, result, ctx.now));

@@ -36,25 +36,8 @@ use crate::{
 };
 
 use super::answer::leave_pending;
-use super::{Ctx, Decision, Snapshot, Writes, accept, blocks, close, events, reject};
-
-/// How deadlines are kept where the command is decided: whether the server can
-/// schedule, and the configured default, maximum and warning lead.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Deadlines {
-    /// True when the connected nats-server has JetStream message schedules (2.12+).
-    /// Without them an explicit deadline is refused (`NRY-0022`) and the default is
-    /// not applied.
-    pub supported: bool,
-    /// The deadline of an opening that names none (none when `None`).
-    pub default: Option<Duration>,
-    /// The farthest deadline an opening or a change may ask for, from the moment it
-    /// is decided (no limit beyond [`MAX_EXPIRES_IN_SECS`] when `None`).
-    pub max: Option<Duration>,
-    /// How long before the deadline `interaction-expiring` goes out (none when
-    /// `None`, or when the deadline is nearer than this when set).
-    pub warning: Option<Duration>,
-}
+use super::base::{Ctx, Decision, Snapshot, Writes, accept, blocks, reject};
+use super::{close, events};
 
 /// The deadline an opening or a change asks for: `Ok(None)` when it asks for none.
 /// `default` applies when neither field is given.

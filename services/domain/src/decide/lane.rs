@@ -15,8 +15,8 @@ use crate::transition::Effects;
 use crate::{Accepted, Command, CommandEnvelope, Outcome};
 use crate::{CloseReason, LaneContent, LaneMessage, SessionMode};
 
+use super::base::{Ctx, Decision, Snapshot, Writes, accept, live_session, reject, session_missing};
 use super::events::{self, LaneNote};
-use super::{Ctx, Decision, Snapshot, Writes, accept, live_session, reject, session_missing};
 
 fn lane_of(ctx: &Ctx, lane: Option<&Lane>, session: &SessionId, id: &LaneId) -> Lane {
     lane.cloned()

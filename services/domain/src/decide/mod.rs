@@ -23,9 +23,15 @@
 //! answers), [`close`](self::close) (the host closes an interaction, or reports a
 //! released call's result), [`expire`](self::expire) (deadlines: set, warned,
 //! expired), [`lane`](self::lane) (messages and turns), and
-//! [`events`](self::events) (the events they build).
+//! [`events`](self::events) (the events they build). Below them all, `base`: what
+//! every step shares ([`Snapshot`], [`Ctx`], [`Deadlines`], [`Decision`], the writes
+//! that seal a decision, the reply helpers). A step uses `base`, `events` and the
+//! steps it builds on (`close` and `expire` use `answer`; `expire` uses `close`;
+//! `open` uses `answer` and `expire`), never this module and never a step that uses
+//! it, so there is no import cycle.
 
 mod answer;
+mod base;
 mod close;
 mod events;
 mod expire;
@@ -33,192 +39,12 @@ mod lane;
 mod open;
 mod session;
 
-use time::OffsetDateTime;
+use base::blocks;
+pub use base::{Ctx, Deadlines, Decision, Snapshot};
 
-pub use expire::Deadlines;
-
-use crate::error::{ErrorCode, Rejection};
-use crate::ids::{LaneId, OrgId, SessionId, TaskId};
-use crate::session::{Lane, Session};
-use crate::task::Task;
-use crate::transition::{Effects, Transition};
-use crate::{Command, CommandEnvelope, Outcome};
-use crate::{Interaction, Kind, SessionMode};
-
-/// The records a command touches, as loaded (revisions are the worker's business).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Snapshot<'a> {
-    /// The interaction the command names, if it exists.
-    pub interaction: Option<&'a Interaction>,
-    /// The task of that interaction (or of the opening), if it exists.
-    pub task: Option<&'a Task>,
-    /// The session header the command (or its interaction) names, if it exists.
-    pub session: Option<&'a Session>,
-    /// The lane the command (or its product question) is on, if it has a record.
-    pub lane: Option<&'a Lane>,
-    /// The organisation's remembered rules for an approval's opening (the worker's
-    /// KV watch of `HP_RULES`); [`crate::policy::pick`] chooses the one that decides.
-    /// Empty for every other command.
-    pub rules: &'a [crate::policy::Rule],
-}
-
-/// What a command is decided with besides the records: its id, the clock, and the
-/// partition whose owner decides it.
-#[derive(Debug, Clone)]
-pub struct Ctx {
-    /// The organisation (the envelope's).
-    pub org: OrgId,
-    /// [`CommandEnvelope::command_id`] of the command, computed once.
-    pub command_id: String,
-    /// The deciding worker's clock.
-    pub now: OffsetDateTime,
-    /// The command partition (stamped on the transition; `None` unpartitioned).
-    pub partition: Option<u32>,
-    /// How deadlines are kept (none supported by default; the worker sets it).
-    pub deadlines: Deadlines,
-}
-
-impl Ctx {
-    /// The context for deciding `env` at `now` in `partition`.
-    pub fn new(env: &CommandEnvelope, now: OffsetDateTime, partition: Option<u32>) -> Self {
-        Ctx {
-            org: env.org.clone(),
-            command_id: env.command_id(),
-            now,
-            partition,
-            deadlines: Deadlines::default(),
-        }
-    }
-
-    /// This context, deciding with `deadlines`.
-    pub fn with_deadlines(mut self, deadlines: Deadlines) -> Self {
-        self.deadlines = deadlines;
-        self
-    }
-
-    fn outcome(&self, result: Result<crate::Accepted, Rejection>) -> Outcome {
-        Outcome {
-            command_id: self.command_id.clone(),
-            result,
-        }
-    }
-}
-
-/// What to do for one command.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Decision {
-    /// The new session header to write (first).
-    pub session: Option<Session>,
-    /// The new lane record to write (before the task).
-    pub lane: Option<Lane>,
-    /// The new task record to write (before the interaction).
-    pub task: Option<Task>,
-    /// The new interaction record to write (last).
-    pub interaction: Option<Interaction>,
-    /// The effects to publish once the writes landed (for a replay: the recorded
-    /// ones, empty when they were confirmed).
-    pub effects: Effects,
-    /// What to reply.
-    pub outcome: Outcome,
-    /// True when this repeats a committed transition: nothing is written.
-    pub replay: bool,
-}
-
-impl Decision {
-    fn reply(outcome: Outcome) -> Self {
-        Decision {
-            session: None,
-            lane: None,
-            task: None,
-            interaction: None,
-            effects: Effects::default(),
-            outcome,
-            replay: false,
-        }
-    }
-
-    fn replay(t: &Transition) -> Self {
-        Decision {
-            effects: t.effects.clone(),
-            replay: true,
-            ..Self::reply(t.outcome.clone())
-        }
-    }
-
-    /// True when the decision writes a record.
-    pub fn writes(&self) -> bool {
-        self.session.is_some()
-            || self.lane.is_some()
-            || self.task.is_some()
-            || self.interaction.is_some()
-    }
-}
-
-/// The records a decision writes, before they are sealed by [`Writes::commit`].
-#[derive(Debug, Default)]
-struct Writes {
-    session: Option<Session>,
-    lane: Option<Lane>,
-    task: Option<Task>,
-    interaction: Option<Interaction>,
-}
-
-impl Writes {
-    /// Seals the change: the transition goes on the primary record (interaction,
-    /// else lane, else session).
-    fn commit(mut self, ctx: &Ctx, effects: Effects, outcome: Outcome) -> Decision {
-        let t = Transition {
-            command_id: ctx.command_id.clone(),
-            at: ctx.now,
-            partition: ctx.partition,
-            confirmed: false,
-            outcome: outcome.clone(),
-            effects: effects.clone(),
-        };
-        if let Some(i) = self.interaction.as_mut() {
-            i.push_outbox(t);
-        } else if let Some(l) = self.lane.as_mut() {
-            l.push_outbox(t);
-        } else if let Some(s) = self.session.as_mut() {
-            s.push_outbox(t);
-        }
-        Decision {
-            session: self.session,
-            lane: self.lane,
-            task: self.task,
-            interaction: self.interaction,
-            effects,
-            outcome,
-            replay: false,
-        }
-    }
-}
-
-fn reject(ctx: &Ctx, code: ErrorCode, message: impl Into<String>) -> Decision {
-    Decision::reply(ctx.outcome(Err(Rejection::new(code, message))))
-}
-
-fn accept(ctx: &Ctx, a: crate::Accepted) -> Decision {
-    Decision::reply(ctx.outcome(Ok(a)))
-}
-
-fn session_missing(ctx: &Ctx, id: &SessionId) -> Decision {
-    reject(
-        ctx,
-        ErrorCode::SessionNotFound,
-        format!("No session with id {id} exists on this host."),
-    )
-}
-
-fn live_session(s: Option<&Session>) -> Option<&Session> {
-    s.filter(|s| s.is_live())
-}
-
-/// True when answering releases or finishes a blocked call (everything except a
-/// question on a product session).
-fn blocks(i: &Interaction) -> bool {
-    !(i.mode == SessionMode::Product && i.kind() == Kind::Question)
-}
+use crate::ids::{LaneId, SessionId, TaskId};
+use crate::{Command, CommandEnvelope};
+use crate::{Interaction, SessionMode};
 
 /// Decides `env` against `snap`, in `ctx` (built from `env` with [`Ctx::new`]).
 pub fn decide(snap: Snapshot<'_>, env: &CommandEnvelope, ctx: &Ctx) -> Decision {

@@ -20,10 +20,10 @@ use crate::{Accepted, OpenInteraction};
 use crate::{Answer, CloseReason, Closure, Interaction, Resolution, State};
 
 use super::answer::{ApprovalDecision, approval_decided};
-use super::{
-    Ctx, Decision, Snapshot, Writes, accept, blocks, events, expire, live_session, reject,
-    session_missing,
+use super::base::{
+    Ctx, Decision, Snapshot, Writes, accept, blocks, live_session, reject, session_missing,
 };
+use super::{events, expire};
 
 pub(super) fn open(ctx: &Ctx, snap: Snapshot<'_>, open: &OpenInteraction) -> Decision {
     let spec = match spec_from_request(&open.request) {

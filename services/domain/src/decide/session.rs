@@ -9,7 +9,7 @@ use crate::session::{MAX_LANE_CAPACITY, Session, SessionStatus};
 use crate::transition::Effects;
 use crate::{Accepted, DEFAULT_LANE_CAPACITY};
 
-use super::{Ctx, Decision, Writes, accept, live_session, reject, session_missing};
+use super::base::{Ctx, Decision, Writes, accept, live_session, reject, session_missing};
 
 pub(super) fn open(
     ctx: &Ctx,

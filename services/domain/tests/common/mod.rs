@@ -162,9 +162,9 @@ pub fn question(text: &str, options: &[&str], multiple: bool, allow_text: bool) 
     }
 }
 
-/// Two questions shaped for seed 003's example body: the first single-choice, the
+/// Two questions shaped for the README's example answer body: the first single-choice, the
 /// second with three options, several allowed, text allowed.
-pub fn seed_questions() -> Vec<QuestionSpec> {
+pub fn example_questions() -> Vec<QuestionSpec> {
     vec![
         question(
             "Which database should the service use?",
@@ -181,9 +181,9 @@ pub fn seed_questions() -> Vec<QuestionSpec> {
     ]
 }
 
-pub fn seed_question_req() -> OpenRequest {
+pub fn example_question_req() -> OpenRequest {
     OpenRequest::Question {
-        questions: seed_questions(),
+        questions: example_questions(),
     }
 }
 
@@ -345,8 +345,8 @@ pub fn oa_text(options: &[u32], t: &str) -> OptionAnswer {
     }
 }
 
-/// Seed 003's example body.
-pub fn seed_answers() -> AnswerInput {
+/// The README's example answer body for [`example_questions`].
+pub fn example_answers() -> AnswerInput {
     answers(vec![
         oa(&[0]),
         oa_text(&[2], "Keep both and reconcile nightly."),
@@ -506,7 +506,7 @@ pub const S: &str = "s1";
 pub const P: &str = "p1";
 /// The approval [`Fixture::approval`] opens by default in the tests.
 pub const APPROVAL: &str = "eff-01J9";
-/// The question the tests open (seed 003's example id).
+/// The question the tests open (the README's example question id).
 pub const QUESTION: &str = "6b9f6d2e-1c3a-4f5b-9d7e-2a8c4e6f0b1d";
 /// The connection the tests open.
 pub const CONNECTION: &str = "conn-1";
@@ -570,10 +570,10 @@ impl Fixture {
         )
     }
 
-    /// Opens question `id` on `session` with [`seed_questions`].
+    /// Opens question `id` on `session` with [`example_questions`].
     pub fn question(self, id: &str, session: &str) -> Self {
         self.step(
-            open(id, session, seed_question_req()),
+            open(id, session, example_question_req()),
             Some(&["question-asked", "task-status"]),
         )
     }

@@ -9,7 +9,7 @@ use a2a_lf::{
 };
 use holdpoint_domain::{
     AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, ContextId, EXTENSION_URI,
-    ErrorCode, Event, EventData, IdempotencyKey, InteractionId, OrgId, Remember, TaskId,
+    ErrorCode, Event, EventData, EventKind, IdempotencyKey, InteractionId, OrgId, Remember, TaskId,
     TaskState as DTaskState,
 };
 use serde_json::Value;
@@ -32,8 +32,9 @@ pub struct Reading {
     pub remember: Option<Remember>,
 }
 
-/// The fields of an answer's `metadata[URI]` (seed 000 "The answer", and
-/// `argumentsDigest` as the REST approve body takes it); any other is refused.
+/// The fields an answer's `metadata[URI]` may hold (README "A2A"): the interaction
+/// it answers, the answer (`approved` or `value`), and `reason`, `argumentsDigest`
+/// and `remember` as the REST approve body takes them; any other is refused.
 const META_FIELDS: [&str; 6] = [
     "interactionId",
     "approved",
@@ -200,10 +201,11 @@ async fn resolved_by_key(
     task: &TaskId,
     key: &IdempotencyKey,
 ) -> Result<Option<InteractionId>, RpcError> {
-    let filter = state
-        .bus
-        .topo
-        .event_filter(org, Some(task), Some("interaction-resolved"));
+    let filter =
+        state
+            .bus
+            .topo
+            .event_filter(org, Some(task), Some(EventKind::InteractionResolved.name()));
     let stored = state
         .bus
         .stored_events(&filter)
@@ -379,7 +381,7 @@ mod tests {
     }
 
     #[test]
-    fn parts_are_read_as_the_seed_says() {
+    fn parts_are_read_by_the_reading_rules() {
         let r = read_message(
             &msg(vec![Part::data(json!({"approved": true}))], None),
             false,

@@ -1,5 +1,5 @@
 //! Holdpoint as an A2A v1.0 server for paused tasks, with the interactions/v1
-//! extension of seed 000.
+//! extension (README "A2A: answering paused tasks from any A2A client").
 //!
 //! - `GET /.well-known/agent-card.json` (public): the agent card ([`card`](mod@card)). One JSON-RPC
 //!   interface at `<base>/a2a`, protocol version 1.0, streaming, the extension

@@ -14,7 +14,7 @@ use axum::response::sse::Event as SseEvent;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
-use holdpoint_domain::{InteractionId, TaskId, TaskState as DTaskState};
+use holdpoint_domain::{EventKind, InteractionId, TaskId, TaskState as DTaskState};
 use serde_json::Value;
 use tracing::warn;
 
@@ -94,11 +94,11 @@ async fn task_stream(
     task: &TaskId,
     after: u64,
 ) -> Result<BoxStream<'static, Stored>, RpcError> {
-    let filter = ctx
-        .state
-        .bus
-        .topo
-        .event_filter(&ctx.caller.org, Some(task), Some("task-status"));
+    let filter = ctx.state.bus.topo.event_filter(
+        &ctx.caller.org,
+        Some(task),
+        Some(EventKind::TaskStatus.name()),
+    );
     sse::follow(&ctx.state, filter, Start::At(after + 1))
         .await
         .map_err(RpcError::unavailable)

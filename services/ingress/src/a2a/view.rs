@@ -15,7 +15,7 @@ use a2a_lf::{Message, Part, Role, StreamResponse, Task, TaskStatus, TaskStatusUp
 use holdpoint_domain::event::{OpenInteractionRef, TaskStatusData};
 use holdpoint_domain::timestamp;
 use holdpoint_domain::{
-    ContextId, EXTENSION_URI, Event, EventData, InteractionId, OrgId, TaskId,
+    ContextId, EXTENSION_URI, Event, EventData, EventKind, InteractionId, OrgId, TaskId,
     TaskState as DTaskState,
 };
 use serde_json::{Value, json};
@@ -27,9 +27,9 @@ use crate::state::AppState;
 /// What a task waits for, from its last `task-status` event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskView {
-    /// The task.
+    /// The A2A task (1 to 128 printable ASCII characters, no spaces).
     pub task_id: TaskId,
-    /// Its context.
+    /// The A2A context (1 to 128 printable ASCII characters, no spaces).
     pub context_id: ContextId,
     /// Its state.
     pub state: DTaskState,
@@ -121,7 +121,7 @@ async fn last_status_sequence(
     let subject = state
         .bus
         .topo
-        .event_filter(org, Some(task), Some("task-status"));
+        .event_filter(org, Some(task), Some(EventKind::TaskStatus.name()));
     match state.bus.last_event(&subject).await {
         Ok(Some(last)) => Ok(last.sequence),
         Ok(None) => state

@@ -8,6 +8,7 @@ use holdpoint_domain::{OrgId, PersonId};
 pub struct Caller {
     /// The organisation (tenant).
     pub org: OrgId,
-    /// The person.
+    /// The person: a verified JWT `sub`, the local OS user, or the development
+    /// header (1 to 256 characters, no control characters).
     pub person: PersonId,
 }

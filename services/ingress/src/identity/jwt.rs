@@ -1,5 +1,5 @@
-//! JWT verification against an issuer's key set (JWKS), as seed 003's
-//! "Authorization" requires: signature, issuer, expiry (and `nbf`), audience when
+//! JWT verification against an issuer's key set (JWKS), as the README's
+//! "Identity" section requires: signature, issuer, expiry (and `nbf`), audience when
 //! configured, the person (`sub`) and the organisation (a configurable claim).
 //!
 //! - [`AuthConfig`]: issuer, audience, organisation claim, allowed algorithms,

@@ -1,6 +1,6 @@
 //! Who is calling. Every API operation takes a [`Caller`]; without a valid one the
-//! answer is 401 `NRY-0011`, with the same body whatever failed (seed 003
-//! "Authorization": enforced on every transport, no exempt operation).
+//! answer is 401 `NRY-0011`, with the same body whatever failed (README
+//! "Identity": enforced on every transport, no exempt operation).
 //!
 //! In order:
 //! 1. An `Authorization: Bearer <JWT>` header (exactly one) is verified by the

@@ -1,6 +1,5 @@
-//! The three answer operations: `POST /v1/questions/{questionId}/answer` (seed
-//! 003), and the Runtime's `approve` and `respond` as
-//! `POST /v1/interactions/{id}/approve|respond` (seed 000 "The answer"). Each
+//! The three answer operations: `POST /v1/questions/{questionId}/answer`, and the Runtime's `approve` and `respond` as
+//! `POST /v1/interactions/{id}/approve|respond` (the reading rules: README "The HTTP API"). Each
 //! reads its body ([`crate::wire`]), derives the idempotency key and submits one
 //! `Answer` command; the worker reads the input against the interaction's kind.
 
@@ -88,8 +87,8 @@ pub async fn answer_question(
     .await
 }
 
-/// Exactly one of `approved` and `value` (seed 000 reads each as the other where
-/// the kind allows): the input, or `400 NRY-0001` naming the two (`names`). An
+/// Exactly one of `approved` and `value` (the reading rules read each as the
+/// other where the kind allows): the input, or `400 NRY-0001` naming the two (`names`). An
 /// `argumentsDigest` binds a decision, so it comes with `approved` or a boolean
 /// `value` (read as `approved`); with any other `value` it is `400 NRY-0001`.
 fn one_of(

@@ -2,7 +2,7 @@
 //!
 //! | method | path | handler |
 //! |---|---|---|
-//! | POST | `/v1/questions/{questionId}/answer` | [`answers::answer_question`] (seed 003) |
+//! | POST | `/v1/questions/{questionId}/answer` | [`answers::answer_question`] |
 //! | POST | `/v1/interactions/{id}/approve` | [`answers::approve`] |
 //! | POST | `/v1/interactions/{id}/respond` | [`answers::respond`] |
 //! | GET | `/v1/interactions/{id}` | [`interactions::get_interaction`] |

@@ -57,7 +57,7 @@ const REPLY_INBOX_PREFIX: &str = "_INBOX.";
 /// The state a partition runner keeps between batches.
 #[derive(Debug)]
 pub struct Runner {
-    /// The connection.
+    /// The NATS boundary the runner reads and writes through.
     pub bus: Bus,
     /// Settings and metrics.
     pub cfg: Arc<WorkerConfig>,

@@ -1,0 +1,236 @@
+//! How a person's input is read against the interaction's kind (the reading rules
+//! of README "The HTTP API"), the question body checked against the questions, and
+//! the output a blocking question gives the model.
+
+use serde_json::Value;
+
+use crate::command::AnswerInput;
+use crate::digest::canonical_json;
+use crate::error::{ErrorCode, Rejection};
+use crate::vocab::{Answer, OptionAnswer, QuestionSpec, Spec};
+
+use super::text::{check_text, forbidden_control, json_depth};
+use super::{MAX_QUESTIONS, MAX_TEXT_CHARS, MAX_VALUE_BYTES, MAX_VALUE_DEPTH, invalid, mismatch};
+
+/// Checks the answers of `POST /v1/questions/{questionId}/answer` against the questions: one entry per question in order,
+/// indices in range and distinct, one option unless `multiple`, text only when
+/// allowed, and each entry chooses something.
+///
+/// # Errors
+/// `NRY-0003` naming the entry that does not fit.
+pub fn check_answers(
+    questions: &[QuestionSpec],
+    answers: &[OptionAnswer],
+) -> Result<(), Rejection> {
+    if answers.is_empty() || answers.len() > MAX_QUESTIONS {
+        return Err(mismatch(format!(
+            "answers takes 1 to {MAX_QUESTIONS} entries, got {}",
+            answers.len()
+        )));
+    }
+    if answers.len() != questions.len() {
+        return Err(mismatch(format!(
+            "{} questions were asked, {} answers given; give one per question, in order",
+            questions.len(),
+            answers.len()
+        )));
+    }
+    for (i, (q, a)) in questions.iter().zip(answers).enumerate() {
+        let mut seen = Vec::with_capacity(a.options.len());
+        for &ix in &a.options {
+            if ix as usize >= q.options.len() {
+                return Err(mismatch(format!(
+                    "answers[{i}] chooses option {ix}, but question {i} has {} options",
+                    q.options.len()
+                )));
+            }
+            if seen.contains(&ix) {
+                return Err(mismatch(format!("answers[{i}] repeats option {ix}")));
+            }
+            seen.push(ix);
+        }
+        if a.options.len() > 1 && !q.multiple {
+            return Err(mismatch(format!(
+                "answers[{i}]: question {i} takes one option"
+            )));
+        }
+        match &a.text {
+            Some(t) => {
+                if !q.allow_text {
+                    return Err(mismatch(format!(
+                        "answers[{i}]: question {i} does not take text"
+                    )));
+                }
+                if t.chars().count() > MAX_TEXT_CHARS || forbidden_control(t).is_some() {
+                    return Err(mismatch(format!(
+                        "answers[{i}].text is longer than {MAX_TEXT_CHARS} characters or holds a \
+                         control character other than TAB, LF and CR"
+                    )));
+                }
+                if a.options.is_empty() && t.trim().is_empty() {
+                    return Err(mismatch(format!("answers[{i}] chooses nothing")));
+                }
+            }
+            None if a.options.is_empty() => {
+                return Err(mismatch(format!("answers[{i}] chooses nothing")));
+            }
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+/// True for a connection answer that means "connected": `true` or an
+/// object whose `connected` is `true`.
+pub fn means_connected(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => *b,
+        Value::Object(m) => m.get("connected") == Some(&Value::Bool(true)),
+        _ => false,
+    }
+}
+
+/// Reads a person's input against the interaction (README "The HTTP API", reading rules):
+///
+/// | kind | `approved` | `value` | text | `answers` (question body) |
+/// |---|---|---|---|---|
+/// | approval | the decision | a boolean reads as `approved`, else `NRY-0001` | `NRY-0020` (text never approves) | not a question |
+/// | question | read as the value | any JSON (`{answers:[…]}` is checked) | the value | checked |
+/// | connection | read as the value | `true`/`{connected:true}` connect | not connected | `NRY-0001` |
+///
+/// # Errors
+/// The rejection to return; nothing changes.
+pub fn read_answer(spec: &Spec, input: &AnswerInput) -> Result<Answer, Rejection> {
+    check_person_text(spec, input)?;
+    match (spec, input) {
+        (
+            Spec::Approval { .. },
+            AnswerInput::Approved {
+                approved, reason, ..
+            },
+        ) => Ok(Answer::Approval {
+            approved: *approved,
+            reason: reason.clone(),
+        }),
+        (Spec::Approval { .. }, AnswerInput::Value { value, reason }) => match value {
+            Value::Bool(b) => Ok(Answer::Approval {
+                approved: *b,
+                reason: reason.clone(),
+            }),
+            _ => Err(invalid("an approval is answered with a boolean `approved`")),
+        },
+        (Spec::Approval { .. }, AnswerInput::Text { .. }) => Err(Rejection::new(
+            ErrorCode::UnsupportedOperation,
+            "text never approves; answer an approval with `approved: true` or `false`",
+        )),
+        (Spec::Approval { .. }, AnswerInput::Answers { .. }) => Err(invalid(
+            "an approval is answered with `approved`, not with question answers",
+        )),
+        (Spec::Question { questions }, AnswerInput::Answers { answers }) => {
+            check_answers(questions, answers)?;
+            Ok(Answer::Question {
+                answers: answers.clone(),
+            })
+        }
+        (Spec::Question { questions }, AnswerInput::Value { value, .. }) => {
+            if let Some(raw) = value.as_object().and_then(|o| o.get("answers")) {
+                let answers: Vec<OptionAnswer> = serde_json::from_value(raw.clone())
+                    .map_err(|e| mismatch(format!("value.answers: {e}")))?;
+                check_answers(questions, &answers)?;
+                return Ok(Answer::Question { answers });
+            }
+            check_value(value)?;
+            Ok(Answer::Value {
+                value: value.clone(),
+            })
+        }
+        (Spec::Question { .. }, AnswerInput::Approved { approved, .. }) => Ok(Answer::Value {
+            value: Value::Bool(*approved),
+        }),
+        (Spec::Question { .. }, AnswerInput::Text { text }) => {
+            if text.trim().is_empty() {
+                return Err(mismatch("the text answer is empty"));
+            }
+            Ok(Answer::Value {
+                value: Value::String(text.clone()),
+            })
+        }
+        (Spec::Connection { .. }, AnswerInput::Value { value, .. }) => Ok(Answer::Connection {
+            connected: means_connected(value),
+        }),
+        (Spec::Connection { .. }, AnswerInput::Approved { approved, .. }) => {
+            Ok(Answer::Connection {
+                connected: *approved,
+            })
+        }
+        (Spec::Connection { .. }, AnswerInput::Text { .. }) => {
+            Ok(Answer::Connection { connected: false })
+        }
+        (Spec::Connection { .. }, AnswerInput::Answers { .. }) => Err(invalid(
+            "a connection is answered with `value: {\"connected\": true}` or `false`",
+        )),
+    }
+}
+
+/// The person's free text in `input`, whatever the kind: a `reason` and a text
+/// reply are checked with [`check_text`] (`NRY-0001`); a text reply on an approval
+/// is refused for what it is (`NRY-0020`, text never approves) before its
+/// characters matter. The question body's texts are checked by [`check_answers`].
+fn check_person_text(spec: &Spec, input: &AnswerInput) -> Result<(), Rejection> {
+    match input {
+        AnswerInput::Approved {
+            reason: Some(r), ..
+        }
+        | AnswerInput::Value {
+            reason: Some(r), ..
+        } => check_text("reason", r, MAX_TEXT_CHARS),
+        AnswerInput::Text { .. } if matches!(spec, Spec::Approval { .. }) => Ok(()),
+        AnswerInput::Text { text } => check_text("text", text, MAX_TEXT_CHARS),
+        _ => Ok(()),
+    }
+}
+
+fn check_value(v: &Value) -> Result<(), Rejection> {
+    if json_depth(v) > MAX_VALUE_DEPTH {
+        return Err(invalid(format!(
+            "value nests deeper than {MAX_VALUE_DEPTH} levels"
+        )));
+    }
+    if canonical_json(v).len() > MAX_VALUE_BYTES {
+        return Err(invalid("value is too large"));
+    }
+    Ok(())
+}
+
+/// The output a blocking question's `tool-call-finished` gives the model: each answer
+/// with the chosen option labels, or the free value.
+pub fn question_output(questions: &[QuestionSpec], answer: &Answer) -> Value {
+    match answer {
+        Answer::Question { answers } => {
+            let items: Vec<Value> = questions
+                .iter()
+                .zip(answers)
+                .map(|(q, a)| {
+                    let labels: Vec<&str> = a
+                        .options
+                        .iter()
+                        .filter_map(|&i| q.options.get(i as usize).map(String::as_str))
+                        .collect();
+                    let mut item = serde_json::json!({
+                        "question": q.text,
+                        "options": a.options,
+                        "labels": labels,
+                    });
+                    if let (Some(t), Some(obj)) = (&a.text, item.as_object_mut()) {
+                        obj.insert("text".into(), Value::String(t.clone()));
+                    }
+                    item
+                })
+                .collect();
+            serde_json::json!({ "answers": items })
+        }
+        Answer::Value { value } => serde_json::json!({ "value": value }),
+        Answer::Approval { approved, .. } => serde_json::json!({ "value": approved }),
+        Answer::Connection { connected } => serde_json::json!({ "value": connected }),
+    }
+}
