@@ -144,10 +144,12 @@ async fn worker_sigkills_while_answers_flow_lose_nothing_and_resolve_once() {
     let outcome_timeout = Duration::from_millis(800);
     let mut app = TestApp::start_with(options(Duration::from_secs(1), outcome_timeout)).await;
     let mut pool = WorkerPool::start(&mut app, 3);
+    // Enough answers for the flow to outlast several kills: a partition now changes
+    // hands within a second of a kill, and 450 answers were over after two or three.
     let scenario = scenario(
         vec![
-            chaos::Batch::new("acme", 300, 60),
-            chaos::Batch::new("globex", 90, 0),
+            chaos::Batch::new("acme", 1200, 240),
+            chaos::Batch::new("globex", 360, 0),
         ],
         16,
         0.25,

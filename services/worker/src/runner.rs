@@ -130,6 +130,35 @@ struct Ownership {
     sweep_due: bool,
     /// When the fence sweep is due (see `relay::zombie_bound`), while it is.
     fence_due: Option<Instant>,
+    /// The sweep running beside the pull loop, if one is.
+    sweeping: Option<Sweeping>,
+}
+
+/// Which sweep of a partition's owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SweepKind {
+    /// From the partition's checkpoint, after a takeover.
+    Takeover,
+    /// From the takeover, once a previous owner can no longer be committing.
+    Fence,
+}
+
+/// A sweep running in its own task, so the runner goes on pulling (and keeps its
+/// pin: the server unpins a runner that sends no pull request for the priority
+/// timeout, and a sweep after a busy stretch reads every write since its start).
+/// Dropped with the ownership, it is aborted.
+#[derive(Debug)]
+struct Sweeping {
+    kind: SweepKind,
+    /// The moment the sweep covers up to.
+    at: OffsetDateTime,
+    task: tokio::task::JoinHandle<Result<usize, holdpoint_bus::BusError>>,
+}
+
+impl Drop for Sweeping {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// What a worker's partition runners share: session headers and remembered rules,
@@ -302,10 +331,15 @@ async fn serve(
                         continue;
                     }
                     if own.pin.is_some() {
-                        if own.sweep_due {
-                            takeover_sweep(runner, own).await;
-                        } else if own.fence_due.is_some_and(|at| at <= Instant::now()) {
-                            fence_sweep(runner, own).await;
+                        if own.sweeping.as_ref().is_some_and(|s| s.task.is_finished()) {
+                            sweep_done(runner, own).await;
+                        }
+                        if own.sweeping.is_none() {
+                            if own.sweep_due {
+                                start_sweep(runner, own, SweepKind::Takeover);
+                            } else if own.fence_due.is_some_and(|at| at <= Instant::now()) {
+                                start_sweep(runner, own, SweepKind::Fence);
+                            }
                         }
                         if own.saved.is_none_or(|t| t.elapsed() >= CHECKPOINT_EVERY) && !own.sweep_due {
                             save_checkpoint(runner, p).await;
@@ -393,8 +427,19 @@ async fn notice_pin(runner: &mut Runner, own: &mut Ownership, batch: &[jetstream
         }),
         None => None,
     };
+    // A partition nobody vouched for yet: vouch for what the relay's duplicate
+    // window rule covers anyway, before this runner commits anything, so what it
+    // commits is newer than the partition's checkpoint for whoever comes next (its
+    // takeover sweep runs beside the pull loop and vouches later).
+    if let (Some(p), None) = (p, runner.checkpoint) {
+        let horizon = relay::dedup_horizon(&runner.bus, OffsetDateTime::now_utc());
+        if let Err(e) = runner.bus.save_checkpoint(p, horizon).await {
+            warn!(partition = p, error = %e, "first checkpoint not saved");
+        }
+    }
     own.sweep_due = true;
-    takeover_sweep(runner, own).await;
+    own.fence_due = None;
+    start_sweep(runner, own, SweepKind::Takeover);
 }
 
 /// Checks with the server that this runner still holds partition `p`'s pin (it may
@@ -413,69 +458,82 @@ async fn lost_pin(runner: &mut Runner, own: &mut Ownership, p: u32) -> bool {
     true
 }
 
-async fn takeover_sweep(runner: &mut Runner, own: &mut Ownership) {
-    let now = OffsetDateTime::now_utc();
-    match relay::sweep(
-        &runner.bus,
-        relay::Scope::Partition(runner.partition),
-        runner.checkpoint,
-        now,
-    )
-    .await
-    {
-        Ok(n) => {
-            runner.cfg.metrics.relayed.inc_by(n as u64);
+/// Starts the `kind` sweep of the runner's partition in its own task (the takeover
+/// sweep from the checkpoint read at the takeover; the fence sweep from the
+/// takeover, inside the duplicate window only).
+fn start_sweep(runner: &Runner, own: &mut Ownership, kind: SweepKind) {
+    let at = OffsetDateTime::now_utc();
+    let (scope, since) = match kind {
+        SweepKind::Takeover => (relay::Scope::Partition(runner.partition), runner.checkpoint),
+        SweepKind::Fence => match runner.fence {
+            Some(taken) => (relay::Scope::Window(runner.partition), Some(taken)),
+            None => {
+                own.fence_due = None;
+                return;
+            }
+        },
+    };
+    let bus = runner.bus.clone();
+    own.sweeping = Some(Sweeping {
+        kind,
+        at,
+        task: tokio::spawn(async move { relay::sweep(&bus, scope, since, at).await }),
+    });
+}
+
+/// Takes the result of the finished sweep: after the takeover sweep the runner
+/// vouches for its partition from the sweep's start (and the fence sweep falls due
+/// `relay::zombie_bound` later); after the fence sweep its checkpoint may pass the
+/// takeover. A failed sweep runs again on a later tick.
+async fn sweep_done(runner: &mut Runner, own: &mut Ownership) {
+    let Some(mut s) = own.sweeping.take() else {
+        return;
+    };
+    let result = match (&mut s.task).await {
+        Ok(r) => r,
+        Err(e) => Err(holdpoint_bus::BusError::transient("relay sweep", e)),
+    };
+    let n = match result {
+        Ok(n) => n,
+        Err(e) => {
+            warn!(partition = ?runner.partition, kind = ?s.kind, error = %e, "relay sweep failed; trying again");
+            return;
+        }
+    };
+    runner.cfg.metrics.relayed.inc_by(n as u64);
+    match s.kind {
+        SweepKind::Takeover => {
             own.sweep_due = false;
             runner.swept = true;
-            runner.fence = Some(now);
+            runner.fence = Some(s.at);
             own.fence_due = Some(Instant::now() + relay::zombie_bound(&runner.bus));
-            // Vouch at once, before this runner commits anything: if it dies before
-            // its next save, whoever takes over sweeps from here.
+            // Vouch at once: if this runner dies before its next save, whoever
+            // takes over sweeps from here (or from the oldest transition this
+            // runner committed meanwhile and still owes).
             if let Some(p) = runner.partition {
-                if let Err(e) = runner.bus.save_checkpoint(p, now).await {
+                let at = runner.checkpoint_to_save(s.at);
+                if let Err(e) = runner.bus.save_checkpoint(p, at).await {
                     warn!(partition = p, error = %e, "checkpoint not saved after the takeover sweep");
                 }
                 own.saved = Some(Instant::now());
             }
         }
-        Err(e) => {
-            warn!(partition = ?runner.partition, error = %e, "relay sweep failed; trying again")
-        }
-    }
-}
-
-/// The fence sweep: once a previous owner can no longer be committing, relays what
-/// it committed after the takeover and left unconfirmed; from then on the runner's
-/// checkpoint may pass its takeover.
-async fn fence_sweep(runner: &mut Runner, own: &mut Ownership) {
-    let Some(taken) = runner.fence else {
-        own.fence_due = None;
-        return;
-    };
-    let now = OffsetDateTime::now_utc();
-    match relay::sweep(
-        &runner.bus,
-        relay::Scope::Window(runner.partition),
-        Some(taken),
-        now,
-    )
-    .await
-    {
-        Ok(n) => {
-            runner.cfg.metrics.relayed.inc_by(n as u64);
+        SweepKind::Fence => {
             if n > 0 {
                 info!(partition = ?runner.partition, relayed = n, "fence sweep relayed what the previous owner left");
             }
             runner.fence = None;
             own.fence_due = None;
         }
-        Err(e) => {
-            warn!(partition = ?runner.partition, error = %e, "fence sweep failed; trying again")
-        }
     }
 }
 
+/// Saves the checkpoint the runner can vouch for; nothing before its takeover sweep
+/// ran (until then it vouches for nothing the previous owners left).
 async fn save_checkpoint(runner: &Runner, p: u32) {
+    if !runner.swept {
+        return;
+    }
     let at = runner.checkpoint_to_save(OffsetDateTime::now_utc());
     if let Err(e) = runner.bus.save_checkpoint(p, at).await {
         debug!(partition = p, error = %e, "checkpoint not saved");
