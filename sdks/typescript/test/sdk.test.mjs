@@ -86,7 +86,7 @@ describe('the SDK against holdpoint up', () => {
     }
   });
 
-  test('answers a question over A2A with a value in the REST question body's shape', async () => {
+  test('answers a question over A2A with a value shaped like the REST question body', async () => {
     const q = await hp.ask(ORG, { session: 's1', task: 'tq1', call: 'call-q1', questions: TWO_QUESTIONS });
     const task = await a2a.getTask('tq1');
     assert.equal(task.status.state, TaskState.TASK_STATE_INPUT_REQUIRED);

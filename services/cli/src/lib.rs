@@ -143,3 +143,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn every_subcommand_is_a_valid_clap_command() {
+        // clap checks a subcommand's arguments (unique names, valid groups) only
+        // when that subcommand is parsed; this checks them all at once, so a flag
+        // added to a shared group cannot break another verb unnoticed.
+        super::Cli::command().debug_assert();
+    }
+}

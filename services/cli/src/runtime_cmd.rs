@@ -45,10 +45,6 @@ pub struct PlaceArgs {
     /// The blocked tool call's id.
     #[arg(long)]
     pub call: String,
-    /// The agent whose call this is (`[A-Za-z0-9._:@-]`, as an AGENT.md names it):
-    /// rules remembered with scope `agent` match on it, in any session.
-    #[arg(long)]
-    pub agent: Option<String>,
     /// Deadline as RFC 3339 (`2026-05-01T12:00:00Z`); refused on a nats-server
     /// without message schedules.
     #[arg(long, conflicts_with = "expires_in")]
@@ -93,6 +89,10 @@ pub enum RuntimeVerb {
         /// Why it is held.
         #[arg(long)]
         reason: Option<String>,
+        /// The agent whose call this is (printable ASCII, no spaces): rules
+        /// remembered with scope `agent` match on it, in any session.
+        #[arg(long)]
+        agent: Option<String>,
     },
     /// ask_user: questions as JSON, e.g. `[{"text":"Which?","options":["a","b"]}]`.
     Ask {
@@ -158,13 +158,7 @@ fn place(a: &PlaceArgs) -> anyhow::Result<Placement> {
         expires_in: a.expires_in,
         on_expiry,
     };
-    let at = Placement::new(&a.session, &a.lane, &a.task, &a.context)?.with_expiry(expiry);
-    Ok(match &a.agent {
-        Some(agent) => at
-            .for_agent(agent)
-            .with_context(|| format!("--agent {agent:?}"))?,
-        None => at,
-    })
+    Ok(Placement::new(&a.session, &a.lane, &a.task, &a.context)?.with_expiry(expiry))
 }
 
 fn parse_time(s: Option<&str>) -> anyhow::Result<Option<time::OffsetDateTime>> {
@@ -198,11 +192,18 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
             tool,
             arguments,
             reason,
+            agent,
         } => {
             let arguments = serde_json::from_str(&arguments).context("--arguments is not JSON")?;
+            let mut placement = place(&at)?;
+            if let Some(agent) = &agent {
+                placement = placement
+                    .for_agent(agent)
+                    .with_context(|| format!("--agent {agent:?}"))?;
+            }
             let id = rt
                 .hold_for_approval(
-                    &place(&at)?,
+                    &placement,
                     HoldCall {
                         effect_id: effect,
                         call_id: at.call.clone(),
