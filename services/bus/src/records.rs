@@ -254,7 +254,8 @@ impl Bus {
     /// The keys of bucket `b` whose last write since `since` carries the
     /// [`crate::UNCONFIRMED_HEADER`] with a value `accept` takes (it is given that
     /// value and the write's [`crate::WRITER_HEADER`], if any), read from the
-    /// bucket's stream headers only (no values are sent), oldest write first.
+    /// bucket's stream headers only (no values are sent), in the order of those
+    /// last writes; memory holds only the keys returned.
     /// A key written again later without the header is not returned: that write
     /// confirmed it. Each read waits at most 5 s.
     ///
@@ -284,9 +285,10 @@ impl Bus {
         if consumer.cached_info().num_pending == 0 {
             return Ok(Vec::new());
         }
-        // Each key's last write decides.
-        let mut last: Vec<(String, bool)> = Vec::new();
-        let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        // Each key's last write decides. Only the keys whose last write so far is
+        // taken are kept (a sweep after a busy minute reads hundreds of thousands of
+        // writes, most of them not its to relay), with that write's sequence.
+        let mut taken: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
         let prefix = format!("$KV.{name}.");
         let mut messages = consumer
             .messages()
@@ -307,22 +309,19 @@ impl Bus {
                 let marked = headers
                     .and_then(|h| h.get(crate::UNCONFIRMED_HEADER))
                     .is_some_and(|v| accept(v.as_str(), writer));
-                match at.get(key) {
-                    Some(&i) => last[i].1 = marked,
-                    None => {
-                        at.insert(key.to_owned(), last.len());
-                        last.push((key.to_owned(), marked));
-                    }
+                if marked {
+                    taken.insert(key.to_owned(), info.stream_sequence);
+                } else {
+                    taken.remove(key);
                 }
             }
             if remaining == 0 {
                 break;
             }
         }
-        Ok(last
-            .into_iter()
-            .filter_map(|(k, marked)| marked.then_some(k))
-            .collect())
+        let mut keys: Vec<(u64, String)> = taken.into_iter().map(|(k, seq)| (seq, k)).collect();
+        keys.sort_unstable();
+        Ok(keys.into_iter().map(|(_, k)| k).collect())
     }
 
     /// The stored outcome of a command publish (keyed by its `Nats-Msg-Id`), if a
