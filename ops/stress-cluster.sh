@@ -47,8 +47,9 @@ for ((n = 1; n <= runs; n++)); do
     status=0
     HOLDPOINT_FAULT_SEED="$seed" cargo nextest run -p holdpoint-tests --test integration \
         --no-capture --run-ignored all -E "test(=$test_name)" >"$log" 2>&1 || status=$?
-    violations="$(grep -oE 'violations [0-9]+' "$log" | tail -1 | cut -d' ' -f2)"
-    delay="$(grep -oE 'longest effect delay [^;]*$' "$log" | tail -1 | sed 's/longest effect delay //')"
+    violations="$(grep -oE 'violations [0-9]+' "$log" | tail -1 | cut -d' ' -f2 || true)"
+    delay="$(grep -oE 'longest effect delay [^;]*' "$log" | tail -1 | sed 's/longest effect delay //' || true)"
+    repeats="$(grep -oE '[0-9]+ republished again' "$log" | tail -1 | cut -d' ' -f1 || true)"
     if [[ -z "$violations" ]]; then
         violations="?"
         failed=$((failed + 1))
@@ -56,8 +57,8 @@ for ((n = 1; n <= runs; n++)); do
         total_violations=$((total_violations + violations))
         [[ "$status" -ne 0 || "$violations" -ne 0 ]] && failed=$((failed + 1))
     fi
-    printf 'run %2d/%d: exit %d, violations %s, longest effect delay %s, %ds (seed %s, log %s)\n' \
-        "$n" "$runs" "$status" "$violations" "${delay:-?}" $((SECONDS - started)) "$seed" "$log"
+    printf 'run %2d/%d: exit %d, violations %s, longest effect delay %s, core repeats %s, %ds (seed %s, log %s)\n' \
+        "$n" "$runs" "$status" "$violations" "${delay:-?}" "${repeats:-?}" $((SECONDS - started)) "$seed" "$log"
 done
 echo "stress-cluster: $runs runs, $failed failed, $total_violations violations in all"
 [[ "$failed" -eq 0 ]]

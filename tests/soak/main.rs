@@ -285,8 +285,9 @@ async fn soak(args: Args) -> anyhow::Result<bool> {
     );
     println!("  longest request:      {:?}", totals.max_request);
     println!(
-        "  core subscriber:      {} events, {} ids received twice",
-        seen_totals.core_events, seen_totals.core_duplicates
+        "  core subscriber:      {} events, {} republished again (same Nats-Sequence, \
+         dropped), {} ids received twice",
+        seen_totals.core_events, seen_totals.core_repeats, seen_totals.core_duplicates
     );
     println!(
         "  durable consumer:     {} deliveries, {} ids stored twice",

@@ -1105,8 +1105,11 @@ impl Running {
         app.wait_idle_within(scenario.settle).await;
         let figures = check(app, &self.targets, results, scenario.clients.request_bound).await;
         let approved = approvals(app, &self.targets).await;
-        let (core, durable) = self.live.finish(Duration::from_millis(500)).await;
-        let seen = crate::readers::judge_around(
+        let (core, durable, at_finish) = self
+            .live
+            .finish(Duration::from_secs(15), Duration::from_millis(500))
+            .await;
+        let mut seen = crate::readers::judge_around(
             &core,
             &durable,
             &self.targets,
@@ -1115,6 +1118,7 @@ impl Running {
             scenario.effect_delay_bound,
             outages,
         );
+        seen.durable_at_finish = at_finish;
         Ok(Verdict { figures, seen })
     }
 }

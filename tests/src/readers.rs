@@ -1,7 +1,10 @@
 //! Live readers of the events during a chaos run, the two kinds a platform runs:
 //!
 //! - a **core subscriber** on `hp.evt.>` (what `HP_EVENTS` republishes as it stores
-//!   each event): it must see every stored event at most once;
+//!   each event). A stream leader change can make nats-server republish a stored
+//!   event again, with the same `Nats-Sequence` header (README, "What a reader of the
+//!   events gets"); the reader drops what is not above the highest sequence it saw,
+//!   and must then see every stored event at most once;
 //! - a **durable consumer** on `HP_EVENTS` (explicit acks, resumes across server
 //!   restarts): it must find every event stored once (one stream sequence per
 //!   CloudEvents id), redeliveries of the same stored message aside.
@@ -27,7 +30,8 @@ use crate::chaos::{JobResult, Target, TargetKind};
 pub struct Seen {
     /// Its CloudEvents id.
     pub id: String,
-    /// Its stream sequence (durable consumer), 0 for a core subscriber.
+    /// Its stream sequence: the delivery's for the durable consumer, the
+    /// `Nats-Sequence` header RePublish sets for the core subscriber (0 if absent).
     pub sequence: u64,
     /// The interaction it is about (`subject` attribute).
     pub subject: String,
@@ -41,6 +45,8 @@ pub struct Seen {
 #[derive(Debug)]
 pub struct Readers {
     stop: CancellationToken,
+    js: jetstream::Context,
+    durable_name: String,
     core: JoinHandle<Vec<Seen>>,
     durable: JoinHandle<Vec<Seen>>,
 }
@@ -50,7 +56,10 @@ pub struct Readers {
 pub struct ReaderFigures {
     /// Events the core subscriber received.
     pub core_events: u64,
-    /// Event ids the core subscriber received more than once.
+    /// Copies of a stored event the core subscriber received again with the same
+    /// `Nats-Sequence` (a stream leader change), dropped by the sequence rule.
+    pub core_repeats: u64,
+    /// Event ids the core subscriber still received more than once after that rule.
     pub core_duplicates: u64,
     /// Events the durable consumer received (redeliveries included).
     pub durable_events: u64,
@@ -60,14 +69,29 @@ pub struct ReaderFigures {
     pub unseen_effects: u64,
     /// The longest effect delay (2xx to the first reader seeing the effect).
     pub max_effect_delay: Duration,
+    /// Where the durable consumer stood when the readers stopped.
+    pub durable_at_finish: Option<DurableState>,
     /// Every violation.
     pub violations: Vec<String>,
+}
+
+/// The durable consumer's position when the readers stopped: whether it had
+/// caught up with what `HP_EVENTS` stored.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DurableState {
+    /// Matching messages not delivered yet.
+    pub pending: u64,
+    /// Messages delivered and not acked yet.
+    pub ack_pending: u64,
+    /// The last stream sequence delivered.
+    pub delivered: u64,
 }
 
 impl ReaderFigures {
     /// Adds another run's figures to these (counts summed, the longest delay kept).
     pub fn add(&mut self, other: &ReaderFigures) {
         self.core_events += other.core_events;
+        self.core_repeats += other.core_repeats;
         self.core_duplicates += other.core_duplicates;
         self.durable_events += other.durable_events;
         self.durable_duplicates += other.durable_duplicates;
@@ -81,16 +105,36 @@ impl std::fmt::Display for ReaderFigures {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "live readers: core subscriber {} events, {} duplicate ids; durable consumer {} \
-             deliveries, {} ids stored twice; effects unseen {}; longest effect delay {:?}",
+            "live readers: core subscriber {} events, {} republished again (same \
+             Nats-Sequence), {} duplicate ids; durable consumer {} deliveries, {} ids stored \
+             twice; effects unseen {}; longest effect delay {:?}",
             self.core_events,
+            self.core_repeats,
             self.core_duplicates,
             self.durable_events,
             self.durable_duplicates,
             self.unseen_effects,
             self.max_effect_delay
-        )
+        )?;
+        if let Some(d) = self.durable_at_finish {
+            write!(
+                f,
+                "; durable consumer at the end: delivered up to sequence {}, {} pending, {} \
+                 unacked",
+                d.delivered, d.pending, d.ack_pending
+            )?;
+        }
+        Ok(())
     }
+}
+
+/// The `Nats-Sequence` header a stream's RePublish puts on a message, 0 if absent.
+fn republished_sequence(m: &async_nats::Message) -> u64 {
+    m.headers
+        .as_ref()
+        .and_then(|h| h.get("Nats-Sequence"))
+        .and_then(|v| v.as_str().parse().ok())
+        .unwrap_or(0)
 }
 
 fn seen(payload: &[u8], sequence: u64) -> Option<Seen> {
@@ -121,13 +165,14 @@ impl Readers {
                 tokio::select! {
                     _ = token.cancelled() => return out,
                     m = sub.next() => match m {
-                        Some(m) => out.extend(seen(&m.payload, 0)),
+                        Some(m) => out.extend(seen(&m.payload, republished_sequence(&m))),
                         None => return out,
                     },
                 }
             }
         });
         let js = jetstream::new(client);
+        let reader_js = js.clone();
         let name = format!("chaos-reader-{}", uuid::Uuid::new_v4().simple());
         // From the first event stored after the readers start: a consumer re-made
         // after a node loss (its leader gone with the node) starts there again, so it
@@ -141,6 +186,7 @@ impl Readers {
             tokio::time::sleep(Duration::from_millis(200)).await;
         };
         let durable_consumer = make_durable(&js, &name, start).await;
+        let durable_name = name.clone();
         let token = stop.clone();
         let durable = tokio::spawn(async move {
             let mut out = Vec::new();
@@ -172,19 +218,49 @@ impl Readers {
         });
         Readers {
             stop,
+            js: reader_js,
+            durable_name,
             core,
             durable,
         }
     }
 
-    /// Waits `quiet` for stragglers, then stops both readers and returns what each
-    /// saw (core subscriber, durable consumer).
-    pub async fn finish(self, quiet: Duration) -> (Vec<Seen>, Vec<Seen>) {
+    /// The durable consumer's position, when NATS answers.
+    async fn durable_state(&self) -> Option<DurableState> {
+        let stream = self.js.get_stream("HP_EVENTS").await.ok()?;
+        let mut consumer: consumer::PullConsumer =
+            stream.get_consumer(&self.durable_name).await.ok()?;
+        let info = consumer.info().await.ok()?;
+        Some(DurableState {
+            pending: info.num_pending,
+            ack_pending: info.num_ack_pending as u64,
+            delivered: info.delivered.stream_sequence,
+        })
+    }
+
+    /// Waits until the durable consumer has been delivered and has acked everything
+    /// stored (at most `catch_up`), then `quiet` for the core subscriber's
+    /// stragglers; stops both readers and returns what each saw (core subscriber,
+    /// durable consumer) and where the durable consumer stood.
+    pub async fn finish(
+        self,
+        catch_up: Duration,
+        quiet: Duration,
+    ) -> (Vec<Seen>, Vec<Seen>, Option<DurableState>) {
+        let deadline = Instant::now() + catch_up;
+        let mut state = self.durable_state().await;
+        while Instant::now() < deadline
+            && !state.is_some_and(|d| d.pending == 0 && d.ack_pending == 0)
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            state = self.durable_state().await;
+        }
         tokio::time::sleep(quiet).await;
         self.stop.cancel();
         (
             self.core.await.unwrap_or_default(),
             self.durable.await.unwrap_or_default(),
+            state,
         )
     }
 }
@@ -204,6 +280,9 @@ async fn make_durable(
                         durable_name: Some(name.to_owned()),
                         filter_subject: "hp.evt.>".into(),
                         ack_policy: consumer::AckPolicy::Explicit,
+                        // A delivery lost with a node (its pull went to the consumer
+                        // leader that died) comes again after this, not after 30 s.
+                        ack_wait: Duration::from_secs(2),
                         deliver_policy: consumer::DeliverPolicy::ByStartSequence { start_sequence },
                         ..Default::default()
                     },
@@ -236,8 +315,27 @@ pub fn judge_around(
         durable_events: durable.len() as u64,
         ..ReaderFigures::default()
     };
+    // The rule README gives a core subscriber: drop a message whose `Nats-Sequence`
+    // is not above the highest one seen. It must drop only copies of what came
+    // before; then each id must come once.
+    let mut highest = 0u64;
+    let mut first_copies: HashSet<(&str, u64)> = HashSet::new();
     let mut counts: HashMap<&str, u32> = HashMap::new();
     for s in core {
+        if s.sequence != 0 && s.sequence <= highest {
+            if first_copies.contains(&(s.id.as_str(), s.sequence)) {
+                f.core_repeats += 1;
+            } else {
+                f.violations.push(format!(
+                    "the core subscriber got event {} (sequence {}) after sequence {highest}: \
+                     the sequence rule drops it unseen",
+                    s.id, s.sequence
+                ));
+            }
+            continue;
+        }
+        highest = highest.max(s.sequence);
+        first_copies.insert((s.id.as_str(), s.sequence));
         *counts.entry(s.id.as_str()).or_default() += 1;
     }
     for (id, n) in &counts {
