@@ -60,10 +60,18 @@ impl Default for IngressConfig {
 }
 
 /// Shared state of the handlers.
+///
+/// Cheap to clone (a few reference counts, no allocation), and it must stay so:
+/// axum clones a route's service, state included, for every request, at every
+/// `from_fn` layer, and each clone lives as long as the request. With the [`Bus`]
+/// held by value (seven bucket handles, each with its stream's configuration:
+/// about 11 KiB and hundreds of small allocations) that cost about 1 MiB of heap
+/// per request waiting for its outcome (BENCHMARKS.md "the ingress per waiting
+/// request").
 #[derive(Clone)]
 pub struct AppState {
     /// The NATS boundary (streams, buckets, subjects).
-    pub bus: Bus,
+    pub bus: Arc<Bus>,
     /// The ingress's settings.
     pub cfg: Arc<IngressConfig>,
     /// Publishes commands and waits, bounded, for the worker's outcomes.
@@ -92,7 +100,7 @@ impl AppState {
             cfg.metrics.watch_jwks(verifier.clone());
         }
         Ok(AppState {
-            bus,
+            bus: Arc::new(bus),
             cfg: Arc::new(cfg),
             outcomes,
             streams: CancellationToken::new(),
