@@ -14,9 +14,11 @@
 //! ```
 //!
 //! Extra arguments after `--` go to `holdpoint ingress` (e.g. `-- --max-in-flight 64`).
-//! The ingress is stopped with SIGTERM at the end, so a `holdpoint` built with
-//! `--features holdpoint-cli/dhat-heap` writes `dhat-heap.json` (in the working
-//! directory) with the heap at its peak: the requests waiting.
+//! Answers refused at once (past the ingress's `--max-in-flight`) are counted apart
+//! from those that waited. The ingress is stopped with SIGTERM at the end, so a
+//! `holdpoint` built with `cargo build -p holdpoint-cli --bin holdpoint --features
+//! dhat-heap` writes `dhat-heap.json` (in the working directory) with the heap at
+//! its peak: the requests waiting.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -136,17 +138,25 @@ async fn main() -> anyhow::Result<()> {
     for (round, &n) in args.requests.iter().enumerate() {
         let (before, _) = memory_kib(pid);
         let started = Instant::now();
+        let wait = Duration::from_millis(args.outcome_timeout_ms);
         let tasks: Vec<_> = (0..n)
             .map(|i| {
                 let (http, base, token) = (http.clone(), base.clone(), token.clone());
-                tokio::spawn(
-                    async move { fire(&http, &base, &token, (round + 1) * 100_000 + i).await },
-                )
+                tokio::spawn(async move {
+                    let sent = Instant::now();
+                    let answer = fire(&http, &base, &token, (round + 1) * 100_000 + i).await;
+                    // A refusal past `--max-in-flight` comes at once, a timeout after
+                    // the outcome timeout.
+                    if sent.elapsed() < wait / 2 {
+                        format!("{answer} at once")
+                    } else {
+                        answer
+                    }
+                })
             })
             .collect();
         // Sample while they wait; the highest RSS is the one that counts.
         let mut peak = before;
-        let wait = Duration::from_millis(args.outcome_timeout_ms);
         while started.elapsed() < wait.mul_f64(0.9) {
             tokio::time::sleep(Duration::from_millis(100)).await;
             peak = peak.max(memory_kib(pid).0);
