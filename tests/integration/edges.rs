@@ -321,6 +321,75 @@ async fn each_caller_has_a_limit_of_open_streams() {
     drop(second);
 }
 
+/// At most `max_in_flight` API requests run at once: with two answers waiting for
+/// an outcome (no worker), a third request is refused at once, unread, with
+/// `503 NRY-0050` and `Retry-After: 1` (on `/a2a`, the JSON-RPC error carrying
+/// `NRY-0050`); once the two have their outcome the places are free again and the
+/// refused answer's retry with the same key succeeds.
+#[tokio::test]
+async fn requests_in_flight_are_bounded() {
+    let mut app = TestApp::start_with(AppOptions {
+        max_in_flight: 2,
+        outcome_timeout: Duration::from_secs(20),
+        ..AppOptions::default()
+    })
+    .await;
+    let rt = app.runtime("acme").await;
+    let (at, eff) = open_approval(&rt).await;
+    app.wait_idle().await;
+    app.stop_workers().await;
+
+    // Two answers with the same key: the first waits for its reply, the second (a
+    // duplicate publish) for the recorded outcome. Neither comes without a worker.
+    let ana = app.person("acme", "ana");
+    let path = format!("/v1/interactions/{eff}/approve");
+    let body = json!({"approved": true});
+    let waiting: Vec<_> = (0..2)
+        .map(|_| {
+            let (ana, path, body) = (ana.clone(), path.clone(), body.clone());
+            tokio::spawn(async move { ana.post_keyed(&path, "k-limit", &body).await })
+        })
+        .collect();
+    let permits = app.ingress_state().in_flight;
+    holdpoint_tests::nats::wait_for(Duration::from_secs(10), "two answers in flight", || {
+        let permits = permits.clone();
+        async move { (permits.available_permits() == 0).then_some(()) }
+    })
+    .await;
+
+    let started = std::time::Instant::now();
+    let third = ana.post_keyed(&path, "k-limit", &body).await;
+    assert_eq!((third.status, third.code()), (503, "NRY-0050"), "{third:?}");
+    assert_eq!(third.retry_after.as_deref(), Some("1"));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "refused at once, not after waiting: {:?}",
+        started.elapsed()
+    );
+    let rpc = Rpc::new(&app, "acme", "ana")
+        .call("GetTask", json!({"id": at.task_id.as_str()}))
+        .await;
+    assert_eq!(rpc.status, 200, "{}", rpc.body);
+    assert_eq!(rpc.holdpoint(), "NRY-0050", "{}", rpc.body);
+    assert_eq!(rpc.body["id"], Value::Null, "{}", rpc.body);
+    assert_eq!(
+        rpc.headers.get("retry-after").and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+
+    // A worker decides the answer; both waiting requests have its outcome.
+    app.start_worker().await;
+    for w in waiting {
+        let r = w.await.expect("request task");
+        assert_eq!(r.status, 204, "{r:?}");
+    }
+    assert_eq!(permits.available_permits(), 2, "every permit is back");
+    let retry = ana.post_keyed(&path, "k-limit", &body).await;
+    assert_eq!(retry.status, 204, "{retry:?}");
+    app.wait_idle().await;
+    assert_eq!(state_of(&app, "acme", &eff).await, State::Resolved);
+}
+
 /// Open event streams survive a nats-server restart: they neither end nor go
 /// silent (they used to be silent for about 17 s, then end). Each re-creates its
 /// consumer from the next sequence it has not delivered, so what was stored while

@@ -66,6 +66,8 @@ pub struct AppOptions {
     pub identity: IdentityMode,
     /// The ingress's limit of open event streams per caller.
     pub max_streams_per_caller: usize,
+    /// The ingress's limit of API requests in flight.
+    pub max_in_flight: usize,
     /// The ingress reads an A2A request without `A2A-Version` as 1.0 (off: 0.3).
     pub a2a_missing_version_is_1_0: bool,
     /// The workers' deadline settings (in-process and child processes).
@@ -86,6 +88,7 @@ impl Default for AppOptions {
             nats: NatsServerOptions::default(),
             identity: IdentityMode::insecure_dev_headers(),
             max_streams_per_caller: IngressConfig::default().max_streams_per_caller,
+            max_in_flight: IngressConfig::default().max_in_flight,
             a2a_missing_version_is_1_0: false,
             deadlines: holdpoint_domain::Deadlines::default(),
             webhooks_local: true,
@@ -181,6 +184,7 @@ impl<N: Broker> TestApp<N> {
                 outcome_timeout: opts.outcome_timeout,
                 identity: opts.identity.clone(),
                 max_streams_per_caller: opts.max_streams_per_caller,
+                max_in_flight: opts.max_in_flight,
                 a2a_missing_version_is_1_0: opts.a2a_missing_version_is_1_0,
                 webhooks_local_mode: opts.webhooks_local,
                 ..IngressConfig::default()

@@ -275,6 +275,11 @@ pub struct HttpSettings {
     #[arg(long, env = "HOLDPOINT_MAX_STREAMS_PER_CALLER")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_streams_per_caller: Option<usize>,
+    /// Most API requests in flight at once; one more is refused at once with
+    /// `503 NRY-0050` and `Retry-After` (default 256; at least 1).
+    #[arg(long, env = "HOLDPOINT_MAX_IN_FLIGHT")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<usize>,
     /// Compatibility: read an A2A request without `A2A-Version` as 1.0 (default
     /// off: it is read as 0.3 and refused with -32009, as A2A v1.0 asks).
     #[arg(long, env = "HOLDPOINT_A2A_MISSING_VERSION_IS_1_0", num_args = 0..=1, require_equals = true,

@@ -143,6 +143,7 @@ impl Config {
             public_url: self.http.public_url.clone(),
             metrics,
             max_streams_per_caller: self.http.max_streams_per_caller,
+            max_in_flight: self.http.max_in_flight,
             a2a_missing_version_is_1_0: self.http.a2a_missing_version_is_1_0,
             ..IngressConfig::default()
         })

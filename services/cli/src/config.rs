@@ -198,6 +198,10 @@ pub struct HttpConfig {
     /// `SendStreamingMessage`) one caller may have open at once; one more is
     /// `429 NRY-0017`.
     pub max_streams_per_caller: usize,
+    /// Most API requests in flight at once (at least 1); one more is refused at
+    /// once with `503 NRY-0050` and `Retry-After`. Each request waiting for an
+    /// outcome holds about 50 KiB.
+    pub max_in_flight: usize,
     /// Compatibility switch, off by default: read an A2A request without
     /// `A2A-Version` as 1.0 instead of 0.3 (refused with -32009, as the A2A v1.0
     /// specification asks).
@@ -211,6 +215,7 @@ impl Default for HttpConfig {
             outcome_timeout_ms: 5_000,
             public_url: None,
             max_streams_per_caller: holdpoint_ingress::state::DEFAULT_MAX_STREAMS_PER_CALLER,
+            max_in_flight: holdpoint_ingress::state::DEFAULT_MAX_IN_FLIGHT,
             a2a_missing_version_is_1_0: false,
         }
     }

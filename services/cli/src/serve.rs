@@ -341,7 +341,7 @@ async fn serve_admin(
     };
     println!("holdpoint {name}: admin http://{}", admin.local_addr()?);
     let admin_state = holdpoint_ingress::admin::Admin {
-        bus: bus.clone(),
+        bus: Arc::new(bus.clone()),
         metrics: metrics.clone(),
     };
     Ok(Some(tokio::spawn(holdpoint_ingress::admin::serve(

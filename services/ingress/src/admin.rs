@@ -16,11 +16,11 @@ use holdpoint_telemetry::Metrics;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-/// What the admin endpoints read.
+/// What the admin endpoints read; cheap to clone (axum clones it per request).
 #[derive(Clone, Debug)]
 pub struct Admin {
     /// The NATS handle `/readyz` checks.
-    pub bus: Bus,
+    pub bus: Arc<Bus>,
     /// The metrics `/metrics` renders.
     pub metrics: Arc<Metrics>,
 }

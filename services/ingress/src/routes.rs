@@ -11,10 +11,19 @@
 //! `404 NRY-0004`; a known path with another method `405 NRY-0005` with `Allow`; a
 //! panic in a handler `500 NRY-0051`. A response sent before the request's body
 //! was read says `Connection: close` ([`crate::conn::close_unread`]).
+//!
+//! At most [`IngressConfig::max_in_flight`](crate::IngressConfig::max_in_flight)
+//! requests to the routes run at once (tower's global concurrency limit over the
+//! state's one semaphore, with load shedding): one more is refused at once, before
+//! its identity is checked, with `503 NRY-0050` and `Retry-After: 1` (on `/a2a`,
+//! the JSON-RPC error for `NRY-0050`), and counted by the observation like any
+//! answer. An event stream holds its permit only until its response starts; the
+//! inbox's files, the unmatched paths and the admin listener are outside the limit.
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::response::IntoResponse as _;
+use axum::http::Uri;
+use axum::response::{IntoResponse as _, Response};
 use axum::routing::{get, post};
 use holdpoint_domain::ErrorCode;
 
@@ -132,6 +141,16 @@ pub fn router(state: AppState) -> Router {
             (state.cfg.identity.clone(), PUBLIC),
             crate::identity::require,
         ))
+        // The bound on requests in flight, outside the identity (a refusal costs
+        // nothing) and inside the observation (a refusal is counted by route).
+        .route_layer(
+            tower::ServiceBuilder::new()
+                .layer(axum::error_handling::HandleErrorLayer::new(overloaded))
+                .load_shed()
+                .layer(tower::limit::GlobalConcurrencyLimitLayer::with_semaphore(
+                    state.in_flight.clone(),
+                )),
+        )
         .route_layer(axum::middleware::from_fn_with_state(
             (state.cfg.metrics.clone(), labels),
             crate::observe::layer,
@@ -155,6 +174,22 @@ pub fn router(state: AppState) -> Router {
             ApiError::new(ErrorCode::Internal, "internal error").into_response()
         }))
         .with_state(state)
+}
+
+/// The answer to a request refused because
+/// [`IngressConfig::max_in_flight`](crate::IngressConfig::max_in_flight) are in
+/// flight: `503 NRY-0050` with `Retry-After: 1`; on the JSON-RPC path, the A2A
+/// error for it ([`a2a::dispatch::overloaded`]). Nothing of the request was read.
+async fn overloaded(uri: Uri, _: tower::BoxError) -> Response {
+    if uri.path() == path::JSONRPC {
+        return a2a::dispatch::overloaded();
+    }
+    ApiError::new(
+        ErrorCode::Unavailable,
+        "Holdpoint is serving as many requests as it may at once and did not read this \
+         one; retry after Retry-After (with the same idempotency key)",
+    )
+    .into_response()
 }
 
 /// `Ok` when `req` has a caller ([`crate::identity::resolve`]), for the answers

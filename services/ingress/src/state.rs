@@ -30,6 +30,11 @@ pub struct IngressConfig {
     /// once: `GET /v1/events`, `SubscribeToTask` and `SendStreamingMessage`
     /// together; one more is `429 NRY-0017` (see [`crate::limits::StreamCounts`]).
     pub max_streams_per_caller: usize,
+    /// Most API requests in flight at once (the API on TCP and on the Unix socket
+    /// together); one more is refused at once with `503 NRY-0050` and
+    /// `Retry-After: 1` (see [`crate::routes`]). Bounds the memory of requests
+    /// waiting for outcomes (about 50 KiB each). At least 1.
+    pub max_in_flight: usize,
     /// Compatibility switch, off by default: read an A2A request without
     /// `A2A-Version` as 1.0. Off, it is read as 0.3, as the A2A v1.0 specification
     /// asks, and refused with `VersionNotSupportedError` (-32009); see
@@ -44,6 +49,10 @@ pub struct IngressConfig {
 /// Default of [`IngressConfig::max_streams_per_caller`].
 pub const DEFAULT_MAX_STREAMS_PER_CALLER: usize = 16;
 
+/// Default of [`IngressConfig::max_in_flight`]: 256 requests waiting take about
+/// 12 MiB over an idle ingress's 20-25 MiB (BENCHMARKS.md).
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;
+
 impl Default for IngressConfig {
     fn default() -> Self {
         IngressConfig {
@@ -53,6 +62,7 @@ impl Default for IngressConfig {
             public_url: None,
             metrics: Arc::new(Metrics::new()),
             max_streams_per_caller: DEFAULT_MAX_STREAMS_PER_CALLER,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             a2a_missing_version_is_1_0: false,
             webhooks_local_mode: false,
         }
@@ -60,10 +70,18 @@ impl Default for IngressConfig {
 }
 
 /// Shared state of the handlers.
+///
+/// Cheap to clone (a few reference counts, no allocation), and it must stay so:
+/// axum clones a route's service, state included, for every request, at every
+/// `from_fn` layer, and each clone lives as long as the request. With the [`Bus`]
+/// held by value (seven bucket handles, each with its stream's configuration:
+/// about 11 KiB and hundreds of small allocations) that cost about 1 MiB of heap
+/// per request waiting for its outcome (BENCHMARKS.md "the ingress per waiting
+/// request").
 #[derive(Clone)]
 pub struct AppState {
     /// The NATS boundary (streams, buckets, subjects).
-    pub bus: Bus,
+    pub bus: Arc<Bus>,
     /// The ingress's settings.
     pub cfg: Arc<IngressConfig>,
     /// Publishes commands and waits, bounded, for the worker's outcomes.
@@ -73,6 +91,9 @@ pub struct AppState {
     pub streams: CancellationToken,
     /// The event streams open now, per caller.
     pub stream_counts: Arc<crate::limits::StreamCounts>,
+    /// The permits of the requests in flight: [`IngressConfig::max_in_flight`] of
+    /// them, shared by every router built from this state (TCP and Unix socket).
+    pub in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -91,12 +112,14 @@ impl AppState {
         if let Some(verifier) = &cfg.identity.jwt {
             cfg.metrics.watch_jwks(verifier.clone());
         }
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(cfg.max_in_flight.max(1)));
         Ok(AppState {
-            bus,
+            bus: Arc::new(bus),
             cfg: Arc::new(cfg),
             outcomes,
             streams: CancellationToken::new(),
             stream_counts: Arc::default(),
+            in_flight,
         })
     }
 

@@ -90,6 +90,7 @@ fn every_flag_sets_its_key() {
         "--outcome-timeout-ms=700",
         "--public-url=https://hp.example",
         "--max-streams-per-caller=3",
+        "--max-in-flight=9",
         "--a2a-missing-version-is-1-0",
         "--jwt-issuer=idp",
         "--jwks-file",
@@ -136,6 +137,7 @@ fn every_flag_sets_its_key() {
             outcome_timeout_ms: 700,
             public_url: Some("https://hp.example".into()),
             max_streams_per_caller: 3,
+            max_in_flight: 9,
             a2a_missing_version_is_1_0: true,
         },
         admin: AdminConfig {
@@ -235,6 +237,10 @@ fn bad_values_name_their_key() {
         (
             "http.max_streams_per_caller = 0",
             "http.max_streams_per_caller must be at least 1",
+        ),
+        (
+            "http.max_in_flight = 0",
+            "http.max_in_flight must be at least 1",
         ),
         (
             "nats.duplicate_window_secs = 0",

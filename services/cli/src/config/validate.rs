@@ -54,6 +54,9 @@ impl Config {
         if self.http.max_streams_per_caller == 0 {
             return Err(invalid("http.max_streams_per_caller", "must be at least 1"));
         }
+        if self.http.max_in_flight == 0 {
+            return Err(invalid("http.max_in_flight", "must be at least 1"));
+        }
         if let Some(u) = &self.http.public_url {
             check_http_url("http.public_url", u)?;
         }

@@ -30,6 +30,22 @@ fn rpc_error_response(neg: &Negotiated, id: JsonRpcId, e: &RpcError) -> Response
     neg.echo(resp)
 }
 
+/// The JSON-RPC error (id `null`, HTTP 200, `Retry-After: 1`) for a request the
+/// ingress refused unread because it has as many in flight as it may
+/// ([`crate::routes`]): an internal error with `NRY-0050`, retryable.
+pub fn overloaded() -> Response {
+    let e = RpcError::new(
+        error_code::INTERNAL_ERROR,
+        "Holdpoint is serving as many requests as it may at once and did not read this \
+         one; retry (with the same messageId)",
+    )
+    .with_code(ErrorCode::Unavailable);
+    let mut resp = Json(JsonRpcResponse::error(JsonRpcId::Null, e.to_jsonrpc())).into_response();
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    resp
+}
+
 fn rpc_ok_response(neg: &Negotiated, id: JsonRpcId, result: Value) -> Response {
     neg.echo(Json(JsonRpcResponse::success(id, result)).into_response())
 }
