@@ -50,17 +50,20 @@ fn summary(data: &EventData) -> String {
         EventData::ApprovalRequested { prompt, .. }
         | EventData::QuestionAsked { prompt, .. }
         | EventData::ConnectionRequested { prompt, .. } => prompt.clone(),
-        EventData::TaskStatus(s) => format!(
-            "{} {}",
-            serde_json::to_value(s.state)
+        EventData::TaskStatus(s) => {
+            let state = serde_json::to_value(s.state)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default(),
-            s.interaction
-                .as_ref()
-                .map(|i| format!("(waits for {} {})", i.kind.as_str(), i.interaction_id))
-                .unwrap_or_default()
-        ),
+                .unwrap_or_default();
+            match &s.interaction {
+                Some(i) => format!(
+                    "{state} (waits for {} {})",
+                    i.kind.as_str(),
+                    i.interaction_id
+                ),
+                None => state,
+            }
+        }
         EventData::InteractionResolved {
             interaction_id, by, ..
         } => format!("{interaction_id} answered by {by}"),
