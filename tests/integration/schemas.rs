@@ -254,7 +254,7 @@ async fn every_documented_operation_is_routed() {
         let resp = req.send().await.expect("http");
         let status = resp.status().as_u16();
         let body: Value = resp.json().await.unwrap_or(Value::Null);
-        let public = path == holdpoint_ingress::routes::path::AGENT_CARD;
+        let public = path == holdpoint_ingress::paths::AGENT_CARD;
         let want = if public { 200 } else { 401 };
         assert_eq!(status, want, "{method} {path}: {body}");
     }

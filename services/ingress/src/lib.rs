@@ -8,6 +8,8 @@
 //!   numbers out of range).
 //! - [`conn`]: the connection under the API: `Connection: close` after an unread
 //!   body, and error bodies on the answers hyper gives by itself.
+//! - [`paths`]: every path of the API as a route template (the agent card reads
+//!   the JSON-RPC path there).
 //! - [`wire`]: the REST bodies and queries (`schemas/rest/` is generated from them).
 //! - [`observe`]: per-request trace context (`traceparent`), span and metrics.
 //! - [`identity`]: who is calling (the [`Caller`], found first for every request):
@@ -24,8 +26,7 @@
 //! - [`a2a`]: the A2A v1.0 server for paused tasks: the agent card at
 //!   `/.well-known/agent-card.json` and the JSON-RPC binding at `/a2a`, with the
 //!   interactions/v1 extension.
-//! - [`routes`]: every path and the router ([`router`]); its `path` submodule, the
-//!   paths alone, is a leaf (the agent card reads the JSON-RPC path there).
+//! - [`routes`]: the router ([`router`]) that serves every path.
 //! - [`unix`]: the Unix socket listener ([`run_unix`]).
 //! - [`serve`]: the one way to run an ingress, used by `holdpoint up`,
 //!   `holdpoint ingress` and the tests: the API, and with them the admin
@@ -47,6 +48,7 @@ pub mod inbox;
 pub mod json_guard;
 pub mod limits;
 pub mod observe;
+pub mod paths;
 pub mod rest;
 pub mod routes;
 pub mod sse;

@@ -3,7 +3,7 @@
 
 use super::{Operation, Success};
 use holdpoint_domain::ErrorCode;
-use holdpoint_ingress::routes::path::{AGENT_CARD as AGENT_CARD_PATH, JSONRPC as JSONRPC_PATH};
+use holdpoint_ingress::paths::{AGENT_CARD as AGENT_CARD_PATH, JSONRPC as JSONRPC_PATH};
 
 use ErrorCode::{
     AlreadySettled, AnswerMismatch, AnswerNotDelivered, ArgumentsChanged, Internal, InvalidRequest,

@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use holdpoint_domain::EXTENSION_URI;
 
 use crate::error::ApiError;
-use crate::routes::path;
+use crate::paths as path;
 use crate::state::AppState;
 
 /// The base URL to advertise: the configured public URL, else the request's
