@@ -187,8 +187,13 @@ fn resolve_path(expr: &str, sources: &str) -> Option<String> {
 /// The (method, path) pairs the API router registers: every `.route(...)` in
 /// `holdpoint_ingress::routes::router` (the admin router is not the API).
 fn router_routes() -> BTreeSet<(String, String)> {
-    let src = std::fs::read_to_string(workspace_root().join("services/ingress/src/routes.rs"))
-        .expect("ingress routes source");
+    let read = |file: &str| {
+        std::fs::read_to_string(workspace_root().join("services/ingress/src").join(file))
+            .unwrap_or_else(|e| panic!("ingress source {file}: {e}"))
+    };
+    let src = read("routes.rs");
+    // The route templates are constants of `paths.rs`.
+    let consts = read("paths.rs") + &src;
     let start = src
         .find("pub fn router(")
         .unwrap_or_else(|| panic!("routes.rs has no `pub fn router(`"));
@@ -197,8 +202,8 @@ fn router_routes() -> BTreeSet<(String, String)> {
     let mut out = BTreeSet::new();
     for call in body.split(".route(").skip(1) {
         let (expr, rest) = call.split_once(',').expect("route(path, handler)");
-        let path = resolve_path(expr, &src)
-            .unwrap_or_else(|| panic!("cannot resolve the route path `{expr}` in routes.rs"));
+        let path = resolve_path(expr, &consts)
+            .unwrap_or_else(|| panic!("cannot resolve the route path `{expr}` in paths.rs"));
         for method in rest.split(").").map(|m| {
             m.trim()
                 .split('(')
