@@ -12,7 +12,11 @@
 //!   `kill -9`) is made once;
 //! - an A2A answer remembers through the extension metadata (and is refused on a
 //!   question), and a call held with `holdpoint runtime hold --agent` meets its
-//!   agent's rules.
+//!   agent's rules;
+//! - a deny remembered through respond; a revocation audited once, however late it
+//!   is repeated, and completed by the next DELETE when its call died before the
+//!   record; a rule's write relayed after the duplicate window does not undo its
+//!   revocation.
 
 use std::time::Duration;
 
@@ -1021,4 +1025,124 @@ async fn a_call_held_from_the_command_line_for_an_agent_meets_its_agent_rules() 
     let (ok, _, err) = hold_from_shell("not an agent", unique("eff")).await;
     assert!(!ok);
     assert!(err.contains("--agent"), "{err}");
+}
+
+#[tokio::test]
+async fn a_revocation_is_audited_once_and_a_late_copy_of_the_rule_does_not_undo_it() {
+    // A one-second duplicate window, so that "later than the window" is testable.
+    let window = Duration::from_secs(1);
+    let app = TestApp::start_with(AppOptions {
+        topo: holdpoint_bus::Topology {
+            duplicate_window: window,
+            ..holdpoint_bus::Topology::default()
+        },
+        ..AppOptions::default()
+    })
+    .await;
+    let rt = app.runtime("acme").await;
+    let ana = app.person("acme", "ana");
+    let s = session(&rt, None).await;
+    let past_window = || {
+        let until = OffsetDateTime::now_utc() + window * 2;
+        wait_for(
+            Duration::from_secs(10),
+            "the duplicate window to pass",
+            move || async move { (OffsetDateTime::now_utc() > until).then_some(()) },
+        )
+    };
+    let revocations = |who: &Person| {
+        let who = who.clone();
+        async move {
+            audit(&who, 50)
+                .await
+                .into_iter()
+                .filter(|(_, e)| e.name() == "rule-revoked")
+                .map(|(_, e)| e.id)
+                .collect::<Vec<_>>()
+        }
+    };
+
+    // A deny remembered through respond (a boolean value decides an approval).
+    let a = hold(&rt, &s, TOOL, args(1)).await;
+    let r = ana
+        .post(
+            &format!("/v1/interactions/{a}/respond"),
+            &json!({"value": false, "remember": {"scope": "session"}}),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    let rule = rule_written_from(&ana, &a).await;
+    let b = hold(&rt, &s, TOOL, args(2)).await;
+    assert_denied_by(&app, "acme", &b, &rule, "the deny remembered by respond").await;
+
+    // Revoked once; revoked again after the window: one audit record.
+    let first = ana.delete(&format!("/v1/rules/{rule}")).await;
+    assert_eq!(first.status, 200, "{first:?}");
+    past_window().await;
+    let again = ana.delete(&format!("/v1/rules/{rule}")).await;
+    assert_eq!(again.status, 200, "{again:?}");
+    assert_eq!(again.body["revoked"], first.body["revoked"]);
+    assert_eq!(revocations(&ana).await.len(), 1, "one rule-revoked record");
+
+    // The rule's own write, relayed again after the window (a worker that died
+    // before it checked its outbox off): the revoked rule stays revoked.
+    let mut late: holdpoint_domain::Rule =
+        serde_json::from_value(first.body.clone()).expect("a rule");
+    late.revoked = None;
+    app.bus
+        .publish_effects(
+            &holdpoint_domain::Effects {
+                rules: vec![late],
+                ..Default::default()
+            },
+            "",
+        )
+        .await
+        .expect("published")
+        .confirmed()
+        .await
+        .expect("a rule already stored counts as stored");
+    let now = ana.get(&format!("/v1/rules/{rule}")).await;
+    assert_eq!(now.body["revoked"], first.body["revoked"], "{now:?}");
+    let c = hold(&rt, &s, TOOL, args(3)).await;
+    assert_pending(&app, "acme", &c, "the revoked rule, after the late copy").await;
+
+    // A revocation whose call died between the rule's write and its audit record:
+    // the next DELETE completes it, once.
+    let r = decide(&ana, &c, true, json!({"scope": "session"})).await;
+    assert_eq!(r.status, 204, "{r:?}");
+    let other = rule_written_from(&ana, &c).await;
+    let key = format!("acme.{other}");
+    let entry = app
+        .bus
+        .rules
+        .entry(&key)
+        .await
+        .expect("read")
+        .expect("stored");
+    let mut revoked: holdpoint_domain::Rule = serde_json::from_slice(&entry.value).expect("rule");
+    revoked.revoked = Some(holdpoint_domain::Revocation {
+        by: holdpoint_domain::PersonId::parse("ana").expect("person"),
+        at: OffsetDateTime::now_utc(),
+    });
+    app.bus
+        .rules
+        .update(
+            &key,
+            serde_json::to_vec(&revoked).expect("encode").into(),
+            entry.revision,
+        )
+        .await
+        .expect("revoked without its audit record");
+    assert_eq!(revocations(&ana).await.len(), 1, "the crash left no record");
+    past_window().await;
+    for _ in 0..2 {
+        let r = ana.delete(&format!("/v1/rules/{other}")).await;
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    assert_eq!(
+        revocations(&ana).await.len(),
+        2,
+        "the second revocation, once"
+    );
 }

@@ -23,7 +23,7 @@
 //! Every message also carries the worker's W3C `traceparent`.
 
 use async_nats::HeaderMap;
-use async_nats::jetstream::context::PublishAckFuture;
+use async_nats::jetstream::context::{PublishAckFuture, PublishErrorKind};
 use bytes::Bytes;
 use holdpoint_domain::{Effects, Event, LaneMessage, Scheduled, digest};
 
@@ -71,7 +71,14 @@ impl Inflight {
         .await;
         let mut fresh = 0;
         for (op, r) in results {
-            let ack = r.map_err(|e| BusError::publish(op, &e))?;
+            let ack = match r {
+                Ok(ack) => ack,
+                // A rule's create found the key written: the rule is stored already.
+                Err(e) if op == STORE_RULE && e.kind() == PublishErrorKind::WrongLastSequence => {
+                    continue;
+                }
+                Err(e) => return Err(BusError::publish(op, &e)),
+            };
             if !ack.duplicate {
                 fresh += 1;
             }
@@ -91,6 +98,9 @@ pub fn lane_message_id(m: &LaneMessage) -> String {
     ]);
     format!("lane-{}", &d[..40])
 }
+
+/// The operation name of a remembered rule's create (see [`Bus::publish_effects`]).
+const STORE_RULE: &str = "store remembered rule";
 
 fn encode<T: serde::Serialize>(v: &T) -> Result<Bytes, BusError> {
     serde_json::to_vec(v)
@@ -156,17 +166,7 @@ impl Bus {
     ) -> Result<Inflight, BusError> {
         let mut out = Inflight::default();
         for r in &effects.rules {
-            out.0.push(
-                self.publish_keyed(
-                    "store remembered rule",
-                    crate::rules::rule_subject(&self.topo, r),
-                    &format!("rule-{}", r.id),
-                    None,
-                    traceparent,
-                    encode(r)?,
-                )
-                .await?,
-            );
+            out.0.push(self.publish_rule(r, traceparent).await?);
         }
         for e in &effects.events {
             out.extend(self.publish_event(e, traceparent).await?);
@@ -217,6 +217,32 @@ impl Bus {
             out.0.push(self.publish_schedule(s, traceparent).await?);
         }
         Ok(out)
+    }
+
+    /// Stores a remembered rule as a KV create: besides its `Nats-Msg-Id`, the put
+    /// expects no earlier value on the key (`Nats-Expected-Last-Subject-Sequence: 0`),
+    /// so a relayed copy published after the duplicate window cannot write the rule
+    /// back over its revocation. JetStream refusing it (wrong last sequence) means
+    /// the rule is stored already: [`Inflight`] counts that as stored.
+    async fn publish_rule(
+        &self,
+        r: &holdpoint_domain::Rule,
+        traceparent: &str,
+    ) -> Result<(&'static str, PublishAckFuture), BusError> {
+        let mut headers = HeaderMap::new();
+        headers.insert("Nats-Msg-Id", format!("rule-{}", r.id).as_str());
+        headers.insert("Nats-Expected-Last-Subject-Sequence", "0");
+        headers.insert(TRACEPARENT_HEADER, traceparent);
+        let f = self
+            .js
+            .publish_with_headers(
+                crate::rules::rule_subject(&self.topo, r),
+                headers,
+                encode(r)?,
+            )
+            .await
+            .map_err(|e| BusError::publish(STORE_RULE, &e))?;
+        Ok((STORE_RULE, f))
     }
 
     async fn publish_schedule(

@@ -21,6 +21,15 @@ use crate::{Bus, BusError, Topology};
 /// Most rules scanned for one page of `GET /v1/rules`.
 const RULE_SCAN_CAP: usize = 10_000;
 
+/// Most audit records [`Bus::audit_holds`] reads to find one.
+pub const AUDIT_PROBE: usize = 1_000;
+
+/// A stored CloudEvent's id, all a probe reads of it.
+#[derive(serde::Deserialize)]
+struct IdOnly {
+    id: String,
+}
+
 /// The KV key of rule `id` of `org`: `<org>.<ruleId>`.
 pub fn rule_key(org: &OrgId, id: &RuleId) -> String {
     format!("{}.{}", org.token(), id.token())
@@ -74,9 +83,13 @@ impl Bus {
     }
 
     /// Revokes rule `id` of `org` as `by` at `now` (compare-and-set on its revision,
-    /// retried on a lost race) and stores the `rule-revoked` audit record. Revoking a
-    /// revoked rule writes nothing and stores its audit record again (same id: a
-    /// no-op inside the duplicate window). `None` when there is no such rule.
+    /// retried on a lost race) and stores the `rule-revoked` audit record. `None` when
+    /// there is no such rule.
+    ///
+    /// Revoking a revoked rule writes nothing. Its audit record is stored again only
+    /// when the audit does not hold it ([`Bus::audit_holds`]): a call that died
+    /// between the compare-and-set and the audit record is completed by the next
+    /// one, and a repeat at any later time adds no second record.
     ///
     /// # Errors
     /// Transient on NATS failure (retrying is safe).
@@ -94,7 +107,11 @@ impl Bus {
                 return Ok(None);
             };
             let (next, event) = rulebook::revoke(&rule, by, now);
-            if rule.revoked.is_none() {
+            if let Some(earlier) = &rule.revoked {
+                if self.audit_holds(org, &event.id, earlier.at).await? {
+                    return Ok(Some(next));
+                }
+            } else {
                 let body: Bytes = serde_json::to_vec(&next)
                     .map_err(|e| BusError::permanent("encode rule", e))?
                     .into();
@@ -123,6 +140,35 @@ impl Bus {
             return Ok(Some(next));
         }
         Err(BusError::conflict("revoke rule"))
+    }
+
+    /// Whether `org`'s audit holds the record `id`, written at `at` or in the few
+    /// seconds after it: scans at most [`AUDIT_PROBE`] records stored on
+    /// `hp.audit.<org>` from 5 s before `at`. A record past the scan is missed, so
+    /// the caller stores it again: for a revocation, that takes an organisation
+    /// writing over [`AUDIT_PROBE`] audit records within seconds of it.
+    ///
+    /// # Errors
+    /// Transient when NATS does not answer in time.
+    pub async fn audit_holds(
+        &self,
+        org: &OrgId,
+        id: &str,
+        at: time::OffsetDateTime,
+    ) -> Result<bool, BusError> {
+        let from = at - time::Duration::seconds(5);
+        let stored = self
+            .read_stored(
+                self.topo.audit_stream(),
+                self.topo.audit_subject(org),
+                consumer::DeliverPolicy::ByStartTime { start_time: from },
+                AUDIT_PROBE,
+                "probe audit",
+            )
+            .await?;
+        Ok(stored
+            .iter()
+            .any(|s| serde_json::from_slice::<IdOnly>(&s.payload).is_ok_and(|e| e.id == id)))
     }
 
     /// The rules bucket's last revision (its stream's last sequence; 0 when empty): a

@@ -69,7 +69,14 @@ impl Bus {
             ),
         )
         .await?;
-        let rules = ensure_bucket(&js, bucket(topo.rules_bucket(), forever)).await?;
+        // The rules' puts are creates deduplicated by rule id: their window is the
+        // topology's like the effects streams' (a test shortens it).
+        let rules = ensure_bucket_within(
+            &js,
+            bucket(topo.rules_bucket(), forever),
+            topo.duplicate_window,
+        )
+        .await?;
         if caps.partitioned() {
             ensure_bucket(&js, bucket(topo.checkpoints_bucket(), forever)).await?;
             ensure_bucket(&js, bucket(topo.presence_bucket(), topo.presence_ttl)).await?;
@@ -227,6 +234,21 @@ fn same_managed_settings(have: &stream::Config, want: &stream::Config) -> bool {
 /// `create_key_value`, whose account-limits lookup does not parse a 2.9 server's
 /// account info; the resulting bucket is the same.
 async fn ensure_bucket(js: &jetstream::Context, cfg: kv::Config) -> Result<kv::Store, BusError> {
+    let window = if cfg.max_age.is_zero() {
+        Duration::from_secs(120)
+    } else {
+        cfg.max_age.min(Duration::from_secs(120))
+    };
+    ensure_bucket_within(js, cfg, window).await
+}
+
+/// [`ensure_bucket`] with the backing stream's duplicate window `window` (a bucket
+/// that exists keeps its own).
+async fn ensure_bucket_within(
+    js: &jetstream::Context,
+    cfg: kv::Config,
+    window: Duration,
+) -> Result<kv::Store, BusError> {
     if let Ok(store) = js.get_key_value(&cfg.bucket).await {
         return Ok(store);
     }
@@ -242,11 +264,7 @@ async fn ensure_bucket(js: &jetstream::Context, cfg: kv::Config) -> Result<kv::S
         deny_purge: false,
         allow_direct: true,
         discard: stream::DiscardPolicy::New,
-        duplicate_window: if cfg.max_age.is_zero() {
-            Duration::from_secs(120)
-        } else {
-            cfg.max_age.min(Duration::from_secs(120))
-        },
+        duplicate_window: window,
         ..Default::default()
     };
     // Another process may create it at the same time; then bind to theirs.

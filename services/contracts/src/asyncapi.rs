@@ -92,6 +92,7 @@ pub fn document() -> Value {
     let session = reference::<Session>(&mut generator);
     let lane = reference::<Lane>(&mut generator);
     let task = reference::<Task>(&mut generator);
+    let rule = reference::<holdpoint_domain::Rule>(&mut generator);
     let attempt = reference::<holdpoint_domain::webhook::WebhookAttempt>(&mut generator);
     let schemas = Value::Object(generator.take_definitions(true));
 
@@ -211,6 +212,12 @@ pub fn document() -> Value {
             "A command's stored outcome, read by duplicate requests.",
             &outcome,
         ),
+        (
+            "rule-record",
+            "Remembered rule",
+            "A remembered approval rule: created once by the answer that remembered it (`Nats-Msg-Id` `rule-<ruleId>`, `Nats-Expected-Last-Subject-Sequence: 0`), then changed only by its revocation (compare-and-set on its revision).",
+            &rule,
+        ),
     ] {
         messages.insert(
             name.into(),
@@ -261,7 +268,7 @@ pub fn document() -> Value {
         "audit": {
             "address": format!("{sp}.audit.{{org}}"),
             "title": "Audit",
-            "description": format!("Stream `{}`: approval decisions, never a question. Published on `{sp}.in.audit.<org>`, stored and republished here.", topo.audit_stream()),
+            "description": format!("Stream `{}`: the decision audit. Every approval decision (by a person, a remembered rule or an expiry) and every rule written or revoked; never a question or a connection. Published on `{sp}.in.audit.<org>`, stored and republished here.", topo.audit_stream()),
             "parameters": {"org": {"description": ORG_PARAM}},
             "messages": audit_refs,
         },
@@ -318,6 +325,13 @@ pub fn document() -> Value {
             "parameters": {"org": {"description": ORG_PARAM}, "webhook": token_param("webhook id")},
             "messages": {"webhook-attempt": {"$ref": "#/components/messages/webhook-attempt"}},
         },
+        "rule-records": {
+            "address": format!("$KV.{}.{{org}}.{{rule}}", topo.rules_bucket()),
+            "title": "Remembered rules",
+            "description": format!("KV bucket `{}` (history 1, kept until removed by an operator), key `<org>.<ruleId>`; every worker keeps a watch with history on the whole bucket and decides a held call by the live rules of its organisation.", topo.rules_bucket()),
+            "parameters": {"org": {"description": ORG_PARAM}, "rule": token_param("rule id")},
+            "messages": {"rule-record": {"$ref": "#/components/messages/rule-record"}},
+        },
         "outcome-records": {
             "address": format!("$KV.{}.{{command}}", topo.outcomes_bucket()),
             "title": "Outcome records",
@@ -357,7 +371,7 @@ pub fn document() -> Value {
         "sendAudit": {
             "action": "send",
             "channel": {"$ref": "#/channels/audit"},
-            "title": "Record an approval decision",
+            "title": "Record an approval decision or a rule change",
             "messages": channel_messages("audit", true),
         },
         "sendLaneMessage": {
@@ -402,6 +416,13 @@ pub fn document() -> Value {
             "channel": {"$ref": "#/channels/webhook-attempts"},
             "title": "Record a webhook attempt",
             "messages": [{"$ref": "#/channels/webhook-attempts/messages/webhook-attempt"}],
+        },
+        "writeRule": {
+            "action": "send",
+            "channel": {"$ref": "#/channels/rule-records"},
+            "title": "Write or revoke a remembered rule",
+            "summary": "The worker creates a rule as an effect of the answer that remembered it; the ingress revokes it for DELETE /v1/rules/{id}.",
+            "messages": [{"$ref": "#/channels/rule-records/messages/rule-record"}],
         },
         "storeOutcome": {
             "action": "send",

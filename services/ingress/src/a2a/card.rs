@@ -74,7 +74,9 @@ pub fn card(base: &str) -> AgentCard {
                 description: Some(
                     "interactions/v1: the status message of a waiting task carries the open \
                      interaction (interactionId, kind, prompt, detail) in its metadata; an \
-                     answer names it and gives `approved` or `value`."
+                     answer names it and gives `approved` or `value`, and an approval \
+                     decision may carry `remember` (scope, expiresIn, argumentsDigest) to \
+                     write a rule."
                         .into(),
                 ),
                 required: Some(false),
