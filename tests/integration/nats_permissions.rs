@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{example_answer, open_approval, open_question};
+use crate::common::{example_answer, hold_call, open_approval, open_question};
 
 /// How long a refused request is given to (not) answer.
 const REFUSED_WAIT: Duration = Duration::from_secs(1);
@@ -361,12 +361,13 @@ async fn each_role_runs_its_part_of_the_flow_without_a_single_violation() {
     assert_eq!(status, 204, "{body}");
 
     // An approval, approved over HTTP; the runtime's executor reports the result.
-    let (_, effect) = open_approval(&rt).await;
+    // It is remembered for the session: the worker creates the rule in HP_RULES.
+    let (at_approval, effect) = open_approval(&rt).await;
     let (status, body) = ana(
         &http,
         reqwest::Method::POST,
         format!("{base}/v1/interactions/{effect}/approve"),
-        Some(json!({"approved": true})),
+        Some(json!({"approved": true, "remember": {"scope": "session"}})),
     )
     .await;
     assert_eq!(status, 204, "{body}");
@@ -378,6 +379,56 @@ async fn each_role_runs_its_part_of_the_flow_without_a_single_violation() {
     )
     .await
     .expect("tool result");
+
+    // The rule decides the next hold (the worker's watch of HP_RULES); the ingress
+    // lists it, reads it, revokes it twice (the second probes the audit) and pages
+    // the audit.
+    let by_rule = hold_call(&rt, &at_approval, "create_pull_request", json!({}), None).await;
+    let org = OrgId::parse("acme").expect("org");
+    let by_rule_id = InteractionId::parse(by_rule.as_str()).expect("id");
+    let decided = admin
+        .load_interaction(&org, &by_rule_id)
+        .await
+        .expect("load")
+        .value
+        .expect("stored");
+    assert_eq!(decided.state, State::Resolved, "{decided:?}");
+    let (status, body) = ana(
+        &http,
+        reqwest::Method::GET,
+        format!("{base}/v1/rules"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let rule_id = body["items"][0]["id"].as_str().expect("a rule").to_owned();
+    let (status, body) = ana(
+        &http,
+        reqwest::Method::GET,
+        format!("{base}/v1/rules/{rule_id}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    for _ in 0..2 {
+        let (status, body) = ana(
+            &http,
+            reqwest::Method::DELETE,
+            format!("{base}/v1/rules/{rule_id}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = ana(
+        &http,
+        reqwest::Method::GET,
+        format!("{base}/v1/audit?after=0&limit=50"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["items"].as_array().map(Vec::len), Some(4), "{body}");
 
     // Each blocked call gets its tool-call-finished, as the runtime follows them.
     let mut waiting = vec![q.clone(), effect.clone()];
@@ -446,7 +497,6 @@ async fn each_role_runs_its_part_of_the_flow_without_a_single_violation() {
     )
     .await;
     assert_eq!(status, 202, "{body}");
-    let org = OrgId::parse("acme").expect("org");
     let pq_id = InteractionId::parse(pq.as_str()).expect("id");
     wait_for(DEADLINE, "the superseded question to be closed", || {
         let (admin, org, pq_id) = (admin.clone(), org.clone(), pq_id.clone());
@@ -457,12 +507,13 @@ async fn each_role_runs_its_part_of_the_flow_without_a_single_violation() {
     })
     .await;
 
-    // What the worker emitted is where it belongs: one audit record (the approval),
-    // one lane message.
+    // What was emitted is where it belongs: four audit records (the person's
+    // approval, the rule it wrote, the rule's decision, the revocation), one lane
+    // message.
     assert_eq!(
         last_sequence(&admin, &admin.topo.audit_stream()).await,
-        1,
-        "one approval, one audit record"
+        4,
+        "two approval decisions and two rule changes, four audit records"
     );
     assert_eq!(
         last_sequence(&admin, &admin.topo.lanes_stream()).await,

@@ -1,5 +1,6 @@
-//! The operator verbs (`holdpoint pending | show | answer | approve | tail`) as a
-//! person would run them, with a bearer token, and the runtime example in
+//! The operator verbs (`holdpoint pending | show | answer | approve | tail`, and
+//! `approve --remember`, `rules`, `rules revoke`, `audit`) as a person would run
+//! them, with a bearer token, and the runtime example in
 //! `services/client/examples/approval_runtime.rs` run end to end.
 
 use std::process::Stdio;
@@ -10,7 +11,7 @@ use holdpoint_ingress::IdentityMode;
 use holdpoint_ingress::identity::jwt::{AuthConfig, JwksSource, Verifier};
 use holdpoint_tests::app::{AppOptions, TestApp, holdpoint_binary};
 use holdpoint_tests::jwt::{AUDIENCE, ISSUER, JwksServer, TestKey, claims};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 
 use crate::common::*;
@@ -142,6 +143,158 @@ async fn a_person_works_from_the_command_line() {
     assert_eq!(seen, want);
     let _ = child.kill().await;
     assert_eq!(state_of(&app, "acme", &eff).await, State::Finished);
+}
+
+#[tokio::test]
+async fn a_person_remembers_revokes_and_reads_the_audit_from_the_command_line() {
+    let (app, key, _jwks) = jwt_app().await;
+    let rt = app.runtime("acme").await;
+    let (at, first) = open_approval(&rt).await;
+    let token = key.sign(&claims("acme", "ana"));
+    let run = |extra: &[&str]| {
+        let mut v: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+        v.extend([
+            "--url".into(),
+            app.base.clone(),
+            "--token".into(),
+            token.clone(),
+        ]);
+        async move {
+            let refs: Vec<&str> = v.iter().map(String::as_str).collect();
+            cli(&refs).await
+        }
+    };
+
+    // Approve and remember for this session, for an hour.
+    let (ok, out, err) = run(&[
+        "approve",
+        &first,
+        "--remember",
+        "session",
+        "--expires-in",
+        "3600",
+        "--json",
+    ])
+    .await;
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), r#"{"status":204}"#);
+    let (ok, out, err) = run(&["rules", "--json"]).await;
+    assert!(ok, "{err}");
+    let page: Value = serde_json::from_str(&out).expect("json");
+    let items = page["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1, "{page}");
+    let rule = &items[0];
+    assert_eq!(
+        (
+            &rule["effect"],
+            &rule["scope"],
+            &rule["fromInteraction"],
+            &rule["createdBy"]
+        ),
+        (
+            &json!("allow"),
+            &json!("session"),
+            &json!(first),
+            &json!("ana")
+        ),
+        "{rule}"
+    );
+    assert!(rule["expiresAt"].is_string(), "{rule}");
+    let id = rule["id"].as_str().expect("rule id").to_owned();
+    let (ok, out, _) = run(&["rules"]).await;
+    assert!(ok);
+    assert!(
+        out.contains(&id) && out.contains("allow github / create_pull_request"),
+        "{out}"
+    );
+
+    // The next call held in the session is released by the rule, with nobody asked.
+    let second = hold_call(&rt, &at, "create_pull_request", json!({"n": 2}), None).await;
+    let decided = app.interaction("acme", &second).await.expect("stored");
+    assert_eq!(decided.state, State::Resolved);
+    assert_eq!(
+        decided.resolution.as_ref().map(|r| r.key.as_str()),
+        Some(id.as_str())
+    );
+
+    // Revoke: printed as revoked by ana; the next hold waits for a person.
+    let (ok, out, err) = run(&["rules", "revoke", &id]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains(&id) && out.contains("revoked by ana"), "{out}");
+    let third = hold_call(&rt, &at, "create_pull_request", json!({"n": 3}), None).await;
+    assert_eq!(state_of(&app, "acme", &third).await, State::Pending);
+    let (ok, _, err) = run(&["rules", "revoke", "rul_0123456789abcdef0123456789abcdef"]).await;
+    assert!(!ok);
+    assert!(err.contains("404 NRY-0027"), "{err}");
+
+    // A deny narrowed to these exact arguments, for the organisation.
+    let (ok, _, err) = run(&[
+        "approve",
+        &third,
+        "--deny",
+        "--remember",
+        "organisation",
+        "--exact-arguments",
+    ])
+    .await;
+    assert!(ok, "{err}");
+    let (_, out, _) = run(&["rules", "--json"]).await;
+    let page: Value = serde_json::from_str(&out).expect("json");
+    let deny = page["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|r| r["fromInteraction"] == third.as_str())
+        .cloned()
+        .expect("the deny rule");
+    assert_eq!(
+        (&deny["effect"], &deny["scope"]),
+        (&json!("deny"), &json!("organisation"))
+    );
+    assert!(deny["argumentsDigest"].is_string(), "{deny}");
+
+    // The audit: the person's approval, the rule it wrote, the rule's decision, the
+    // revocation, the person's deny and its rule; nothing else.
+    let (ok, out, err) = run(&["audit", "--json"]).await;
+    assert!(ok, "{err}");
+    let page: Value = serde_json::from_str(&out).expect("json");
+    let mut seen: Vec<(String, String)> = page["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| {
+            let r = &i["record"];
+            let name = r["type"].as_str().unwrap_or_default().to_owned();
+            let who = r["data"]["decidedBy"]
+                .as_str()
+                .or_else(|| r["data"]["rule"]["id"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            (name, who)
+        })
+        .collect();
+    seen.sort();
+    let deny_id = deny["id"].as_str().expect("id");
+    let mut want: Vec<(String, String)> = [
+        ("approval-decided", "person"),
+        ("approval-decided", "person"),
+        ("approval-decided", "rule"),
+        ("rule-revoked", id.as_str()),
+        ("rule-written", id.as_str()),
+        ("rule-written", deny_id),
+    ]
+    .iter()
+    .map(|(n, w)| (format!("dev.holdpoint.{n}"), (*w).to_owned()))
+    .collect();
+    want.sort();
+    assert_eq!(seen, want, "{page}");
+    let (ok, out, _) = run(&["audit"]).await;
+    assert!(ok);
+    assert!(
+        out.contains(&format!("rule {id} written by ana"))
+            && out.contains(&format!("rule {id} revoked by ana")),
+        "{out}"
+    );
 }
 
 /// The next line `tail --json` prints, as JSON.

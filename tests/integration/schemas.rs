@@ -10,13 +10,15 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use holdpoint_contracts::{documents, events, openapi};
 use holdpoint_domain::{
-    CallResult, Command, InteractionId, OpenInteraction, OpenRequest, SessionMode,
+    CallResult, Command, InteractionId, OpenInteraction, OpenRequest, SessionMode, State,
 };
 use holdpoint_tests::app::TestApp;
 use holdpoint_tests::nats::workspace_root;
 use serde_json::{Value, json};
 
-use crate::common::{answer_example, example_answer, open_approval, open_question};
+use crate::common::{
+    answer_example, example_answer, hold_call, open_approval, open_question, state_of,
+};
 
 const STALE: &str = "rerun with HOLDPOINT_BLESS=1 to regenerate";
 
@@ -317,12 +319,13 @@ fn schema_of(subject: &str) -> Option<&'static str> {
         ["$KV", "HP_SESSIONS", _, _] => Some("session.json"),
         ["$KV", "HP_SESSIONS", _, _, _] => Some("lane.json"),
         ["$KV", "HP_OUTCOMES", ..] => Some("outcome.json"),
+        ["$KV", "HP_RULES", ..] => Some("rule.json"),
         _ => None,
     }
 }
 
 /// Real traffic: every command, event, audit record, lane message and KV record
-/// on NATS, and every HTTP body of the flows below, validates against its schema
+/// (remembered rules included) on NATS, and every HTTP body of the flows below, validates against its schema
 /// (formats included), and every event type on the wire is in the README's table.
 #[tokio::test]
 async fn real_traffic_matches_the_schemas() {
@@ -336,6 +339,7 @@ async fn real_traffic_matches_the_schemas() {
         "$KV.HP_TASKS.>",
         "$KV.HP_SESSIONS.>",
         "$KV.HP_OUTCOMES.>",
+        "$KV.HP_RULES.>",
     ] {
         subs.push(client.subscribe(subject).await.expect("subscribe"));
     }
@@ -345,8 +349,9 @@ async fn real_traffic_matches_the_schemas() {
     let rt = app.runtime("acme").await;
     let ana = app.person("acme", "ana");
 
-    // An approval: read, list, approve with the digest, the executor's result.
-    let (_, effect) = open_approval(&rt).await;
+    // An approval: read, list, approve with the digest and remember it for the
+    // session, the executor's result.
+    let (at, effect) = open_approval(&rt).await;
     let view = ana.get(&format!("/v1/interactions/{effect}")).await;
     assert_eq!(view.status, 200, "{:?}", view.body);
     schemas.check(
@@ -357,7 +362,8 @@ async fn real_traffic_matches_the_schemas() {
     let page = ana.get("/v1/interactions?state=all&limit=10").await;
     assert_eq!(page.status, 200);
     schemas.check("rest/page.json", "GET /v1/interactions", &page.body);
-    let approve = json!({"approved": true, "reason": "fine", "argumentsDigest": view.body["call"]["argumentsDigest"]});
+    let approve = json!({"approved": true, "reason": "fine", "argumentsDigest": view.body["call"]["argumentsDigest"],
+        "remember": {"scope": "session", "expiresIn": 3600}});
     schemas.check("rest/approve-body.json", "the approve body", &approve);
     let r = ana
         .post(&format!("/v1/interactions/{effect}/approve"), &approve)
@@ -371,6 +377,31 @@ async fn real_traffic_matches_the_schemas() {
     )
     .await
     .expect("tool result");
+
+    // The rule it wrote decides the next hold; it is listed, read, revoked, audited.
+    let by_rule = hold_call(&rt, &at, "create_pull_request", json!({"n": 2}), None).await;
+    assert_eq!(state_of(&app, "acme", &by_rule).await, State::Resolved);
+    let rules = ana.get("/v1/rules?limit=10").await;
+    assert_eq!(rules.status, 200, "{:?}", rules.body);
+    schemas.check("rest/rule-page.json", "GET /v1/rules", &rules.body);
+    let rule_id = rules.body["items"][0]["id"]
+        .as_str()
+        .expect("a rule")
+        .to_owned();
+    let rule = ana.get(&format!("/v1/rules/{rule_id}")).await;
+    assert_eq!(rule.status, 200, "{:?}", rule.body);
+    schemas.check("rule.json", "GET /v1/rules/{id}", &rule.body);
+    let revoked = ana.delete(&format!("/v1/rules/{rule_id}")).await;
+    assert_eq!(revoked.status, 200, "{:?}", revoked.body);
+    schemas.check("rule.json", "DELETE /v1/rules/{id}", &revoked.body);
+    let audit = ana.get("/v1/audit?after=0&limit=50").await;
+    assert_eq!(audit.status, 200, "{:?}", audit.body);
+    schemas.check("rest/audit-page.json", "GET /v1/audit", &audit.body);
+    let r = ana
+        .get("/v1/rules/rul_0123456789abcdef0123456789abcdef")
+        .await;
+    assert_eq!(r.status, 404);
+    schemas.check("error-body.json", "a rule's 404 body", &r.body);
 
     // A blocking question answered with the README's example body, then a conflicting answer.
     let (_, q) = open_question(&rt, SessionMode::Blocking).await;
@@ -468,6 +499,7 @@ async fn real_traffic_matches_the_schemas() {
         "session.json",
         "lane.json",
         "outcome.json",
+        "rule.json",
     ] {
         assert!(seen.contains_key(file), "no traffic for {file}: {seen:?}");
     }
@@ -489,6 +521,8 @@ async fn real_traffic_matches_the_schemas() {
         "dev.holdpoint.interaction-closed",
         "dev.holdpoint.lane-message",
         "dev.holdpoint.dead-letter",
+        "dev.holdpoint.rule-written",
+        "dev.holdpoint.rule-revoked",
     ] {
         assert!(types.contains(t), "{t} never seen: {types:?}");
     }
