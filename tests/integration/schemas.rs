@@ -305,6 +305,39 @@ impl Validators {
     }
 }
 
+/// Every string in `v` that starts like a timestamp has Holdpoint's one format:
+/// RFC 3339 in UTC with exactly three fractional digits and `Z` (but for a record's
+/// `outbox`, as the README says).
+fn timestamps_have_one_format(what: &str, v: &Value) {
+    match v {
+        Value::String(s) => {
+            let b = s.as_bytes();
+            let starts_like_one = b.len() >= 11
+                && b[..4].iter().all(u8::is_ascii_digit)
+                && b[4] == b'-'
+                && b[7] == b'-'
+                && b[10] == b'T';
+            if starts_like_one {
+                let shape: String = s
+                    .chars()
+                    .map(|c| if c.is_ascii_digit() { 'd' } else { c })
+                    .collect();
+                assert_eq!(shape, "dddd-dd-ddTdd:dd:dd.dddZ", "{what}: {s}");
+            }
+        }
+        Value::Array(items) => items
+            .iter()
+            .for_each(|i| timestamps_have_one_format(what, i)),
+        // A record's outbox keeps its commit times to the nanosecond: the relay
+        // compares them with a partition's checkpoint.
+        Value::Object(m) => m
+            .iter()
+            .filter(|(k, _)| k.as_str() != "outbox")
+            .for_each(|(_, i)| timestamps_have_one_format(what, i)),
+        _ => {}
+    }
+}
+
 /// Which schema a NATS subject's payload follows.
 fn schema_of(subject: &str) -> Option<&'static str> {
     let tokens = subject.split('.').collect::<Vec<_>>();
@@ -326,7 +359,8 @@ fn schema_of(subject: &str) -> Option<&'static str> {
 
 /// Real traffic: every command, event, audit record, lane message and KV record
 /// (remembered rules included) on NATS, and every HTTP body of the flows below, validates against its schema
-/// (formats included), and every event type on the wire is in the README's table.
+/// (formats included), every timestamp Holdpoint wrote on NATS has its one format,
+/// and every event type on the wire is in the README's table.
 #[tokio::test]
 async fn real_traffic_matches_the_schemas() {
     let schemas = Validators::new();
@@ -384,6 +418,7 @@ async fn real_traffic_matches_the_schemas() {
     let rules = ana.get("/v1/rules?limit=10").await;
     assert_eq!(rules.status, 200, "{:?}", rules.body);
     schemas.check("rest/rule-page.json", "GET /v1/rules", &rules.body);
+    timestamps_have_one_format("GET /v1/rules", &rules.body);
     let rule_id = rules.body["items"][0]["id"]
         .as_str()
         .expect("a rule")
@@ -485,6 +520,11 @@ async fn real_traffic_matches_the_schemas() {
             continue;
         };
         schemas.check(file, &subject, &value);
+        if !subject.starts_with("hp.cmd.") && !subject.starts_with("$KV.HP_OUTCOMES.") {
+            // Commands and their outcomes carry what a client sent; the rest is
+            // written by Holdpoint.
+            timestamps_have_one_format(&subject, &value);
+        }
         if file == "event.json" {
             types.insert(value["type"].as_str().unwrap_or_default().to_owned());
         }

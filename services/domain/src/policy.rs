@@ -155,7 +155,7 @@ pub struct Rule {
     /// When it stops matching, RFC 3339; never when absent.
     #[serde(
         default,
-        with = "time::serde::rfc3339::option",
+        with = "crate::timestamp::option",
         skip_serializing_if = "Option::is_none"
     )]
     #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]

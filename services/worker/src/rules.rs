@@ -55,7 +55,8 @@ impl RuleBook {
         Self::default()
     }
 
-    /// The rules of `org` (live or not; matching is the domain's).
+    /// The rules of `org` that are not revoked (expired ones included: matching,
+    /// expiry included, is the domain's).
     pub fn for_org(&self, org: &OrgId) -> Vec<Rule> {
         let book = self.0.book.read().unwrap_or_else(|p| p.into_inner());
         book.by_org
@@ -72,7 +73,9 @@ impl RuleBook {
             {
                 m.remove(&u.key);
             }
-            if let Some(rule) = u.rule {
+            // A revoked rule never matches again (a rule is stored as a create, so
+            // nothing brings it back): the book keeps only the others.
+            if let Some(rule) = u.rule.filter(|r| r.revoked.is_none()) {
                 book.org_of.insert(u.key.clone(), rule.org.clone());
                 book.by_org
                     .entry(rule.org.clone())
@@ -138,5 +141,49 @@ impl RuleBook {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(id: &str, revoked: bool) -> Rule {
+        let mut v = serde_json::json!({
+            "id": id, "org": "acme", "effect": "allow", "server": "github",
+            "tool": "merge", "scope": "organisation", "createdBy": "ana",
+            "createdAt": "2026-01-01T00:00:00.000Z", "fromInteraction": "eff_1",
+        });
+        if revoked {
+            v["revoked"] = serde_json::json!({"by": "ana", "at": "2026-01-02T00:00:00.000Z"});
+        }
+        serde_json::from_value(v).expect("a rule")
+    }
+
+    fn update(revision: u64, r: &Rule) -> RuleUpdate {
+        RuleUpdate {
+            key: format!("acme.{}", r.id),
+            revision,
+            rule: Some(r.clone()),
+        }
+    }
+
+    #[test]
+    fn a_revoked_rule_leaves_the_book() {
+        let book = RuleBook::new();
+        let org = OrgId::parse("acme").expect("org");
+        let (a, b) = (
+            rule("rul_0123456789abcdef0123456789abcdef", false),
+            rule("rul_fedcba9876543210fedcba9876543210", false),
+        );
+        book.apply(update(1, &a));
+        book.apply(update(2, &b));
+        assert_eq!(book.for_org(&org).len(), 2);
+        let revoked = rule(a.id.as_str(), true);
+        book.apply(update(3, &revoked));
+        assert_eq!(book.for_org(&org), vec![b]);
+        assert_eq!(book.0.seen.load(Ordering::SeqCst), 3);
+        let other = OrgId::parse("globex").expect("org");
+        assert!(book.for_org(&other).is_empty());
     }
 }
