@@ -386,3 +386,65 @@ async fn a_worker_publishes_nothing_again_that_it_wrote_and_saw_confirmed() {
     token.cancel();
     let _ = worker.await;
 }
+
+#[tokio::test]
+async fn effects_a_stopped_owner_confirmed_are_not_stored_again_after_the_window() {
+    // A 2 s duplicate window. A worker takes the partitions over, commits answers
+    // and stops before its fence sweep ran (the checkpoint it may save is held at
+    // its takeover); nobody owns the partitions for longer than the window; then
+    // new commands come. What the stopped worker published must not be stored a
+    // second time by the next owner's takeover sweep.
+    let window = Duration::from_secs(2);
+    let mut app = app_without_workers(window).await;
+    let rt = app.runtime("acme").await;
+    app.start_worker().await;
+    let mut held = Vec::new();
+    for _ in 0..12 {
+        held.push(open_approval(&rt).await);
+    }
+    app.wait_idle().await;
+    app.stop_workers().await;
+
+    app.start_worker().await;
+    let ana = app.person("acme", "ana");
+    let answers = held.iter().map(|(_, eff)| {
+        let ana = ana.clone();
+        let eff = eff.clone();
+        async move {
+            ana.post(
+                &format!("/v1/interactions/{eff}/approve"),
+                &json!({"approved": true}),
+            )
+            .await
+        }
+    });
+    for r in futures::future::join_all(answers).await {
+        assert_eq!(r.status, 204, "{r:?}");
+    }
+    app.stop_workers().await;
+
+    // Longer than the window with no owner, then a command on every task.
+    let until = Instant::now() + window * 2;
+    wait_for(
+        Duration::from_secs(10),
+        "the duplicate window to pass",
+        || async move { (Instant::now() > until).then_some(()) },
+    )
+    .await;
+    app.start_worker().await;
+    for (at, _) in &held {
+        hold_call(&rt, at, "merge", json!({"n": 2}), None).await;
+    }
+    app.wait_idle().await;
+
+    let events = app.events("acme").await;
+    let mut copies: HashMap<&str, usize> = HashMap::new();
+    for e in &events {
+        *copies.entry(e.id.as_str()).or_default() += 1;
+    }
+    let twice: Vec<_> = copies.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "events stored twice: {twice:?}");
+    for (_, eff) in &held {
+        assert_eq!(released(&events, eff), 1, "{eff}");
+    }
+}

@@ -25,6 +25,7 @@ pub mod events;
 pub mod outcome;
 pub mod partitions;
 pub mod records;
+pub mod relayed;
 pub mod rules;
 mod setup;
 pub mod topology;

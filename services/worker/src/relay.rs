@@ -17,10 +17,12 @@
 //! JetStream to drop a second copy (younger than 80 % of the duplicate window), or
 //! newer than their partition's checkpoint (every transition a partition's owners
 //! committed before it was confirmed). So a transition is published again after the
-//! duplicate window only when it was never confirmed: a worker died between its
-//! write and its PubAcks, and no worker owned the partition for longer than the
-//! window. In that one case a copy it did manage to store is stored again, with the
-//! same CloudEvents `id` (RELIABILITY.md).
+//! duplicate window only when it was not recorded confirmed: a worker died between
+//! its write and its PubAcks, or stopped owning the partition before its checkpoint
+//! could pass the transition, and no worker owned the partition for longer than the
+//! window. Past the window a relay publishes only what the streams do not hold yet
+//! (`Bus::publish_owed` probes them), so a copy that was stored is not stored again
+//! (RELIABILITY.md).
 
 use std::time::Duration;
 
@@ -230,9 +232,12 @@ impl Relay<'_> {
         }
         let mut inflight = holdpoint_bus::effects::Inflight::default();
         for o in &owed {
-            inflight.extend(bus.publish_effects(&o.effects, self.traceparent).await?);
+            inflight.extend(bus.publish_owed(&o.effects, o.at, self.traceparent).await?);
         }
-        if inflight.stored_new().await? == 0 {
+        // Past the window the probe of `publish_owed` found what was stored: record
+        // those transitions confirmed, so no later sweep probes them again.
+        let past_window = owed.iter().any(|o| o.at < self.horizon);
+        if inflight.stored_new().await? == 0 && !past_window {
             // JetStream had every one of them: their writer published them and the
             // record is confirmed by its next write. Not rewriting it keeps a
             // takeover from touching every record of the window.

@@ -83,7 +83,10 @@ impl Runner {
         let tp = holdpoint_telemetry::trace::TraceContext::new_root().header_value();
         let mut relayed: Vec<(String, Result<Inflight, BusError>)> = Vec::new();
         for (id, o) in relay {
-            relayed.push((id.clone(), self.bus.publish_effects(&o.effects, &tp).await));
+            relayed.push((
+                id.clone(),
+                self.bus.publish_owed(&o.effects, o.at, &tp).await,
+            ));
         }
         let mut mine: Vec<Option<Result<Inflight, BusError>>> = Vec::with_capacity(cmds.len());
         for c in cmds.iter() {

@@ -17,7 +17,7 @@ impl Runner {
         let tp = holdpoint_telemetry::trace::TraceContext::new_root().header_value();
         let mut confirmed = Vec::new();
         for (id, o) in &self.owed {
-            let r = match self.bus.publish_effects(&o.effects, &tp).await {
+            let r = match self.bus.publish_owed(&o.effects, o.at, &tp).await {
                 Ok(f) => f.confirmed().await,
                 Err(e) => Err(e),
             };
