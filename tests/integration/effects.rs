@@ -12,7 +12,10 @@
 //!   publishing and its command is redelivered and replayed;
 //! - holding a call again under another effect id is refused;
 //! - a worker killed with `kill -9` under load hands its partitions over within
-//!   seconds: no answer waits for `ack_wait` times a backoff.
+//!   seconds: no answer waits for `ack_wait` times a backoff;
+//! - what a worker published and then stopped owning before its checkpoint could
+//!   pass it is not stored again when the next owner comes after the duplicate
+//!   window (the relay reads what the streams hold first).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
