@@ -920,7 +920,8 @@ async fn an_a2a_approval_remembers_through_the_extension_metadata() {
             Some(json!({
                 "interactionId": first,
                 "approved": true,
-                "remember": {"scope": "session"},
+                // As the Python SDK writes it: a Struct's numbers are doubles.
+                "remember": {"scope": "session", "expiresIn": 3600.0},
             })),
         ))
         .await;
@@ -934,6 +935,10 @@ async fn an_a2a_approval_remembers_through_the_extension_metadata() {
     assert_eq!(written["scope"], "session", "{written}");
     assert_eq!(written["effect"], "allow", "{written}");
     assert_eq!(written["createdBy"], "ana", "{written}");
+    assert!(
+        written["expiresAt"].is_string(),
+        "expiresIn 3600.0 read: {written}"
+    );
     // The next hold of that tool in the session is allowed by the rule, with no person.
     let next = hold(&rt, &at, TOOL, args(2)).await;
     assert_allowed_by(&app, "acme", &next, &rule, "the rule remembered over A2A").await;

@@ -10,9 +10,14 @@
 //! contents of `metadata` (a `google.protobuf.Struct`) and of a data part (a
 //! `google.protobuf.Value`) are the sender's own and stay as they are, so the
 //! interactions extension keeps refusing fields it does not define
-//! (`interaction_id` is not `interactionId` there). A field given under both of
-//! its names, an enum number out of range, or an integer string that is not an
-//! integer, is invalid params.
+//! (`interaction_id` is not `interactionId` there). Their numbers are another
+//! matter: a `Struct` holds every number as a double, so an SDK that builds one
+//! (the Python SDK does) writes `3600.0` for `3600`; a whole number written that
+//! way is read as the integer it is (up to 2^53). A field given under both of its
+//! names, an enum number out of range, or an integer string that is not an
+//! integer, is invalid params. An enum written as `UNRECOGNIZED` (what ts-proto,
+//! under `@a2a-js/sdk`, writes for a value it has no name for, such as an unset
+//! `ListTasks` status) is read as absent.
 
 use a2a_lf::methods;
 use serde_json::{Map, Number, Value};
@@ -30,6 +35,9 @@ enum Kind {
     Enum(&'static [&'static str]),
     /// A message (an object read with its own table), or a repeated one.
     Message(&'static [Field]),
+    /// A `google.protobuf.Struct` or `Value`: kept as written but for whole numbers
+    /// written as doubles, which become integers.
+    Struct,
 }
 
 /// One field: its proto name, its JSON (lowerCamel) name, its kind.
@@ -55,8 +63,8 @@ const PART: &[Field] = &[
     ("text", "text", Kind::Plain),
     ("raw", "raw", Kind::Plain),
     ("url", "url", Kind::Plain),
-    ("data", "data", Kind::Plain),
-    ("metadata", "metadata", Kind::Plain),
+    ("data", "data", Kind::Struct),
+    ("metadata", "metadata", Kind::Struct),
     ("filename", "filename", Kind::Plain),
     ("media_type", "mediaType", Kind::Plain),
 ];
@@ -67,7 +75,7 @@ const MESSAGE: &[Field] = &[
     ("task_id", "taskId", Kind::Plain),
     ("role", "role", Kind::Enum(ROLE)),
     ("parts", "parts", Kind::Message(PART)),
-    ("metadata", "metadata", Kind::Plain),
+    ("metadata", "metadata", Kind::Struct),
     ("extensions", "extensions", Kind::Plain),
     ("reference_task_ids", "referenceTaskIds", Kind::Plain),
 ];
@@ -109,7 +117,7 @@ const SEND_MESSAGE: &[Field] = &[
         "configuration",
         Kind::Message(SEND_CONFIGURATION),
     ),
-    ("metadata", "metadata", Kind::Plain),
+    ("metadata", "metadata", Kind::Struct),
 ];
 
 const GET_TASK: &[Field] = &[
@@ -189,6 +197,8 @@ fn message(
             (Kind::Int, Value::String(s)) => Value::Number(integer(&s).ok_or_else(|| {
                 RpcError::invalid_params(format!("{path} must be an integer (got {s:?})"))
             })?),
+            (Kind::Enum(_), Value::String(name)) if name == "UNRECOGNIZED" => continue,
+            (Kind::Struct, value) => whole_numbers(value),
             (Kind::Enum(names), Value::Number(n)) => {
                 let name = n
                     .as_u64()
@@ -226,6 +236,28 @@ fn message(
     Ok(out)
 }
 
+/// `v` with every whole number written as a double (`3600.0`) as an integer, at
+/// any depth; numbers beyond 2^53 or with a fraction stay as they are.
+fn whole_numbers(v: Value) -> Value {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    match v {
+        Value::Number(n) if !n.is_i64() && !n.is_u64() => match n.as_f64() {
+            Some(f) if f.fract() == 0.0 && f.abs() <= EXACT => {
+                // In range and whole: the conversion is exact.
+                #[allow(clippy::cast_possible_truncation)]
+                let i = f as i64;
+                Value::Number(Number::from(i))
+            }
+            _ => Value::Number(n),
+        },
+        Value::Array(items) => Value::Array(items.into_iter().map(whole_numbers).collect()),
+        Value::Object(m) => {
+            Value::Object(m.into_iter().map(|(k, v)| (k, whole_numbers(v))).collect())
+        }
+        other => other,
+    }
+}
+
 /// A ProtoJSON integer string (`"2"`, `"-3"`): decimal digits, an optional sign.
 fn integer(s: &str) -> Option<Number> {
     let digits = s.strip_prefix('-').unwrap_or(s);
@@ -239,6 +271,35 @@ fn integer(s: &str) -> Option<Number> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn struct_numbers_written_as_doubles_are_read_as_integers() {
+        let given = json!({"message": {
+            "messageId": "m-1", "taskId": "t1", "role": "ROLE_USER",
+            "parts": [{"data": {"answers": [{"options": [1.0, 2.5]}], "big": 1e300}}],
+            "metadata": {"https://x": {"remember": {"scope": "session", "expiresIn": 3600.0}}}
+        }, "metadata": {"n": -2.0}});
+        let got = normalize(methods::SEND_MESSAGE, given).expect("reads");
+        assert_eq!(
+            got,
+            json!({"message": {
+                "messageId": "m-1", "taskId": "t1", "role": "ROLE_USER",
+                "parts": [{"data": {"answers": [{"options": [1, 2.5]}], "big": 1e300}}],
+                "metadata": {"https://x": {"remember": {"scope": "session", "expiresIn": 3600}}}
+            }, "metadata": {"n": -2}})
+        );
+        assert!(got["message"]["parts"][0]["data"]["answers"][0]["options"][0].is_i64());
+    }
+
+    #[test]
+    fn an_unrecognized_enum_is_read_as_absent() {
+        let got = normalize(
+            methods::LIST_TASKS,
+            json!({"status": "UNRECOGNIZED", "pageSize": 2}),
+        )
+        .expect("reads");
+        assert_eq!(got, json!({"pageSize": 2}));
+    }
 
     #[test]
     fn proto_names_enum_numbers_and_integer_strings_are_read() {
