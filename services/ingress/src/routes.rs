@@ -33,7 +33,6 @@ use crate::paths as path;
 use crate::state::AppState;
 use crate::{a2a, rest, sse};
 
-
 /// The paths that need no identity: the agent card (A2A discovery).
 pub const PUBLIC: &[&str] = &[path::AGENT_CARD];
 
