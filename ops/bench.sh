@@ -5,8 +5,6 @@
 #   ops/bench.sh --mode full   full mode (several minutes; see BENCHMARKS.md)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bash ops/setup.sh >/dev/null
-HOLDPOINT_NATS_SERVER="$(cat .tools/nats-server.path)"
-export HOLDPOINT_NATS_SERVER
+source ops/env.sh >/dev/null
 cargo build --release --quiet --bin holdpoint --bin holdpoint-bench
 exec ./target/release/holdpoint-bench --holdpoint-bin target/release/holdpoint "$@"

@@ -4,9 +4,7 @@
 # person play out an approval, a question and a connection request).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bash ops/setup.sh
-HOLDPOINT_NATS_SERVER="$(cat .tools/nats-server.path)"
-export HOLDPOINT_NATS_SERVER
+source ops/env.sh
 # cargo run finds the binary wherever CARGO_TARGET_DIR puts it; the first build
 # takes a few minutes on 2 cores and shows cargo's progress.
 exec cargo run --bin holdpoint -- demo "$@"

@@ -19,9 +19,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-bash ops/setup.sh
-HOLDPOINT_NATS_SERVER="$(cat .tools/nats-server.path)"
-export HOLDPOINT_NATS_SERVER
+source ops/env.sh
 
 # `holdpoint` (the worker processes) and `holdpoint-soak` (the driver).
 cargo build --workspace --bins --locked 2>/dev/null || cargo build --workspace --bins

@@ -22,9 +22,7 @@ if ! [[ "$runs" =~ ^[1-9][0-9]*$ ]]; then
 fi
 test_name='cluster::killing_the_commands_leader_then_another_node_loses_nothing'
 
-bash ops/setup.sh >/dev/null
-HOLDPOINT_NATS_SERVER="$(cat .tools/nats-server.path)"
-export HOLDPOINT_NATS_SERVER
+source ops/env.sh >/dev/null
 cargo build --workspace --bins --all-targets --locked 2>/dev/null || cargo build --workspace --bins --all-targets
 
 logs=target/stress-cluster

@@ -6,9 +6,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-bash ops/setup.sh
-HOLDPOINT_NATS_SERVER="$(cat .tools/nats-server.path)"
-export HOLDPOINT_NATS_SERVER
+source ops/env.sh
 
 # The official A2A Python SDK (v1.0 client), pinned, in its own venv, for the
 # conformance test tests/python/conformance.py (driven by tests/integration/a2a.rs

@@ -466,9 +466,17 @@ async fn unix_socket_local_user_rule() {
     .await
     .expect("state");
     let token = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(holdpoint_ingress::run_unix(
+    // The same `serve` as `holdpoint up`; the test talks to the socket only.
+    let api = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    tokio::spawn(holdpoint_ingress::serve(
         state,
-        sock.clone(),
+        holdpoint_ingress::Listeners {
+            api,
+            admin: None,
+            socket: Some(sock.clone()),
+        },
         token.clone(),
     ));
     holdpoint_tests::nats::wait_for(Duration::from_secs(5), "socket", || {

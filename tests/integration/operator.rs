@@ -80,6 +80,32 @@ async fn a_person_works_from_the_command_line() {
         .collect();
     assert_eq!(ids, vec![q.as_str(), eff.as_str()]);
 
+    // One at a time: the "… more" line is the command that prints the next page
+    // (the token aside), and the last page has none.
+    let (ok, out, err) = run(with(&["pending", "--limit", "1"])).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(q.as_str()) && !out.contains(eff.as_str()),
+        "{out}"
+    );
+    let next = out
+        .lines()
+        .find_map(|l| l.strip_prefix("… more: holdpoint "))
+        .unwrap_or_else(|| panic!("no next command in {out:?}"));
+    assert!(
+        next.starts_with(&format!("pending --url {base} --limit 1 --cursor ")),
+        "{next}"
+    );
+    let mut next: Vec<String> = next.split(' ').map(str::to_owned).collect();
+    next.extend(["--token".into(), token.clone()]);
+    let (ok, out, err) = run(next).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(eff.as_str()) && !out.contains(q.as_str()),
+        "{out}"
+    );
+    assert!(!out.contains("… more"), "{out}");
+
     let (ok, out, _) = run(with(&["show", &q])).await;
     assert!(ok);
     assert!(out.contains("[2] Keep both"), "{out}");

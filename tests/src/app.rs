@@ -650,7 +650,15 @@ pub async fn serve_ingress(state: AppState, shutdown: &CancellationToken) -> (St
         .expect("bind");
     let base = format!("http://{}", api.local_addr().expect("addr"));
     let admin_base = format!("http://{}", admin.local_addr().expect("addr"));
-    tokio::spawn(holdpoint_ingress::run(state.clone(), api, shutdown.clone()));
-    tokio::spawn(holdpoint_ingress::run_admin(state, admin, shutdown.clone()));
+    // The same `serve` as `holdpoint up` and `holdpoint ingress`.
+    tokio::spawn(holdpoint_ingress::serve(
+        state,
+        holdpoint_ingress::Listeners {
+            api,
+            admin: Some(admin),
+            socket: None,
+        },
+        shutdown.clone(),
+    ));
     (base, admin_base)
 }

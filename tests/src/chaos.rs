@@ -31,10 +31,11 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use holdpoint_client::{HoldCall, Placement, Runtime};
 use holdpoint_domain::{Answer, CallResult, Event, EventData, Interaction, QuestionSpec, State};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::Mutex;
 
 use crate::app::{Broker, Person, TestApp};
+pub use crate::load::{AttemptLog, Job, JobResult, Target, TargetKind};
 
 /// splitmix64: small, seeded, good enough to pick moments and victims.
 #[derive(Debug, Clone)]
@@ -85,48 +86,6 @@ impl Rng {
     pub fn between(&mut self, lo: Duration, hi: Duration) -> Duration {
         let span = hi.saturating_sub(lo).as_millis() as u64;
         lo + Duration::from_millis(self.below(span + 1))
-    }
-}
-
-/// What a target is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TargetKind {
-    /// An `ask_user` question on a blocking session (two questions).
-    Question,
-    /// An approval (a held tool call).
-    Approval,
-}
-
-/// One interaction to answer.
-#[derive(Debug, Clone)]
-pub struct Target {
-    /// Organisation.
-    pub org: String,
-    /// Interaction id.
-    pub id: String,
-    /// Kind.
-    pub kind: TargetKind,
-}
-
-impl Target {
-    /// The REST path that answers it.
-    pub fn path(&self) -> String {
-        match self.kind {
-            TargetKind::Question => format!("/v1/questions/{}/answer", self.id),
-            TargetKind::Approval => format!("/v1/interactions/{}/approve", self.id),
-        }
-    }
-
-    /// A valid body; `variant` changes the answer.
-    pub fn body(&self, variant: u64) -> Value {
-        match self.kind {
-            TargetKind::Question => json!({"answers": [
-                {"options": [variant % 2]},
-                {"options": [variant % 3], "text": format!("answer {variant}")}
-            ]}),
-            // One in four denies (the call then finishes as tool.denied).
-            TargetKind::Approval => json!({"approved": variant % 4 != 3}),
-        }
     }
 }
 
@@ -244,18 +203,6 @@ pub async fn open_targets<N: Broker>(
     opened.into_iter().collect()
 }
 
-/// One answer: a target, a key, a body. Its client retries it on `503` with the
-/// same key and body.
-#[derive(Debug, Clone)]
-pub struct Job {
-    /// Index into the targets.
-    pub target: usize,
-    /// `Idempotency-Key`.
-    pub key: String,
-    /// Body.
-    pub body: Value,
-}
-
 /// One answer per target, plus, for a `race` fraction of them, a second answer
 /// with another key and another body (they race; one must win). Shuffled.
 pub fn plan_jobs(targets: &[Target], race: f64, rng: &mut Rng) -> Vec<Job> {
@@ -280,45 +227,6 @@ pub fn plan_jobs(targets: &[Target], race: f64, rng: &mut Rng) -> Vec<Job> {
         jobs.swap(i, j);
     }
     jobs
-}
-
-/// One HTTP request of a job.
-#[derive(Debug, Clone)]
-pub struct AttemptLog {
-    /// When it was sent.
-    pub sent: Instant,
-    /// When its answer came (or the client gave up on it).
-    pub done: Instant,
-    /// Status (`0` when the client-side bound passed without an answer).
-    pub status: u16,
-    /// The error code of an error body.
-    pub code: String,
-    /// `Retry-After`, if any.
-    pub retry_after: Option<String>,
-}
-
-/// How a job went.
-#[derive(Debug, Clone)]
-pub struct JobResult {
-    /// The job.
-    pub job: Job,
-    /// Every request, in order.
-    pub attempts: Vec<AttemptLog>,
-}
-
-impl JobResult {
-    /// The last answer's status, if the job got one that was not `503`.
-    pub fn final_status(&self) -> Option<u16> {
-        self.attempts
-            .last()
-            .map(|a| a.status)
-            .filter(|s| *s != 503 && *s != 0)
-    }
-
-    /// True when the job ended with a 2xx.
-    pub fn succeeded(&self) -> bool {
-        self.final_status().is_some_and(|s| (200..300).contains(&s))
-    }
 }
 
 /// How clients behave.

@@ -4,12 +4,14 @@
 //! The server binary comes from `ops/setup.sh` (see [`nats::nats_server_binary`]).
 //! [`app`] runs a whole Holdpoint (ingress, workers) on such a server; [`jwt`] is a
 //! test identity provider (keys, a JWKS HTTP server, tokens). [`chaos`] is the load,
-//! fault injection and invariant check of the fault suite and the soak;
-//! [`readers`] are the live event readers (core subscriber, durable consumer) those
-//! runs check for duplicates and effect delays.
+//! fault injection and invariant check of the fault suite and the soak, [`load`]
+//! the targets, jobs and results it passes around; [`readers`] are the live event
+//! readers (core subscriber, durable consumer) those runs check for duplicates and
+//! effect delays.
 
 pub mod app;
 pub mod chaos;
 pub mod jwt;
+pub mod load;
 pub mod nats;
 pub mod readers;

@@ -23,7 +23,7 @@ use holdpoint_domain::Event;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::chaos::{JobResult, Target, TargetKind};
+use crate::load::{JobResult, Target, TargetKind};
 
 /// An event a reader received.
 #[derive(Debug, Clone)]

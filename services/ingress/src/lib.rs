@@ -27,7 +27,7 @@
 //!   `/.well-known/agent-card.json` and the JSON-RPC binding at `/a2a`, with the
 //!   interactions/v1 extension.
 //! - [`routes`]: the router ([`router`]) that serves every path.
-//! - [`unix`]: the Unix socket listener ([`run_unix`]).
+//! - [`unix`]: the Unix socket listener (`Listeners::socket`).
 //! - [`serve`]: the one way to run an ingress, used by `holdpoint up`,
 //!   `holdpoint ingress` and the tests: the API, and with them the admin
 //!   endpoints and the Unix socket, on the [`Listeners`] given.
@@ -78,7 +78,7 @@ pub fn admin_router(state: AppState) -> Router {
 ///
 /// # Errors
 /// When serving fails.
-pub async fn run(
+pub(crate) async fn run(
     state: AppState,
     listener: TcpListener,
     shutdown: CancellationToken,
@@ -100,7 +100,7 @@ pub async fn run(
 ///
 /// # Errors
 /// When the socket cannot be set up or serving fails.
-pub async fn run_unix(
+pub(crate) async fn run_unix(
     state: AppState,
     path: std::path::PathBuf,
     shutdown: CancellationToken,
@@ -123,7 +123,7 @@ pub async fn run_unix(
 ///
 /// # Errors
 /// When serving fails.
-pub async fn run_admin(
+pub(crate) async fn run_admin(
     state: AppState,
     listener: TcpListener,
     shutdown: CancellationToken,
@@ -135,11 +135,12 @@ pub async fn run_admin(
 /// endpoints on another and the API on a Unix socket.
 #[derive(Debug)]
 pub struct Listeners {
-    /// The API ([`run`]).
+    /// The API, drained of in-flight requests and event streams at shutdown.
     pub api: TcpListener,
-    /// `/healthz`, `/readyz`, `/metrics` ([`run_admin`]); none when `None`.
+    /// `/healthz`, `/readyz`, `/metrics` ([`admin_router`]); none when `None`.
     pub admin: Option<TcpListener>,
-    /// The API on this Unix socket as well ([`run_unix`]); none when `None`.
+    /// The API on this Unix socket as well (see [`unix`]; removed at shutdown);
+    /// none when `None`.
     pub socket: Option<std::path::PathBuf>,
 }
 

@@ -53,7 +53,7 @@ pub(crate) mod imp {
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
     use super::OtlpError;
-    use crate::TraceContext;
+    use crate::context::TraceContext;
 
     static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 

@@ -9,16 +9,14 @@
 //!   sessions bucket (`<org>.<session>` keys): headers change rarely (open, close,
 //!   end) and are read by almost every command, so the hot path reads none.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::time::Duration;
 
-use futures::StreamExt as _;
 use holdpoint_bus::Bus;
-use holdpoint_bus::backoff::Backoff;
 use holdpoint_domain::{Interaction, Lane, Session, Task};
 use quick_cache::Weighter;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::warn;
 
 /// A record of any of the cached kinds. Records live behind an `Arc`, so the size
 /// of the largest variant does not matter.
@@ -154,37 +152,23 @@ impl SessionCache {
     /// written anywhere replaces an older cached revision. When the watch breaks the
     /// cache is emptied (headers are read again) and the watch restarts.
     pub async fn watch(self, bus: Bus, shutdown: CancellationToken) {
-        let mut attempt = 0;
-        while !shutdown.is_cancelled() {
-            let watch = bus.sessions.watch("*.*").await;
-            let mut updates = match watch {
-                Ok(w) => w,
+        crate::watch::watch(
+            "session watch",
+            &shutdown,
+            || bus.sessions.watch("*.*"),
+            |next| match next {
+                Ok(entry) => {
+                    self.apply(&entry);
+                    ControlFlow::Continue(())
+                }
                 Err(e) => {
-                    attempt += 1;
-                    debug!(error = %e, "session watch not started; retrying");
-                    if pause(&shutdown, Backoff::RECONNECT.delay(attempt)).await {
-                        return;
-                    }
-                    continue;
+                    warn!(error = %e, "session watch broke; re-reading headers");
+                    ControlFlow::Break(())
                 }
-            };
-            attempt = 0;
-            loop {
-                let next = tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    n = updates.next() => n,
-                };
-                match next {
-                    Some(Ok(entry)) => self.apply(&entry),
-                    Some(Err(e)) => {
-                        warn!(error = %e, "session watch broke; re-reading headers");
-                        break;
-                    }
-                    None => break,
-                }
-            }
-            self.0.clear();
-        }
+            },
+            || self.0.clear(),
+        )
+        .await;
     }
 
     fn apply(&self, entry: &async_nats::jetstream::kv::Entry) {
@@ -196,14 +180,6 @@ impl SessionCache {
             Ok(s) => self.offer(&entry.key, Arc::new(s), entry.revision),
             Err(_) => self.forget(&entry.key),
         }
-    }
-}
-
-/// Sleeps `d` unless `shutdown` comes first; true when shutting down.
-pub async fn pause(shutdown: &CancellationToken, d: Duration) -> bool {
-    tokio::select! {
-        _ = shutdown.cancelled() => true,
-        _ = tokio::time::sleep(d) => false,
     }
 }
 

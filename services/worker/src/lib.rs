@@ -16,6 +16,8 @@
 //!   them between batches (a KV watch keeps session headers fresh).
 //! - [`rules`]: the remembered approval rules (a KV watch of `HP_RULES`), passed
 //!   to `decide` as data when an approval opens.
+//! - [`watch`]: the KV watch loop the session cache and the rule book share
+//!   (restart with back-off when a watch breaks), and [`watch::pause`].
 //! - [`delivery`]: one delivered command: ack, NAK with a delay by the error's kind,
 //!   or term; NAKed at once when dropped unsettled.
 //!
@@ -35,6 +37,7 @@ pub mod delivery;
 pub mod relay;
 pub mod rules;
 pub mod runner;
+pub mod watch;
 pub mod working;
 
 use std::sync::{Arc, RwLock};
@@ -47,7 +50,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::cache::{SessionCache, pause};
+use crate::cache::SessionCache;
+use crate::watch::pause;
 
 /// A point where a test may make the worker abort, to prove crash safety.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,20 +10,17 @@
 //! hold opened after the answer (or the revoke) returned is decided with it.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use holdpoint_bus::Bus;
-use holdpoint_bus::backoff::Backoff;
 use holdpoint_bus::rules::RuleUpdate;
 use holdpoint_domain::{OrgId, Rule};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
-
-use crate::cache::pause;
 
 #[derive(Debug, Default)]
 struct Book {
@@ -113,34 +110,17 @@ impl RuleBook {
     /// Keeps the book fresh from `HP_RULES` until `shutdown`. When the watch breaks,
     /// it starts again (with the bucket's history, so nothing is missed).
     pub async fn watch(self, bus: Bus, shutdown: CancellationToken) {
-        let mut attempt = 0;
-        while !shutdown.is_cancelled() {
-            let mut updates = match bus.watch_rules().await {
-                Ok(w) => w,
-                Err(e) => {
-                    attempt += 1;
-                    debug!(error = %e, "rule watch not started; retrying");
-                    if pause(&shutdown, Backoff::RECONNECT.delay(attempt)).await {
-                        return;
-                    }
-                    continue;
-                }
-            };
-            attempt = 0;
-            loop {
-                let next = tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    n = updates.next() => n,
-                };
-                match next {
-                    Some(u) => self.apply(u),
-                    None => {
-                        warn!("rule watch broke; watching again");
-                        break;
-                    }
-                }
-            }
-        }
+        crate::watch::watch(
+            "rule watch",
+            &shutdown,
+            || bus.watch_rules(),
+            |update| {
+                self.apply(update);
+                ControlFlow::Continue(())
+            },
+            || warn!("rule watch broke; watching again"),
+        )
+        .await;
     }
 }
 

@@ -32,8 +32,9 @@ use tracing::{debug, info, warn};
 
 use crate::WorkerConfig;
 use crate::batch::Runner;
-use crate::cache::{RecordCache, SessionCache, pause};
+use crate::cache::{RecordCache, SessionCache};
 use crate::relay;
+use crate::watch::pause;
 
 /// The live workers with when each started, as the presence loop last read them.
 pub type Live = Arc<RwLock<Vec<(String, OffsetDateTime)>>>;

@@ -31,11 +31,14 @@ use serde_json::{Value, json};
 
 use crate::terminal;
 
+/// The API's base URL when neither `--url` nor `HOLDPOINT_URL` says otherwise.
+pub(crate) const DEFAULT_URL: &str = "http://127.0.0.1:8080";
+
 /// Where the API is and who is calling.
 #[derive(Debug, Clone, Args)]
 pub struct ApiArgs {
     /// The API's base URL.
-    #[arg(long, env = "HOLDPOINT_URL", default_value = "http://127.0.0.1:8080")]
+    #[arg(long, env = "HOLDPOINT_URL", default_value = DEFAULT_URL)]
     pub url: String,
     /// A bearer token (e.g. from `holdpoint dev-token`).
     #[arg(long, env = "HOLDPOINT_TOKEN", hide_env_values = true)]
@@ -54,6 +57,10 @@ pub struct PendingArgs {
     /// Most interactions to show.
     #[arg(long, default_value_t = 50)]
     pub limit: usize,
+    /// Start at this page: the `nextCursor` of the page before (the "… more"
+    /// line gives the whole command).
+    #[arg(long)]
+    pub cursor: Option<String>,
 }
 
 /// `holdpoint show`.
@@ -124,6 +131,10 @@ pub struct RulesArgs {
     /// Most rules to show.
     #[arg(long, default_value_t = 50)]
     pub limit: usize,
+    /// Start at this page: the `nextCursor` of the page before (the "… more"
+    /// line gives the whole command).
+    #[arg(long)]
+    pub cursor: Option<String>,
     /// `revoke <id>`.
     #[command(subcommand)]
     pub cmd: Option<RulesCmd>,

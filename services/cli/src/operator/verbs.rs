@@ -62,27 +62,88 @@ pub fn time_left(at: time::OffsetDateTime, now: time::OffsetDateTime) -> String 
 /// When the API is unreachable or refuses.
 pub async fn pending(args: PendingArgs) -> anyhow::Result<()> {
     let c = Client::new(&args.api)?;
+    let limit = args.limit.clamp(1, 500);
     let page = c
         .get(&format!(
-            "/v1/interactions?state=pending&limit={}",
-            args.limit.clamp(1, 500)
+            "/v1/interactions?state=pending&limit={limit}{}",
+            cursor_query(args.cursor.as_deref())
         ))
         .await?;
-    if args.api.json {
-        println!("{}", terminal::json_pretty(&page));
-        return Ok(());
-    }
-    let items = page["items"].as_array().cloned().unwrap_or_default();
-    if items.is_empty() {
-        println!("nothing pending");
-    }
-    for v in &items {
-        print_view(v);
-    }
-    if page["nextCursor"].is_string() {
-        println!("… more: raise --limit or use the API's cursor");
-    }
+    print_page(
+        &page,
+        &args.api,
+        "pending",
+        limit,
+        "nothing pending",
+        print_view,
+    );
     Ok(())
+}
+
+/// `&cursor=<cursor>` (percent-encoded), or nothing for the first page.
+fn cursor_query(cursor: Option<&str>) -> String {
+    cursor.map_or_else(String::new, |c| format!("&cursor={}", segment(c)))
+}
+
+/// Prints one page of a listing (`{"items": [...], "nextCursor"?: "..."}`): the
+/// page as JSON with `--json`; else `empty` when it has no items, each item with
+/// `item`, and, when there is a next page, the exact command that prints it
+/// (`holdpoint <verb> [--url <url>] --limit <limit> --cursor <nextCursor>`; the
+/// token is never echoed).
+fn print_page(
+    page: &Value,
+    api: &ApiArgs,
+    verb: &str,
+    limit: usize,
+    empty: &str,
+    item: impl Fn(&Value),
+) {
+    if api.json {
+        println!("{}", terminal::json_pretty(page));
+        return;
+    }
+    let items = page["items"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if items.is_empty() {
+        println!("{empty}");
+    }
+    for v in items {
+        item(v);
+    }
+    if let Some(next) = page["nextCursor"].as_str() {
+        println!("… more: {}", next_command(verb, api, limit, next));
+    }
+}
+
+/// The command that shows the page after this one: the same verb, URL and limit,
+/// and `--cursor next`. The URL is left out when it is the default one.
+fn next_command(verb: &str, api: &ApiArgs, limit: usize, next: &str) -> String {
+    let url = if api.url == super::DEFAULT_URL {
+        String::new()
+    } else {
+        format!(" --url {}", shell_word(&api.url))
+    };
+    format!(
+        "holdpoint {verb}{url} --limit {limit} --cursor {}",
+        shell_word(next)
+    )
+}
+
+/// `s` as one shell word, safe on a terminal: as is when it is made of letters,
+/// digits and `-_.,:/=@%+`, else in single quotes (a `'` written `'\''`).
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '-' | '_' | '.' | ',' | ':' | '/' | '=' | '@' | '%' | '+')
+        });
+    if plain {
+        s.to_owned()
+    } else {
+        terminal::line(&format!("'{}'", s.replace('\'', "'\\''"))).into_owned()
+    }
 }
 
 /// `holdpoint show`.
@@ -287,23 +348,14 @@ pub async fn rules(args: RulesArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let c = Client::new(&args.api)?;
+    let limit = args.limit.clamp(1, 500);
     let page = c
-        .get(&format!("/v1/rules?limit={}", args.limit.clamp(1, 500)))
+        .get(&format!(
+            "/v1/rules?limit={limit}{}",
+            cursor_query(args.cursor.as_deref())
+        ))
         .await?;
-    if args.api.json {
-        println!("{}", terminal::json_pretty(&page));
-        return Ok(());
-    }
-    let items = page["items"].as_array().cloned().unwrap_or_default();
-    if items.is_empty() {
-        println!("no rules");
-    }
-    for r in &items {
-        print_rule(r);
-    }
-    if page["nextCursor"].is_string() {
-        println!("… more: raise --limit or use the API's cursor");
-    }
+    print_page(&page, &args.api, "rules", limit, "no rules", print_rule);
     Ok(())
 }
 
@@ -397,5 +449,28 @@ mod tests {
         assert_eq!(after(250), "expires in 4m 10s");
         assert_eq!(after(2 * 3600 + 120), "expires in 2h 2m");
         assert_eq!(after(3 * 86_400 + 3600), "expires in 3d 1h");
+    }
+
+    fn api(url: &str) -> ApiArgs {
+        ApiArgs {
+            url: url.into(),
+            token: Some("secret".into()),
+            json: false,
+        }
+    }
+
+    #[test]
+    fn the_more_line_is_the_next_command() {
+        let default = api(super::super::DEFAULT_URL);
+        assert_eq!(
+            next_command("rules", &default, 50, "17"),
+            "holdpoint rules --limit 50 --cursor 17"
+        );
+        assert_eq!(
+            next_command("pending", &api("http://h:9/x y"), 2, "a'b"),
+            "holdpoint pending --url 'http://h:9/x y' --limit 2 --cursor 'a'\\''b'"
+        );
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(shell_word("a\nb"), "'a | b'");
     }
 }

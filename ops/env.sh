@@ -1,0 +1,14 @@
+# shellcheck shell=bash
+# The prelude the scripts in ops/ share. Sourced, not run:
+#
+#   source ops/env.sh              # setup's status line on stdout
+#   source ops/env.sh >/dev/null   # without it (warnings and errors still on stderr)
+#
+# Makes sure a current nats-server is installed (ops/setup.sh) and exports
+# HOLDPOINT_NATS_SERVER, the absolute path of that binary, into the shell that
+# sources it. Works from any directory; a shell can source it by hand before
+# running `holdpoint` or `cargo nextest` itself. Fails (the sourcing `source`
+# returns setup's status) when setup fails.
+bash "$(dirname "${BASH_SOURCE[0]}")/setup.sh" || return
+HOLDPOINT_NATS_SERVER="$(cat "$(dirname "${BASH_SOURCE[0]}")/../.tools/nats-server.path")" || return
+export HOLDPOINT_NATS_SERVER
