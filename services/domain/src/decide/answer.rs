@@ -22,11 +22,12 @@ use crate::task::Task;
 use crate::transition::Effects;
 use crate::{Accepted, AnswerCommand, AnswerInput, AnswerRoute};
 use crate::{
-    Answer, CallResult, Interaction, Kind, LaneContent, LaneMessage, Resolution, Spec, State,
+    Answer, CallResult, Interaction, Kind, LaneContent, LaneMessage, Resolution, Resolver, Spec,
+    State,
 };
 
 use super::base::{Ctx, Decision, Snapshot, Writes, blocks, live_session, reject, session_missing};
-use super::events::{self, LaneNote};
+use super::events::{self, LaneNote, Verdict};
 
 pub(super) fn answer(ctx: &Ctx, snap: Snapshot<'_>, a: &AnswerCommand) -> Decision {
     let i = match addressed(ctx, snap, a) {
@@ -188,20 +189,7 @@ fn resolved_event(
     answer: &Answer,
     d: &DeliveredAnswer,
 ) -> crate::event::Event {
-    events::on_interaction(
-        i,
-        "resolve",
-        ctx.now,
-        EventData::InteractionResolved {
-            interaction_id: i.id.clone(),
-            kind: i.kind(),
-            answer: answer.clone(),
-            by: d.by.clone(),
-            key: d.key.clone(),
-            resolved_by: crate::Resolver::Person,
-            rule: None,
-        },
-    )
+    events::resolved(i, answer, &d.by, &d.key, Resolver::Person, None, ctx.now)
 }
 
 fn resolve_blocking(
@@ -342,15 +330,9 @@ pub(super) fn approval_decided(
         )),
         None => d.reason.map(str::to_owned),
     };
-    effects.audit.push(events::on_interaction(
+    effects.audit.extend(events::approval_decided(
         i,
-        "decide",
-        ctx.now,
-        EventData::ApprovalDecided {
-            effect_id: i.id.clone(),
-            server: server.clone(),
-            tool: tool.clone(),
-            arguments_digest: Some(arguments_digest.clone()),
+        Verdict {
             approved: d.approved,
             outcome: if d.approved {
                 AuditOutcome::Allowed
@@ -362,10 +344,11 @@ pub(super) fn approval_decided(
             } else {
                 Decider::Person
             },
-            approved_by: Some(d.by.clone()),
-            rule: d.rule.map(|r| r.id.clone()),
+            approved_by: Some(d.by),
+            rule: d.rule.map(|r| &r.id),
             reason: reason.clone(),
         },
+        ctx.now,
     ));
     if !d.approved {
         return Some(CallResult::Error {

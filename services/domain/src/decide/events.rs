@@ -5,10 +5,10 @@
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::Admission;
-use crate::event::{Event, EventData};
-use crate::ids::{LaneId, MessageId, OrgId, PersonId, SessionId};
+use crate::event::{AuditOutcome, Decider, Event, EventData};
+use crate::ids::{IdempotencyKey, LaneId, MessageId, OrgId, PersonId, RuleId, SessionId};
 use crate::task::Task;
+use crate::{Admission, Answer, Resolver};
 use crate::{CallResult, Interaction, LaneContent, Spec};
 
 /// The event announcing a new interaction (`approval-requested`,
@@ -73,6 +73,99 @@ pub(super) fn task_status(
     now: OffsetDateTime,
 ) -> Event {
     on_interaction(i, transition, now, EventData::TaskStatus(task.status()))
+}
+
+/// `interaction-resolved` for `i`: `answer` settled it, given by `by` under `key`
+/// (for a rule's decision, the rule id), decided by `resolved_by` (and `rule`, when
+/// a remembered rule decided).
+pub(super) fn resolved(
+    i: &Interaction,
+    answer: &Answer,
+    by: &PersonId,
+    key: &IdempotencyKey,
+    resolved_by: Resolver,
+    rule: Option<&RuleId>,
+    now: OffsetDateTime,
+) -> Event {
+    on_interaction(
+        i,
+        "resolve",
+        now,
+        EventData::InteractionResolved {
+            interaction_id: i.id.clone(),
+            kind: i.kind(),
+            answer: answer.clone(),
+            by: by.clone(),
+            key: key.clone(),
+            resolved_by,
+            rule: rule.cloned(),
+        },
+    )
+}
+
+/// Who or what decided an approval, as its `approval-decided` audit event says.
+pub(super) struct Verdict<'a> {
+    /// Released (`true`) or not.
+    pub approved: bool,
+    /// `allowed`, `denied` or `expired`.
+    pub outcome: AuditOutcome,
+    /// A person, a remembered rule, or expiry.
+    pub decided_by: Decider,
+    /// The person, or the rule's author line; `None` for an expiry.
+    pub approved_by: Option<&'a PersonId>,
+    /// The remembered rule that decided, when one did.
+    pub rule: Option<&'a RuleId>,
+    /// Why, in words.
+    pub reason: Option<String>,
+}
+
+impl Verdict<'_> {
+    /// The deadline passed before anyone decided: not approved, `expired`, by expiry.
+    pub fn expired(reason: Option<String>) -> Self {
+        Verdict {
+            approved: false,
+            outcome: AuditOutcome::Expired,
+            decided_by: Decider::Expiry,
+            approved_by: None,
+            rule: None,
+            reason,
+        }
+    }
+}
+
+/// `approval-decided` (audit) for approval `i` (its server, tool and arguments
+/// digest, never its arguments); `None` when `i` is not an approval.
+pub(super) fn approval_decided(
+    i: &Interaction,
+    v: Verdict<'_>,
+    now: OffsetDateTime,
+) -> Option<Event> {
+    let Spec::Approval {
+        server,
+        tool,
+        arguments_digest,
+        ..
+    } = &i.spec
+    else {
+        return None;
+    };
+    Some(on_interaction(
+        i,
+        "decide",
+        now,
+        EventData::ApprovalDecided {
+            effect_id: i.id.clone(),
+            server: server.clone(),
+            tool: tool.clone(),
+            arguments_digest: Some(arguments_digest.clone()),
+            approved: v.approved,
+            outcome: v.outcome,
+            decided_by: v.decided_by,
+            approved_by: v.approved_by.cloned(),
+            rule: v.rule.cloned(),
+            reason: v.reason,
+        },
+    ))
 }
 
 /// `tool-call-finished` for the call `i` blocks.
