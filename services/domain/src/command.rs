@@ -369,6 +369,11 @@ impl CommandEnvelope {
     /// (RELIABILITY.md guarantee 2). A session's opening includes its mode and an
     /// interaction's opening its content, so reopening with other content is another
     /// command (decided as a conflict), not a replay of the first.
+    ///
+    /// Longer than the other functions on purpose: one flat match, one arm per
+    /// command, each arm the whole recipe of that command's id. The recipes are
+    /// dedup keys that must never change across an upgrade, and reading them side
+    /// by side is what keeps them checkable; helpers per arm would only scatter them.
     pub fn command_id(&self) -> String {
         let org = self.org.as_str();
         let d = match &self.command {

@@ -22,8 +22,7 @@ use crate::task::Task;
 use crate::transition::Effects;
 use crate::{Accepted, AnswerCommand, AnswerInput, AnswerRoute};
 use crate::{
-    Answer, CallResult, Interaction, Kind, LaneContent, LaneMessage, Resolution, Resolver, Spec,
-    State,
+    Answer, CallResult, Interaction, Kind, LaneContent, Resolution, Resolver, Spec, State,
 };
 
 use super::base::{Ctx, Decision, Snapshot, Writes, blocks, live_session, reject, session_missing};
@@ -454,6 +453,21 @@ fn deliver(
     Ok((d, Some(next)))
 }
 
+/// What a product answer replies: resolved when the lane admitted it, else
+/// lane busy (queued as the person's next message).
+fn answer_outcome(ctx: &Ctx, i: &Interaction, admission: Admission) -> crate::Outcome {
+    match admission {
+        Admission::Admitted => ctx.outcome(Ok(Accepted::Resolved)),
+        Admission::Queued => ctx.outcome(Err(crate::error::Rejection::new(
+            ErrorCode::LaneBusy,
+            format!(
+                "lane {} is busy: the answer is queued as the person's next message and its turn starts when the lane frees",
+                i.lane
+            ),
+        ))),
+    }
+}
+
 fn resolve_product(
     ctx: &Ctx,
     i: &Interaction,
@@ -480,16 +494,7 @@ fn resolve_product(
     // A delivery whose answer the lane's budget dropped: the answer is the one being
     // decided again (the same command, redelivered).
     let answer = delivered.answer.clone().unwrap_or(reading);
-    let outcome = match delivery.admission {
-        Admission::Admitted => ctx.outcome(Ok(Accepted::Resolved)),
-        Admission::Queued => ctx.outcome(Err(crate::error::Rejection::new(
-            ErrorCode::LaneBusy,
-            format!(
-                "lane {} is busy: the answer is queued as the person's next message and its turn starts when the lane frees",
-                i.lane
-            ),
-        ))),
-    };
+    let outcome = answer_outcome(ctx, i, delivery.admission);
     let mut next = i.clone();
     next.state = State::Resolved;
     next.resolution = Some(Resolution {
@@ -510,31 +515,12 @@ fn resolve_product(
         by: &delivered.by,
         content: &content,
     };
-    let mut events = vec![
-        resolved_event(ctx, i, &answer, &delivered),
-        events::lane_message(&note, ctx.now),
-    ];
-    if delivery.admission == Admission::Admitted {
-        events.push(events::turn_started(
-            &i.org,
-            &i.session,
-            &i.lane,
-            &delivery.message_id,
-            ctx.now,
-        ));
-    }
+    let mut events = vec![resolved_event(ctx, i, &answer, &delivered)];
+    events.extend(events::delivered(&note, ctx.now));
     events.push(events::task_status(i, &task, "resolve", ctx.now));
     let effects = Effects {
         events,
-        lane_messages: vec![LaneMessage {
-            org: i.org.clone(),
-            session: i.session.clone(),
-            lane: i.lane.clone(),
-            message_id: delivery.message_id.clone(),
-            by: delivered.by.clone(),
-            content,
-            at: ctx.now,
-        }],
+        lane_messages: vec![note.message(ctx.now)],
         ..Effects::default()
     };
     Writes {

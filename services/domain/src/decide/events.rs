@@ -9,7 +9,7 @@ use crate::event::{AuditOutcome, Decider, Event, EventData};
 use crate::ids::{IdempotencyKey, LaneId, MessageId, OrgId, PersonId, RuleId, SessionId};
 use crate::task::Task;
 use crate::{Admission, Answer, Resolver};
-use crate::{CallResult, Interaction, LaneContent, Spec};
+use crate::{CallResult, Interaction, LaneContent, LaneMessage, Spec};
 
 /// The event announcing a new interaction (`approval-requested`,
 /// `question-asked` or `connection-requested`).
@@ -211,6 +211,33 @@ pub(super) fn lane_message(n: &LaneNote<'_>, now: OffsetDateTime) -> Event {
             content: n.content.clone(),
         },
     )
+}
+
+/// The events of a message the lane took: `lane-message`, then `turn-started`
+/// when the lane admitted it (its turn starts at once; a queued one's starts when
+/// the lane frees).
+pub(super) fn delivered(n: &LaneNote<'_>, now: OffsetDateTime) -> Vec<Event> {
+    let mut events = vec![lane_message(n, now)];
+    if n.admission == Admission::Admitted {
+        events.push(turn_started(n.org, n.session, n.lane, n.message_id, now));
+    }
+    events
+}
+
+impl LaneNote<'_> {
+    /// The message the runtime reads on the lane (the effect published next to
+    /// the events), taken at `at`.
+    pub fn message(&self, at: OffsetDateTime) -> LaneMessage {
+        LaneMessage {
+            org: self.org.clone(),
+            session: self.session.clone(),
+            lane: self.lane.clone(),
+            message_id: self.message_id.clone(),
+            by: self.by.clone(),
+            content: self.content.clone(),
+            at,
+        }
+    }
 }
 
 /// `turn-started`: the turn of `turn` started on the lane.
