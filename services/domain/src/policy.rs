@@ -181,6 +181,12 @@ impl Rule {
         let author: String = self.created_by.as_str().chars().take(room).collect();
         PersonId::parse(format!("{author}{suffix}")).unwrap_or_else(|_| self.created_by.clone())
     }
+
+    /// The `Nats-Msg-Id` of its KV put: `rule-<ruleId>`. A dedup key: changing it
+    /// would break exactly-once across an upgrade.
+    pub fn msg_id(&self) -> String {
+        format!("rule-{}", self.id)
+    }
 }
 
 /// The id of the rule written by the answer whose command id is `command_id`: the

@@ -77,6 +77,17 @@ pub struct Scheduled {
     pub set_by: String,
 }
 
+impl Scheduled {
+    /// The `Nats-Msg-Id` of its schedule: `sched-` + the first 40 hex digits of the
+    /// [`digest`](crate::digest::digest) of (the scheduled command's id, the id of
+    /// the command that set it). A dedup key: changing it would break exactly-once
+    /// across an upgrade.
+    pub fn msg_id(&self) -> String {
+        let d = crate::digest::digest(&[&self.command.command_id(), &self.set_by]);
+        format!("sched-{}", &d[..40])
+    }
+}
+
 impl Effects {
     /// True when there is nothing to publish.
     pub fn is_empty(&self) -> bool {
