@@ -194,7 +194,7 @@ impl Bus {
                 self.publish_keyed(
                     "publish follow-up command",
                     subject,
-                    &f.command_id(),
+                    f.command_id().as_str(),
                     None,
                     traceparent,
                     encode(f)?,

@@ -6,8 +6,8 @@ mod common;
 
 use common::*;
 use holdpoint_domain::{
-    Accepted, AnswerRoute, CloseReason, CommandEnvelope, Ctx, Effects, Event, EventData, OrgId,
-    SessionMode, decide,
+    Accepted, AnswerRoute, CloseReason, CommandEnvelope, CommandId, Ctx, Effects, Event, EventData,
+    OrgId, SessionMode, decide,
 };
 use serde_json::json;
 
@@ -88,11 +88,11 @@ fn the_unconfirmed_marker_names_each_partition_that_owes_effects_once() {
             },
         ));
         Transition {
-            command_id: id.into(),
+            command_id: CommandId::from_raw(id),
             at,
             partition,
             confirmed: false,
-            outcome: Outcome::ok(id, Accepted::Unchanged),
+            outcome: Outcome::ok(&CommandId::from_raw(id), Accepted::Unchanged),
             effects,
         }
     };
@@ -144,7 +144,7 @@ fn publish_ids_do_not_change() {
                 stage: DeadlineStage::Expire,
             },
         },
-        set_by: id("cmd-0123"),
+        set_by: CommandId::from_raw("cmd-0123"),
     };
     assert_eq!(
         s.command.command_id(),
