@@ -3,16 +3,17 @@
 //!
 //! Each effect carries a deterministic `Nats-Msg-Id`, so publishing it again (a
 //! redelivered command, the relay of an unconfirmed transition) is dropped by
-//! JetStream inside its duplicate window:
+//! JetStream inside its duplicate window. The domain makes every one of them (they
+//! are dedup keys, so they never change):
 //!
 //! | effect | subject (published; see [`crate::topology`]) | `Nats-Msg-Id` |
 //! |---|---|---|
-//! | event | `hp.in.evt.<org>.<task>.<name>` | the CloudEvents `id` |
-//! | audit record | `hp.in.audit.<org>` | the CloudEvents `id` |
-//! | lane message | `hp.in.lane.<org>.<session>.<lane>` | `lane-<40 hex>` of org, session, lane and message id |
-//! | follow-up command | `hp.cmd.<org>.<key>.<verb>` | its command id |
-//! | remembered rule | `$KV.HP_RULES.<org>.<ruleId>` (a KV put) | `rule-<ruleId>` |
-//! | deadline schedule | `hp.sched.<org>.<interactionId>.<warn|expire>` | `sched-<40 hex>` of the scheduled command's id and the id of the command that set it |
+//! | event | `hp.in.evt.<org>.<task>.<name>` | the CloudEvents `id` ([`Event::new`](holdpoint_domain::Event::new)) |
+//! | audit record | `hp.in.audit.<org>` | the CloudEvents `id` ([`Event::new`](holdpoint_domain::Event::new)) |
+//! | lane message | `hp.in.lane.<org>.<session>.<lane>` | `lane-<40 hex>` of org, session, lane and message id ([`LaneMessage::msg_id`](holdpoint_domain::LaneMessage::msg_id)) |
+//! | follow-up command | `hp.cmd.<org>.<key>.<verb>` | its command id ([`CommandEnvelope::command_id`](holdpoint_domain::CommandEnvelope::command_id)) |
+//! | remembered rule | `$KV.HP_RULES.<org>.<ruleId>` (a KV put) | `rule-<ruleId>` ([`Rule::msg_id`](holdpoint_domain::Rule::msg_id)) |
+//! | deadline schedule | `hp.sched.<org>.<interactionId>.<warn|expire>` | `sched-<40 hex>` of the scheduled command's id and the id of the command that set it ([`Scheduled::msg_id`](holdpoint_domain::Scheduled::msg_id)) |
 //!
 //! A deadline schedule (JetStream message schedules, `nats-server` 2.12+) carries
 //! `Nats-Schedule: @at <RFC 3339>` and `Nats-Schedule-Target:
@@ -25,7 +26,7 @@
 use async_nats::HeaderMap;
 use async_nats::jetstream::context::{PublishAckFuture, PublishErrorKind};
 use bytes::Bytes;
-use holdpoint_domain::{Effects, Event, LaneMessage, Scheduled, digest};
+use holdpoint_domain::{Effects, Event, Scheduled};
 
 use crate::{Bus, BusError, TRACEPARENT_HEADER};
 
@@ -85,18 +86,6 @@ impl Inflight {
         }
         Ok(fresh)
     }
-}
-
-/// The `Nats-Msg-Id` of a lane message. The lane is part of it: a message that reuses
-/// a question's id on another lane must not swallow that question's answer.
-pub fn lane_message_id(m: &LaneMessage) -> String {
-    let d = digest(&[
-        m.org.as_str(),
-        m.session.as_str(),
-        m.lane.as_str(),
-        m.message_id.as_str(),
-    ]);
-    format!("lane-{}", &d[..40])
 }
 
 /// The operation name of a remembered rule's create (see [`Bus::publish_effects`]).
@@ -191,7 +180,7 @@ impl Bus {
                 self.publish_keyed(
                     "publish lane message",
                     subject,
-                    &lane_message_id(m),
+                    &m.msg_id(),
                     None,
                     traceparent,
                     encode(m)?,
@@ -205,7 +194,7 @@ impl Bus {
                 self.publish_keyed(
                     "publish follow-up command",
                     subject,
-                    &f.command_id(),
+                    f.command_id().as_str(),
                     None,
                     traceparent,
                     encode(f)?,
@@ -230,7 +219,7 @@ impl Bus {
         traceparent: &str,
     ) -> Result<(&'static str, PublishAckFuture), BusError> {
         let mut headers = HeaderMap::new();
-        headers.insert("Nats-Msg-Id", format!("rule-{}", r.id).as_str());
+        headers.insert("Nats-Msg-Id", r.msg_id().as_str());
         headers.insert("Nats-Expected-Last-Subject-Sequence", "0");
         headers.insert(TRACEPARENT_HEADER, traceparent);
         let f = self
@@ -262,8 +251,7 @@ impl Bus {
                 .format(&time::format_description::well_known::Rfc3339)
                 .map_err(|e| BusError::permanent(OP, e))?;
         let mut headers = HeaderMap::new();
-        let id = digest(&[&s.command.command_id(), &s.set_by]);
-        headers.insert("Nats-Msg-Id", format!("sched-{}", &id[..40]).as_str());
+        headers.insert("Nats-Msg-Id", s.msg_id().as_str());
         headers.insert(TRACEPARENT_HEADER, traceparent);
         headers.insert("Nats-Schedule", format!("@at {at}").as_str());
         headers.insert(

@@ -162,7 +162,7 @@ impl Waiter {
         let mut attempt = 0u32;
         loop {
             let msg_id = if attempt == 0 {
-                command_id.clone()
+                command_id.to_string()
             } else {
                 format!("{command_id}-r{attempt}")
             };
@@ -280,12 +280,12 @@ impl Bus {
         if let Some(o) = self.stored_outcome(msg_id).await? {
             return Ok(Some(o));
         }
-        if msg_id != env.command_id() {
+        let cmd = &env.command_id();
+        if cmd != msg_id {
             // A retry under a fresh id (`-r<n>`) is answered by its stored outcome or
             // its reply only.
             return Ok(None);
         }
-        let cmd = msg_id;
         let found: Option<(Outcome, Option<Transition>)> = match &env.command {
             Command::Message { session, lane, .. }
             | Command::TurnStart { session, lane, .. }
@@ -311,7 +311,7 @@ impl Bus {
                     loaded.value.and_then(|i| {
                         let t = i.outbox.find(cmd).cloned();
                         match (&i.resolution, t) {
-                            (Some(r), t) if r.command_id == cmd => Some((r.outcome.clone(), t)),
+                            (Some(r), t) if &r.command_id == cmd => Some((r.outcome.clone(), t)),
                             (_, Some(t)) => Some((t.outcome.clone(), Some(t))),
                             _ => None,
                         }
@@ -344,8 +344,8 @@ impl Bus {
         };
         let tp = format!(
             "00-{}-{}-01",
-            &holdpoint_domain::digest(&["relay", &t.command_id])[..32],
-            &holdpoint_domain::digest(&["span", &t.command_id])[..16]
+            &holdpoint_domain::digest(&["relay", t.command_id.as_str()])[..32],
+            &holdpoint_domain::digest(&["span", t.command_id.as_str()])[..16]
         );
         self.publish_effects(&effects, &tp).await?.confirmed().await
     }

@@ -16,7 +16,7 @@ use async_nats::jetstream::consumer::DeliverPolicy;
 use holdpoint_domain::{Effects, LaneMessage};
 use time::OffsetDateTime;
 
-use crate::effects::{Inflight, lane_message_id};
+use crate::effects::Inflight;
 use crate::{Bus, BusError};
 
 /// How far before a transition's commit time the probe starts reading (clocks of
@@ -107,13 +107,12 @@ impl Bus {
                 self.stored_ids(self.topo.lanes_stream(), s, from, |payload| {
                     serde_json::from_slice::<LaneMessage>(payload)
                         .ok()
-                        .map(|m| lane_message_id(&m))
+                        .map(|m| m.msg_id())
                 })
                 .await?,
             );
         }
-        out.lane_messages
-            .retain(|m| !have.contains(&lane_message_id(m)));
+        out.lane_messages.retain(|m| !have.contains(&m.msg_id()));
         Ok(out)
     }
 

@@ -175,7 +175,7 @@ pub fn document() -> Value {
             "contentType": "application/json",
             "headers": {
                 "type": "object",
-                "properties": {"Nats-Msg-Id": msg_id_header("`lane-` + a digest of (organisation, session, lane, message id): holdpoint_bus::effects::lane_message_id")},
+                "properties": {"Nats-Msg-Id": msg_id_header(holdpoint_domain::LANE_MESSAGE_MSG_ID)},
                 "required": ["Nats-Msg-Id"],
             },
             "payload": lane_message,

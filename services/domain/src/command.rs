@@ -8,8 +8,8 @@ use serde_json::Value;
 use crate::digest::canonical_json;
 use crate::digest::digest;
 use crate::ids::{
-    AgentId, CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
-    SessionId, TaskId,
+    AgentId, CallId, CommandId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId,
+    PersonId, SessionId, TaskId,
 };
 use crate::policy::Remember;
 use crate::vocab::{
@@ -369,7 +369,12 @@ impl CommandEnvelope {
     /// (RELIABILITY.md guarantee 2). A session's opening includes its mode and an
     /// interaction's opening its content, so reopening with other content is another
     /// command (decided as a conflict), not a replay of the first.
-    pub fn command_id(&self) -> String {
+    ///
+    /// Longer than the other functions on purpose: one flat match, one arm per
+    /// command, each arm the whole recipe of that command's id. The recipes are
+    /// dedup keys that must never change across an upgrade, and reading them side
+    /// by side is what keeps them checkable; helpers per arm would only scatter them.
+    pub fn command_id(&self) -> CommandId {
         let org = self.org.as_str();
         let d = match &self.command {
             Command::SessionOpen { session, mode, .. } => {
@@ -468,7 +473,7 @@ impl CommandEnvelope {
                 turn_id.as_str(),
             ]),
         };
-        format!("cmd-{}", &d[..40])
+        CommandId::from_digest(&d)
     }
 
     /// The interaction this command addresses, if any.

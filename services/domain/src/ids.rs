@@ -306,6 +306,110 @@ impl schemars::JsonSchema for PersonId {
     }
 }
 
+/// A command's id: `cmd-` and 40 lower-case hex digits, derived from the command
+/// ([`CommandEnvelope::command_id`](crate::CommandEnvelope::command_id)); its
+/// `Nats-Msg-Id`, and the key of its transition in a record's outbox.
+///
+/// On the wire and in stored records it is the plain string. Reading one back
+/// checks nothing (records written by any version keep loading); only Holdpoint
+/// makes them.
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CommandId(String);
+
+/// Pattern of a [`CommandId`]: `cmd-` and 40 lower-case hex digits.
+pub const COMMAND_ID_PATTERN: &str = "^cmd-[0-9a-f]{40}$";
+
+impl CommandId {
+    /// The id whose digest is `d` (lower-case hex, at least 40 digits): `cmd-` and
+    /// its first 40 digits.
+    pub(crate) fn from_digest(d: &str) -> Self {
+        Self(format!("cmd-{}", &d[..40]))
+    }
+
+    /// An id as given, for ids read back from elsewhere (a header, a test). It is
+    /// not checked, like an id read from a record.
+    pub fn from_raw(s: impl Into<String>) -> Self {
+        Self(s.into())
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Read-only: code that handled command ids as strings (logs, trimmed displays)
+/// reads it as one.
+impl std::ops::Deref for CommandId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for CommandId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for CommandId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for CommandId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for CommandId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl From<CommandId> for String {
+    fn from(id: CommandId) -> String {
+        id.0
+    }
+}
+
+impl fmt::Display for CommandId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for CommandId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CommandId({:?})", self.0)
+    }
+}
+
+/// `cmd-` and 40 lower-case hex digits.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for CommandId {
+    fn schema_name() -> Cow<'static, str> {
+        "CommandId".into()
+    }
+
+    fn schema_id() -> Cow<'static, str> {
+        concat!(module_path!(), "::CommandId").into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": COMMAND_ID_PATTERN,
+            "description": "A command's id: `cmd-` and 40 lower-case hex digits, derived from the command; its `Nats-Msg-Id`.",
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,6 +474,19 @@ mod tests {
         assert!(bad.is_err());
         let good: OrgId = serde_json::from_str("\"acme\"").expect("valid");
         assert_eq!(good.as_str(), "acme");
+    }
+
+    #[test]
+    fn command_ids_are_plain_strings_on_the_wire() {
+        // Records written before `CommandId` existed hold the same string.
+        let old = "\"cmd-14e44bf2d662795cb83061c5024beab95506a411\"";
+        let id: CommandId = serde_json::from_str(old).expect("old record");
+        assert_eq!(id, "cmd-14e44bf2d662795cb83061c5024beab95506a411");
+        assert_eq!(serde_json::to_string(&id).expect("encode"), old);
+        assert_eq!(
+            CommandId::from_digest(&crate::digest::digest(&["x"])).len(),
+            44
+        );
     }
 
     #[cfg(feature = "schema")]

@@ -6,8 +6,8 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::ids::{
-    AgentId, CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId,
-    SessionId, TaskId,
+    AgentId, CallId, CommandId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId,
+    PersonId, SessionId, TaskId,
 };
 use crate::outcome::Outcome;
 use crate::transition::{Outbox, Transition};
@@ -23,7 +23,7 @@ pub struct Resolution {
     /// The idempotency key that resolved it.
     pub key: IdempotencyKey,
     /// The command id that resolved it.
-    pub command_id: String,
+    pub command_id: CommandId,
     /// Who answered (`approvedBy` for approvals).
     pub by: PersonId,
     /// When, RFC 3339.

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ErrorCode, Rejection};
+use crate::ids::CommandId;
 
 /// What a command achieved, when it succeeded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,25 +39,25 @@ pub enum Accepted {
 #[serde(rename_all = "camelCase")]
 pub struct Outcome {
     /// The id of the command this answers (its `Nats-Msg-Id`).
-    pub command_id: String,
+    pub command_id: CommandId,
     /// Success or a rejection.
     pub result: Result<Accepted, Rejection>,
 }
 
 impl Outcome {
     /// The outcome of command `command_id` when it was accepted with `a`.
-    pub fn ok(command_id: &str, a: Accepted) -> Self {
+    pub fn ok(command_id: &CommandId, a: Accepted) -> Self {
         Self {
-            command_id: command_id.to_owned(),
+            command_id: command_id.clone(),
             result: Ok(a),
         }
     }
 
     /// The outcome of command `command_id` when it was refused with `code` and a
     /// human-readable `message`.
-    pub fn err(command_id: &str, code: ErrorCode, message: impl Into<String>) -> Self {
+    pub fn err(command_id: &CommandId, code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
-            command_id: command_id.to_owned(),
+            command_id: command_id.clone(),
             result: Err(Rejection::new(code, message)),
         }
     }

@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 
 use crate::digest::digest;
 use crate::error::{ErrorCode, Rejection};
-use crate::ids::{AgentId, InteractionId, OrgId, PersonId, RuleId, SessionId};
+use crate::ids::{AgentId, CommandId, InteractionId, OrgId, PersonId, RuleId, SessionId};
 
 /// Longest lifetime a remembered rule may be given, in seconds (366 days).
 pub const MAX_EXPIRES_IN: u64 = 366 * 24 * 3600;
@@ -181,12 +181,18 @@ impl Rule {
         let author: String = self.created_by.as_str().chars().take(room).collect();
         PersonId::parse(format!("{author}{suffix}")).unwrap_or_else(|_| self.created_by.clone())
     }
+
+    /// The `Nats-Msg-Id` of its KV put: `rule-<ruleId>`. A dedup key: changing it
+    /// would break exactly-once across an upgrade.
+    pub fn msg_id(&self) -> String {
+        format!("rule-{}", self.id)
+    }
 }
 
 /// The id of the rule written by the answer whose command id is `command_id`: the
 /// same answer, decided again, writes the same rule.
-pub fn rule_id(command_id: &str) -> RuleId {
-    let d = digest(&["rule", command_id]);
+pub fn rule_id(command_id: &CommandId) -> RuleId {
+    let d = digest(&["rule", command_id.as_str()]);
     RuleId::parse(format!("rul_{}", &d[..32])).unwrap_or_else(|_| unreachable_id())
 }
 

@@ -24,7 +24,7 @@ use time::OffsetDateTime;
 
 use crate::error::{ErrorCode, Rejection};
 use crate::event::{Event, EventData};
-use crate::ids::PersonId;
+use crate::ids::{CommandId, PersonId};
 use crate::interaction::Interaction;
 use crate::policy::{Narrowing, Remember, Revocation, Rule, RuleEffect, RuleScope, rule_id};
 use crate::vocab::Spec;
@@ -81,7 +81,7 @@ pub fn rule_for(
     remember: &Remember,
     approved: bool,
     by: &PersonId,
-    command_id: &str,
+    command_id: &CommandId,
     now: OffsetDateTime,
 ) -> Result<Rule, Rejection> {
     let Spec::Approval {

@@ -19,7 +19,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::event::{OpenInteractionRef, TaskStatusData};
-use crate::ids::{CallId, ContextId, InteractionId, OrgId, TaskId};
+use crate::ids::{CallId, CommandId, ContextId, InteractionId, OrgId, TaskId};
 use crate::vocab::{Kind, TaskState};
 
 /// How many tool calls one task may hold over its life.
@@ -48,7 +48,7 @@ pub struct Waiting {
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub opened_at: OffsetDateTime,
     /// The command that listed it (its opening).
-    pub listed_by: String,
+    pub listed_by: CommandId,
     /// Its deadline, RFC 3339, while one is set.
     #[serde(
         default,
@@ -68,19 +68,19 @@ pub struct Left {
     /// of an approval, a UUID for a question.
     pub interaction_id: InteractionId,
     /// The command (`cmd-<40 hex>`) whose decision removed it.
-    pub command_id: String,
+    pub command_id: CommandId,
 }
 
 impl Waiting {
     /// The entry for interaction `i`, listed by `command_id`.
-    pub fn of(i: &crate::interaction::Interaction, command_id: &str) -> Self {
+    pub fn of(i: &crate::interaction::Interaction, command_id: &CommandId) -> Self {
         Waiting {
             interaction_id: i.id.clone(),
             kind: i.kind(),
             prompt: i.prompt.clone(),
             detail: i.spec.detail(),
             opened_at: i.opened_at,
-            listed_by: command_id.to_owned(),
+            listed_by: command_id.clone(),
             expires_at: i.expires_at,
         }
     }
@@ -182,14 +182,14 @@ impl Task {
     }
 
     /// Removes `id` from the pending list (idempotent), noting that `command_id` did.
-    pub(crate) fn remove_pending(&mut self, id: &InteractionId, command_id: &str) {
+    pub(crate) fn remove_pending(&mut self, id: &InteractionId, command_id: &CommandId) {
         if !self.is_pending(id) {
             return;
         }
         self.pending.retain(|w| &w.interaction_id != id);
         self.left.push_back(Left {
             interaction_id: id.clone(),
-            command_id: command_id.to_owned(),
+            command_id: command_id.clone(),
         });
         while self.left.len() > LEFT_KEEP {
             self.left.pop_front();
@@ -203,12 +203,12 @@ impl Task {
     pub(crate) fn restore(
         &mut self,
         i: &crate::interaction::Interaction,
-        command_id: &str,
+        command_id: &CommandId,
     ) -> bool {
         let Some(at) = self
             .left
             .iter()
-            .position(|l| l.interaction_id == i.id && l.command_id == command_id)
+            .position(|l| l.interaction_id == i.id && &l.command_id == command_id)
         else {
             return false;
         };
@@ -223,10 +223,10 @@ impl Task {
     /// Forgets the listing of `id` (and the call it held) when `command_id` listed it
     /// and its opening was not committed, then refused when redelivered. Returns
     /// whether it did.
-    pub(crate) fn forget_opening(&mut self, id: &InteractionId, command_id: &str) -> bool {
+    pub(crate) fn forget_opening(&mut self, id: &InteractionId, command_id: &CommandId) -> bool {
         let before = self.pending.len();
         self.pending
-            .retain(|w| !(&w.interaction_id == id && w.listed_by == command_id));
+            .retain(|w| !(&w.interaction_id == id && &w.listed_by == command_id));
         if self.pending.len() == before {
             return false;
         }

@@ -24,6 +24,7 @@ use time::OffsetDateTime;
 
 use crate::command::CommandEnvelope;
 use crate::event::Event;
+use crate::ids::CommandId;
 use crate::outcome::Outcome;
 use crate::policy::Rule;
 use crate::vocab::LaneMessage;
@@ -74,7 +75,18 @@ pub struct Scheduled {
     /// The command whose transition stored it: with the scheduled command's id it
     /// makes the schedule's `Nats-Msg-Id`, so setting a deadline back to an earlier
     /// value stores a new schedule instead of being dropped as a duplicate.
-    pub set_by: String,
+    pub set_by: CommandId,
+}
+
+impl Scheduled {
+    /// The `Nats-Msg-Id` of its schedule: `sched-` + the first 40 hex digits of the
+    /// [`digest`](crate::digest::digest) of (the scheduled command's id, the id of
+    /// the command that set it). A dedup key: changing it would break exactly-once
+    /// across an upgrade.
+    pub fn msg_id(&self) -> String {
+        let d = crate::digest::digest(&[self.command.command_id().as_str(), self.set_by.as_str()]);
+        format!("sched-{}", &d[..40])
+    }
 }
 
 impl Effects {
@@ -106,7 +118,7 @@ impl Effects {
 #[serde(rename_all = "camelCase")]
 pub struct Transition {
     /// The command that made it (`cmd-<40 hex>`, its `Nats-Msg-Id`).
-    pub command_id: String,
+    pub command_id: CommandId,
     /// When it was committed (the deciding worker's clock), RFC 3339.
     #[serde(with = "time::serde::rfc3339")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
@@ -164,8 +176,8 @@ impl Outbox {
     }
 
     /// The transition `command_id` made, if it is still kept.
-    pub fn find(&self, command_id: &str) -> Option<&Transition> {
-        self.0.iter().find(|t| t.command_id == command_id)
+    pub fn find(&self, command_id: &CommandId) -> Option<&Transition> {
+        self.0.iter().find(|t| &t.command_id == command_id)
     }
 
     /// Marks the transitions `is_confirmed` accepts as confirmed and drops their

@@ -294,7 +294,8 @@ pub enum CallResult {
 }
 
 /// A message on a lane (stream subject `hp.lane.<org>.<sessionId>.<lane>`); its
-/// `Nats-Msg-Id` derives from the message id, so a second delivery is a no-op.
+/// `Nats-Msg-Id` ([`LaneMessage::msg_id`]) derives from the message id and its lane,
+/// so a second delivery is a no-op.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
@@ -316,6 +317,26 @@ pub struct LaneMessage {
     #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub at: OffsetDateTime,
+}
+
+/// How a lane message's `Nats-Msg-Id` is made ([`LaneMessage::msg_id`]), in words:
+/// the AsyncAPI document states it from here, so the two cannot drift.
+pub const LANE_MESSAGE_MSG_ID: &str = "`lane-` + the first 40 hex digits of the SHA-256 of (organisation, session, lane, message id), each followed by a NUL byte; the lane is part of it, so the same message id on two lanes is two messages";
+
+impl LaneMessage {
+    /// Its `Nats-Msg-Id` ([`LANE_MESSAGE_MSG_ID`]): `lane-<40 hex>`. The lane is part
+    /// of it: a message that reuses a question's id on another lane must not swallow
+    /// that question's answer. A dedup key: changing it would break exactly-once
+    /// across an upgrade.
+    pub fn msg_id(&self) -> String {
+        let d = crate::digest::digest(&[
+            self.org.as_str(),
+            self.session.as_str(),
+            self.lane.as_str(),
+            self.message_id.as_str(),
+        ]);
+        format!("lane-{}", &d[..40])
+    }
 }
 
 /// A lane message's content.

@@ -18,8 +18,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use common::*;
 use holdpoint_domain::rules::canonical_json;
 use holdpoint_domain::{
-    Answer, AnswerInput, AnswerRoute, CallResult, CloseReason, Command, CommandEnvelope, Decision,
-    ErrorCode, Event, EventData, Interaction, Kind, OpenRequest, SessionMode, Spec, State, digest,
+    Answer, AnswerInput, AnswerRoute, CallResult, CloseReason, Command, CommandEnvelope, CommandId,
+    Decision, ErrorCode, Event, EventData, Interaction, Kind, OpenRequest, SessionMode, Spec,
+    State, digest,
 };
 use proptest::prelude::*;
 use proptest::test_runner::Config;
@@ -269,7 +270,7 @@ struct World {
     /// Every command delivered so far, for duplicates.
     history: Vec<CommandEnvelope>,
     /// The command ids whose decision was written in full (session and interaction).
-    applied: BTreeSet<String>,
+    applied: BTreeSet<CommandId>,
 }
 
 impl World {
@@ -573,7 +574,7 @@ impl Worker {
         self.stage = Stage::Start;
     }
 
-    fn step(&mut self, store: &mut Store, applied: &mut BTreeSet<String>) {
+    fn step(&mut self, store: &mut Store, applied: &mut BTreeSet<CommandId>) {
         match self.stage {
             Stage::Start => {
                 let loaded = store.load(&self.env);
@@ -655,7 +656,7 @@ impl Worker {
         )
     }
 
-    fn run_until(&mut self, store: &mut Store, applied: &mut BTreeSet<String>, stop: Stage) {
+    fn run_until(&mut self, store: &mut Store, applied: &mut BTreeSet<CommandId>, stop: Stage) {
         while self.stage < stop {
             self.step(store, applied);
         }

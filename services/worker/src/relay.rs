@@ -30,7 +30,7 @@ use futures::StreamExt as _;
 
 use holdpoint_bus::records::Bucket;
 use holdpoint_bus::{Bus, BusError, ErrorKind};
-use holdpoint_domain::{Effects, Interaction, Lane, Session, Transition};
+use holdpoint_domain::{CommandId, Effects, Interaction, Lane, Session, Transition};
 use time::OffsetDateTime;
 use tracing::{debug, info, warn};
 
@@ -73,7 +73,7 @@ pub fn due(
 #[derive(Debug, Clone)]
 pub struct Owed {
     /// The command that made it.
-    pub command_id: String,
+    pub command_id: CommandId,
     /// When it was committed.
     pub at: OffsetDateTime,
     /// Its effects.

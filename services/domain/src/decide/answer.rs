@@ -22,11 +22,11 @@ use crate::task::Task;
 use crate::transition::Effects;
 use crate::{Accepted, AnswerCommand, AnswerInput, AnswerRoute};
 use crate::{
-    Answer, CallResult, Interaction, Kind, LaneContent, LaneMessage, Resolution, Spec, State,
+    Answer, CallResult, Interaction, Kind, LaneContent, Resolution, Resolver, Spec, State,
 };
 
 use super::base::{Ctx, Decision, Snapshot, Writes, blocks, live_session, reject, session_missing};
-use super::events::{self, LaneNote};
+use super::events::{self, LaneNote, Verdict};
 
 pub(super) fn answer(ctx: &Ctx, snap: Snapshot<'_>, a: &AnswerCommand) -> Decision {
     let i = match addressed(ctx, snap, a) {
@@ -188,20 +188,7 @@ fn resolved_event(
     answer: &Answer,
     d: &DeliveredAnswer,
 ) -> crate::event::Event {
-    events::on_interaction(
-        i,
-        "resolve",
-        ctx.now,
-        EventData::InteractionResolved {
-            interaction_id: i.id.clone(),
-            kind: i.kind(),
-            answer: answer.clone(),
-            by: d.by.clone(),
-            key: d.key.clone(),
-            resolved_by: crate::Resolver::Person,
-            rule: None,
-        },
-    )
+    events::resolved(i, answer, &d.by, &d.key, Resolver::Person, None, ctx.now)
 }
 
 fn resolve_blocking(
@@ -342,15 +329,9 @@ pub(super) fn approval_decided(
         )),
         None => d.reason.map(str::to_owned),
     };
-    effects.audit.push(events::on_interaction(
+    effects.audit.extend(events::approval_decided(
         i,
-        "decide",
-        ctx.now,
-        EventData::ApprovalDecided {
-            effect_id: i.id.clone(),
-            server: server.clone(),
-            tool: tool.clone(),
-            arguments_digest: Some(arguments_digest.clone()),
+        Verdict {
             approved: d.approved,
             outcome: if d.approved {
                 AuditOutcome::Allowed
@@ -362,10 +343,11 @@ pub(super) fn approval_decided(
             } else {
                 Decider::Person
             },
-            approved_by: Some(d.by.clone()),
-            rule: d.rule.map(|r| r.id.clone()),
+            approved_by: Some(d.by),
+            rule: d.rule.map(|r| &r.id),
             reason: reason.clone(),
         },
+        ctx.now,
     ));
     if !d.approved {
         return Some(CallResult::Error {
@@ -471,6 +453,21 @@ fn deliver(
     Ok((d, Some(next)))
 }
 
+/// What a product answer replies: resolved when the lane admitted it, else
+/// lane busy (queued as the person's next message).
+fn answer_outcome(ctx: &Ctx, i: &Interaction, admission: Admission) -> crate::Outcome {
+    match admission {
+        Admission::Admitted => ctx.outcome(Ok(Accepted::Resolved)),
+        Admission::Queued => ctx.outcome(Err(crate::error::Rejection::new(
+            ErrorCode::LaneBusy,
+            format!(
+                "lane {} is busy: the answer is queued as the person's next message and its turn starts when the lane frees",
+                i.lane
+            ),
+        ))),
+    }
+}
+
 fn resolve_product(
     ctx: &Ctx,
     i: &Interaction,
@@ -497,16 +494,7 @@ fn resolve_product(
     // A delivery whose answer the lane's budget dropped: the answer is the one being
     // decided again (the same command, redelivered).
     let answer = delivered.answer.clone().unwrap_or(reading);
-    let outcome = match delivery.admission {
-        Admission::Admitted => ctx.outcome(Ok(Accepted::Resolved)),
-        Admission::Queued => ctx.outcome(Err(crate::error::Rejection::new(
-            ErrorCode::LaneBusy,
-            format!(
-                "lane {} is busy: the answer is queued as the person's next message and its turn starts when the lane frees",
-                i.lane
-            ),
-        ))),
-    };
+    let outcome = answer_outcome(ctx, i, delivery.admission);
     let mut next = i.clone();
     next.state = State::Resolved;
     next.resolution = Some(Resolution {
@@ -527,31 +515,12 @@ fn resolve_product(
         by: &delivered.by,
         content: &content,
     };
-    let mut events = vec![
-        resolved_event(ctx, i, &answer, &delivered),
-        events::lane_message(&note, ctx.now),
-    ];
-    if delivery.admission == Admission::Admitted {
-        events.push(events::turn_started(
-            &i.org,
-            &i.session,
-            &i.lane,
-            &delivery.message_id,
-            ctx.now,
-        ));
-    }
+    let mut events = vec![resolved_event(ctx, i, &answer, &delivered)];
+    events.extend(events::delivered(&note, ctx.now));
     events.push(events::task_status(i, &task, "resolve", ctx.now));
     let effects = Effects {
         events,
-        lane_messages: vec![LaneMessage {
-            org: i.org.clone(),
-            session: i.session.clone(),
-            lane: i.lane.clone(),
-            message_id: delivery.message_id.clone(),
-            by: delivered.by.clone(),
-            content,
-            at: ctx.now,
-        }],
+        lane_messages: vec![note.message(ctx.now)],
         ..Effects::default()
     };
     Writes {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use crate::error::{ErrorCode, Rejection};
-use crate::ids::{OrgId, SessionId};
+use crate::ids::{CommandId, OrgId, SessionId};
 use crate::session::{Lane, Session};
 use crate::task::Task;
 use crate::transition::{Effects, Transition};
@@ -40,7 +40,7 @@ pub struct Ctx {
     /// The organisation (the envelope's).
     pub org: OrgId,
     /// [`CommandEnvelope::command_id`] of the command, computed once.
-    pub command_id: String,
+    pub command_id: CommandId,
     /// The deciding worker's clock.
     pub now: OffsetDateTime,
     /// The command partition (stamped on the transition; `None` unpartitioned).

@@ -4,14 +4,14 @@
 
 use crate::Accepted;
 use crate::error::ErrorCode;
-use crate::event::{AuditOutcome, Decider, EventData};
+use crate::event::EventData;
 use crate::ids::{InteractionId, MessageId};
 use crate::transition::Effects;
-use crate::{Answer, CallResult, CloseReason, Closure, Spec, State};
+use crate::{Answer, CallResult, CloseReason, Closure, Interaction, Spec, State};
 
 use super::answer::leave_pending;
 use super::base::{Ctx, Decision, Snapshot, Writes, accept, blocks, reject};
-use super::events;
+use super::events::{self, Verdict};
 
 pub(super) fn close(
     ctx: &Ctx,
@@ -33,36 +33,10 @@ pub(super) fn close_with(
     by_message: Option<&MessageId>,
     finish: Option<CallResult>,
 ) -> Decision {
-    let Some(i) = snap.interaction else {
-        return reject(ctx, ErrorCode::NotFound, format!("no interaction {id}"));
+    let i = match closable(ctx, snap, id) {
+        Ok(i) => i,
+        Err(d) => return *d,
     };
-    match i.state {
-        State::Closed => return accept(ctx, Accepted::Closed),
-        State::Resolved | State::Finished => {
-            return reject(
-                ctx,
-                ErrorCode::AlreadySettled,
-                format!("interaction {id} was already answered"),
-            );
-        }
-        State::Pending => {}
-    }
-    // A product answer is taken once its message is on the lane (the lane is written
-    // before the interaction): a close arriving between those two writes is too late,
-    // or the lane would run a message that was never announced.
-    let taken = !blocks(i)
-        && MessageId::parse(i.id.as_str()).is_ok_and(|m| {
-            snap.lane
-                .and_then(|l| l.delivery(&m))
-                .is_some_and(|d| d.answer.is_some())
-        });
-    if taken {
-        return reject(
-            ctx,
-            ErrorCode::AlreadySettled,
-            format!("interaction {id} was already answered"),
-        );
-    }
     let mut next = i.clone();
     next.state = State::Closed;
     next.closure = Some(Closure {
@@ -101,32 +75,15 @@ pub(super) fn close_with(
         events,
         ..Effects::default()
     };
-    if reason == CloseReason::Expired
-        && let Spec::Approval {
-            server,
-            tool,
-            arguments_digest,
-            ..
-        } = &i.spec
-    {
+    if reason == CloseReason::Expired {
         // An approval whose deadline passed is decided by expiry: audited like a
         // person's or a rule's decision (a question or a connection never is).
-        effects.audit.push(events::on_interaction(
+        effects.audit.extend(events::approval_decided(
             i,
-            "decide",
+            Verdict::expired(Some(
+                "the approval's deadline passed before anyone decided".into(),
+            )),
             ctx.now,
-            EventData::ApprovalDecided {
-                effect_id: i.id.clone(),
-                server: server.clone(),
-                tool: tool.clone(),
-                arguments_digest: Some(arguments_digest.clone()),
-                approved: false,
-                outcome: AuditOutcome::Expired,
-                decided_by: Decider::Expiry,
-                approved_by: None,
-                rule: None,
-                reason: Some("the approval's deadline passed before anyone decided".into()),
-            },
         ));
     }
     Writes {
@@ -136,6 +93,50 @@ pub(super) fn close_with(
         ..Writes::default()
     }
     .commit(ctx, effects, ctx.outcome(Ok(Accepted::Closed)))
+}
+
+/// The pending interaction a close of `id` closes; `Err` is the reply when there
+/// is none (missing, already closed, or already answered).
+fn closable<'a>(
+    ctx: &Ctx,
+    snap: Snapshot<'a>,
+    id: &InteractionId,
+) -> Result<&'a Interaction, Box<Decision>> {
+    let Some(i) = snap.interaction else {
+        return Err(Box::new(reject(
+            ctx,
+            ErrorCode::NotFound,
+            format!("no interaction {id}"),
+        )));
+    };
+    match i.state {
+        State::Closed => return Err(Box::new(accept(ctx, Accepted::Closed))),
+        State::Resolved | State::Finished => {
+            return Err(Box::new(reject(
+                ctx,
+                ErrorCode::AlreadySettled,
+                format!("interaction {id} was already answered"),
+            )));
+        }
+        State::Pending => {}
+    }
+    // A product answer is taken once its message is on the lane (the lane is written
+    // before the interaction): a close arriving between those two writes is too late,
+    // or the lane would run a message that was never announced.
+    let taken = !blocks(i)
+        && MessageId::parse(i.id.as_str()).is_ok_and(|m| {
+            snap.lane
+                .and_then(|l| l.delivery(&m))
+                .is_some_and(|d| d.answer.is_some())
+        });
+    if taken {
+        return Err(Box::new(reject(
+            ctx,
+            ErrorCode::AlreadySettled,
+            format!("interaction {id} was already answered"),
+        )));
+    }
+    Ok(i)
 }
 
 pub(super) fn tool_result(

@@ -5,11 +5,11 @@
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::Admission;
-use crate::event::{Event, EventData};
-use crate::ids::{LaneId, MessageId, OrgId, PersonId, SessionId};
+use crate::event::{AuditOutcome, Decider, Event, EventData};
+use crate::ids::{IdempotencyKey, LaneId, MessageId, OrgId, PersonId, RuleId, SessionId};
 use crate::task::Task;
-use crate::{CallResult, Interaction, LaneContent, Spec};
+use crate::{Admission, Answer, Resolver};
+use crate::{CallResult, Interaction, LaneContent, LaneMessage, Spec};
 
 /// The event announcing a new interaction (`approval-requested`,
 /// `question-asked` or `connection-requested`).
@@ -75,6 +75,99 @@ pub(super) fn task_status(
     on_interaction(i, transition, now, EventData::TaskStatus(task.status()))
 }
 
+/// `interaction-resolved` for `i`: `answer` settled it, given by `by` under `key`
+/// (for a rule's decision, the rule id), decided by `resolved_by` (and `rule`, when
+/// a remembered rule decided).
+pub(super) fn resolved(
+    i: &Interaction,
+    answer: &Answer,
+    by: &PersonId,
+    key: &IdempotencyKey,
+    resolved_by: Resolver,
+    rule: Option<&RuleId>,
+    now: OffsetDateTime,
+) -> Event {
+    on_interaction(
+        i,
+        "resolve",
+        now,
+        EventData::InteractionResolved {
+            interaction_id: i.id.clone(),
+            kind: i.kind(),
+            answer: answer.clone(),
+            by: by.clone(),
+            key: key.clone(),
+            resolved_by,
+            rule: rule.cloned(),
+        },
+    )
+}
+
+/// Who or what decided an approval, as its `approval-decided` audit event says.
+pub(super) struct Verdict<'a> {
+    /// Released (`true`) or not.
+    pub approved: bool,
+    /// `allowed`, `denied` or `expired`.
+    pub outcome: AuditOutcome,
+    /// A person, a remembered rule, or expiry.
+    pub decided_by: Decider,
+    /// The person, or the rule's author line; `None` for an expiry.
+    pub approved_by: Option<&'a PersonId>,
+    /// The remembered rule that decided, when one did.
+    pub rule: Option<&'a RuleId>,
+    /// Why, in words.
+    pub reason: Option<String>,
+}
+
+impl Verdict<'_> {
+    /// The deadline passed before anyone decided: not approved, `expired`, by expiry.
+    pub fn expired(reason: Option<String>) -> Self {
+        Verdict {
+            approved: false,
+            outcome: AuditOutcome::Expired,
+            decided_by: Decider::Expiry,
+            approved_by: None,
+            rule: None,
+            reason,
+        }
+    }
+}
+
+/// `approval-decided` (audit) for approval `i` (its server, tool and arguments
+/// digest, never its arguments); `None` when `i` is not an approval.
+pub(super) fn approval_decided(
+    i: &Interaction,
+    v: Verdict<'_>,
+    now: OffsetDateTime,
+) -> Option<Event> {
+    let Spec::Approval {
+        server,
+        tool,
+        arguments_digest,
+        ..
+    } = &i.spec
+    else {
+        return None;
+    };
+    Some(on_interaction(
+        i,
+        "decide",
+        now,
+        EventData::ApprovalDecided {
+            effect_id: i.id.clone(),
+            server: server.clone(),
+            tool: tool.clone(),
+            arguments_digest: Some(arguments_digest.clone()),
+            approved: v.approved,
+            outcome: v.outcome,
+            decided_by: v.decided_by,
+            approved_by: v.approved_by.cloned(),
+            rule: v.rule.cloned(),
+            reason: v.reason,
+        },
+    ))
+}
+
 /// `tool-call-finished` for the call `i` blocks.
 pub(super) fn finished(i: &Interaction, result: CallResult, now: OffsetDateTime) -> Event {
     on_interaction(
@@ -118,6 +211,33 @@ pub(super) fn lane_message(n: &LaneNote<'_>, now: OffsetDateTime) -> Event {
             content: n.content.clone(),
         },
     )
+}
+
+/// The events of a message the lane took: `lane-message`, then `turn-started`
+/// when the lane admitted it (its turn starts at once; a queued one's starts when
+/// the lane frees).
+pub(super) fn delivered(n: &LaneNote<'_>, now: OffsetDateTime) -> Vec<Event> {
+    let mut events = vec![lane_message(n, now)];
+    if n.admission == Admission::Admitted {
+        events.push(turn_started(n.org, n.session, n.lane, n.message_id, now));
+    }
+    events
+}
+
+impl LaneNote<'_> {
+    /// The message the runtime reads on the lane (the effect published next to
+    /// the events), taken at `at`.
+    pub fn message(&self, at: OffsetDateTime) -> LaneMessage {
+        LaneMessage {
+            org: self.org.clone(),
+            session: self.session.clone(),
+            lane: self.lane.clone(),
+            message_id: self.message_id.clone(),
+            by: self.by.clone(),
+            content: self.content.clone(),
+            at,
+        }
+    }
 }
 
 /// `turn-started`: the turn of `turn` started on the lane.

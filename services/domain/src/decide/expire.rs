@@ -37,6 +37,7 @@ use crate::{
 
 use super::answer::leave_pending;
 use super::base::{Ctx, Decision, Snapshot, Writes, accept, blocks, reject};
+use super::events::Verdict;
 use super::{close, events};
 
 /// The deadline an opening or a change asks for: `Ok(None)` when it asks for none.
@@ -303,46 +304,20 @@ fn resolve_by_expiry(
         outcome: outcome.clone(),
     });
     let mut effects = Effects::default();
-    effects.events.push(events::on_interaction(
+    effects.events.push(events::resolved(
         i,
-        "resolve",
+        &answer,
+        &by,
+        &key,
+        Resolver::Expiry,
+        None,
         ctx.now,
-        EventData::InteractionResolved {
-            interaction_id: i.id.clone(),
-            kind: i.kind(),
-            answer: answer.clone(),
-            by: by.clone(),
-            key,
-            resolved_by: Resolver::Expiry,
-            rule: None,
-        },
     ));
-    if let (
-        Spec::Approval {
-            server,
-            tool,
-            arguments_digest,
-            ..
-        },
-        Answer::Approval { reason, .. },
-    ) = (&i.spec, &answer)
-    {
-        effects.audit.push(events::on_interaction(
+    if let Answer::Approval { reason, .. } = &answer {
+        effects.audit.extend(events::approval_decided(
             i,
-            "decide",
+            Verdict::expired(reason.clone()),
             ctx.now,
-            EventData::ApprovalDecided {
-                effect_id: i.id.clone(),
-                server: server.clone(),
-                tool: tool.clone(),
-                arguments_digest: Some(arguments_digest.clone()),
-                approved: false,
-                outcome: crate::AuditOutcome::Expired,
-                decided_by: crate::Decider::Expiry,
-                approved_by: None,
-                rule: None,
-                reason: reason.clone(),
-            },
         ));
     }
     effects.events.push(events::finished(i, result, ctx.now));

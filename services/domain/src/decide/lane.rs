@@ -10,10 +10,10 @@ use crate::Admission;
 use crate::error::{ErrorCode, Rejection};
 use crate::ids::{InteractionId, LaneId, MessageId, PersonId, SessionId};
 use crate::rules::{MAX_TEXT_CHARS, forbidden_control};
-use crate::session::{Delivery, Lane, Session, SessionStatus};
+use crate::session::{Delivery, Lane, OpenQuestion, Session, SessionStatus};
 use crate::transition::Effects;
 use crate::{Accepted, Command, CommandEnvelope, Outcome};
-use crate::{CloseReason, LaneContent, LaneMessage, SessionMode};
+use crate::{CloseReason, LaneContent, SessionMode};
 
 use super::base::{Ctx, Decision, Snapshot, Writes, accept, live_session, reject, session_missing};
 use super::events::{self, LaneNote};
@@ -103,6 +103,41 @@ fn take_message(
     by: &PersonId,
     text: &str,
 ) -> Decision {
+    let (admission, closes) = admit(session, &mut lane, message_id);
+    let content = LaneContent::Text {
+        text: text.to_owned(),
+    };
+    let note = LaneNote {
+        org: &ctx.org,
+        session: &session.id,
+        lane: &lane.lane,
+        message_id,
+        admission,
+        by,
+        content: &content,
+    };
+    let effects = Effects {
+        events: events::delivered(&note, ctx.now),
+        lane_messages: vec![note.message(ctx.now)],
+        follow_ups: supersede(ctx, closes, message_id),
+        ..Effects::default()
+    };
+    let outcome = admission_outcome(ctx, &lane.lane, admission);
+    Writes {
+        lane: Some(lane),
+        ..Writes::default()
+    }
+    .commit(ctx, effects, outcome)
+}
+
+/// The lane takes `message_id`: it runs it when idle, else queues it, and
+/// remembers the delivery. In a product session the message also takes the lane's
+/// open questions, returned for [`supersede`].
+fn admit(
+    session: &Session,
+    lane: &mut Lane,
+    message_id: &MessageId,
+) -> (Admission, Vec<OpenQuestion>) {
     let admission = if lane.running.is_some() {
         lane.queue.push_back(message_id.clone());
         Admission::Queued
@@ -124,59 +159,24 @@ fn take_message(
             .collect::<Vec<InteractionId>>(),
         answer: None,
     });
-    let content = LaneContent::Text {
-        text: text.to_owned(),
-    };
-    let note = LaneNote {
-        org: &ctx.org,
-        session: &session.id,
-        lane: &lane.lane,
-        message_id,
-        admission,
-        by,
-        content: &content,
-    };
-    let mut events = vec![events::lane_message(&note, ctx.now)];
-    if admission == Admission::Admitted {
-        events.push(events::turn_started(
-            &ctx.org,
-            &session.id,
-            &lane.lane,
-            message_id,
-            ctx.now,
-        ));
-    }
-    let effects = Effects {
-        events,
-        lane_messages: vec![LaneMessage {
+    (admission, closes)
+}
+
+/// The follow-up closes of the open questions message `message_id` took (reason
+/// `superseded`).
+fn supersede(ctx: &Ctx, closes: Vec<OpenQuestion>, message_id: &MessageId) -> Vec<CommandEnvelope> {
+    closes
+        .into_iter()
+        .map(|q| CommandEnvelope {
             org: ctx.org.clone(),
-            session: session.id.clone(),
-            lane: lane.lane.clone(),
-            message_id: message_id.clone(),
-            by: by.clone(),
-            content,
-            at: ctx.now,
-        }],
-        follow_ups: closes
-            .into_iter()
-            .map(|q| CommandEnvelope {
-                org: ctx.org.clone(),
-                command: Command::Close {
-                    interaction_id: q.id,
-                    reason: CloseReason::Superseded,
-                    by_message: Some(message_id.clone()),
-                    task_id: Some(q.task_id),
-                },
-            })
-            .collect(),
-        ..Effects::default()
-    };
-    let outcome = admission_outcome(ctx, &lane.lane, admission);
-    Writes {
-        lane: Some(lane),
-        ..Writes::default()
-    }
-    .commit(ctx, effects, outcome)
+            command: Command::Close {
+                interaction_id: q.id,
+                reason: CloseReason::Superseded,
+                by_message: Some(message_id.clone()),
+                task_id: Some(q.task_id),
+            },
+        })
+        .collect()
 }
 
 pub(super) fn turn_start(

@@ -256,19 +256,14 @@ fn by_rule(ctx: &Ctx, mut i: Interaction, mut task: Task, rule: &Rule) -> Decisi
         reason: None,
     };
     let mut effects = Effects {
-        events: vec![events::on_interaction(
+        events: vec![events::resolved(
             &i,
-            "resolve",
+            &answer,
+            &by,
+            &key,
+            crate::Resolver::Rule,
+            Some(&rule.id),
             ctx.now,
-            EventData::InteractionResolved {
-                interaction_id: i.id.clone(),
-                kind: i.kind(),
-                answer: answer.clone(),
-                by: by.clone(),
-                key: key.clone(),
-                resolved_by: crate::Resolver::Rule,
-                rule: Some(rule.id.clone()),
-            },
         )],
         ..Effects::default()
     };

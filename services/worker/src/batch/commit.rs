@@ -7,7 +7,7 @@ use std::sync::Arc;
 use holdpoint_bus::effects::Inflight;
 use holdpoint_bus::records::PendingWrite;
 use holdpoint_bus::{BusError, ErrorKind};
-use holdpoint_domain::Decision;
+use holdpoint_domain::{CommandId, Decision};
 use tracing::{debug, warn};
 
 use super::{Cmd, Runner};
@@ -78,10 +78,10 @@ impl Runner {
     pub(super) async fn publish(
         &mut self,
         cmds: &mut [Cmd],
-        relay: &BTreeMap<String, Owed>,
-    ) -> HashSet<String> {
+        relay: &BTreeMap<CommandId, Owed>,
+    ) -> HashSet<CommandId> {
         let tp = holdpoint_telemetry::trace::TraceContext::new_root().header_value();
-        let mut relayed: Vec<(String, Result<Inflight, BusError>)> = Vec::new();
+        let mut relayed: Vec<(CommandId, Result<Inflight, BusError>)> = Vec::new();
         for (id, o) in relay {
             relayed.push((
                 id.clone(),
@@ -102,7 +102,7 @@ impl Runner {
                 Err(_) => false,
             };
             if ok {
-                self.confirmed.insert(&id);
+                self.confirmed.insert(id.as_str());
                 confirmed.insert(id);
             }
         }
@@ -131,7 +131,7 @@ impl Runner {
             } else {
                 self.owed.remove(&c.ctx.command_id);
                 if c.decision.as_ref().is_some_and(|d| d.writes()) {
-                    self.confirmed.insert(&c.ctx.command_id);
+                    self.confirmed.insert(c.ctx.command_id.as_str());
                 }
             }
         }
@@ -142,7 +142,7 @@ impl Runner {
         let mut out = self.bus.publish_effects(&d.effects, &c.traceparent).await?;
         // The outcome is stored where no record answers a repeated request: for a
         // decision that wrote nothing, or a retry under a fresh message id.
-        if (!d.writes() && !d.replay) || c.outcome_key != c.ctx.command_id {
+        if (!d.writes() && !d.replay) || c.ctx.command_id != c.outcome_key.as_str() {
             let body = serde_json::to_vec(&d.outcome)
                 .map_err(|e| BusError::permanent("encode outcome", e))?;
             out.extend(self.bus.store_outcome(&c.outcome_key, body.into()).await?);

@@ -33,10 +33,10 @@ use std::time::Duration;
 use async_nats::jetstream;
 use bytes::Bytes;
 use holdpoint_bus::{Bus, BusError, ErrorKind, REPLY_HEADER, TRACEPARENT_HEADER};
-use holdpoint_domain::Effects;
 use holdpoint_domain::{
     Command, CommandEnvelope, Ctx, Decision, OpenRequest, Snapshot, Transition, decide,
 };
+use holdpoint_domain::{CommandId, Effects};
 use holdpoint_telemetry::metrics::OUTCOME_DEAD_LETTER;
 use time::OffsetDateTime;
 use tracing::{debug, warn};
@@ -73,7 +73,7 @@ pub struct Runner {
     /// Transitions this worker saw confirmed (shared by the worker's runners).
     pub confirmed: crate::cache::Confirmed,
     /// Committed transitions whose effects are not confirmed yet, by command id.
-    pub owed: BTreeMap<String, Owed>,
+    pub owed: BTreeMap<CommandId, Owed>,
     /// This partition's checkpoint as read when the runner took the partition.
     pub checkpoint: Option<OffsetDateTime>,
     /// True once the takeover sweep relayed what the previous owners left
@@ -243,10 +243,10 @@ impl Runner {
         // command id with a `-r<n>` suffix (see holdpoint_bus::outcome).
         let outcome_key = msg_id
             .filter(|k| {
-                k.strip_prefix(&ctx.command_id)
+                k.strip_prefix(ctx.command_id.as_str())
                     .is_some_and(|rest| rest.is_empty() || rest.starts_with("-r"))
             })
-            .unwrap_or_else(|| ctx.command_id.clone());
+            .unwrap_or_else(|| ctx.command_id.to_string());
         // Outcomes go to inboxes only: the worker may publish into every stream and
         // bucket, and the header is the publisher's to choose.
         let reply = reply.filter(|r| {
@@ -274,7 +274,7 @@ impl Runner {
     /// that failed (the others are settled).
     async fn round(&mut self, mut cmds: Vec<Cmd>, now: OffsetDateTime) -> Vec<Cmd> {
         let mut ws = WorkingSet::default();
-        let mut relay: BTreeMap<String, Owed> = BTreeMap::new();
+        let mut relay: BTreeMap<CommandId, Owed> = BTreeMap::new();
         if let Err((key, e)) = self.load(&mut ws, &cmds, &mut relay, now).await {
             let kind = e.kind();
             warn!(key = ?key, error = %e, "cannot load records; commands will be redelivered");
@@ -318,7 +318,7 @@ impl Runner {
         &mut self,
         ws: &mut WorkingSet,
         cmds: &[Cmd],
-        relay: &mut BTreeMap<String, Owed>,
+        relay: &mut BTreeMap<CommandId, Owed>,
         now: OffsetDateTime,
     ) -> Result<(), (Key, BusError)> {
         for _ in 0..2 {
@@ -338,7 +338,7 @@ impl Runner {
         &self,
         ws: &WorkingSet,
         read: &[Key],
-        relay: &mut BTreeMap<String, Owed>,
+        relay: &mut BTreeMap<CommandId, Owed>,
         now: OffsetDateTime,
     ) {
         let horizon = relay::dedup_horizon(&self.bus, now);
@@ -346,7 +346,7 @@ impl Runner {
         for key in read {
             if let Some(record) = ws.record(key) {
                 for t in relay::due(record, horizon, self.partition, checkpoint) {
-                    if self.confirmed.contains(&t.command_id) {
+                    if self.confirmed.contains(t.command_id.as_str()) {
                         continue;
                     }
                     relay
@@ -361,10 +361,10 @@ impl Runner {
         &mut self,
         ws: &mut WorkingSet,
         cmds: &mut [Cmd],
-        relay: &mut BTreeMap<String, Owed>,
+        relay: &mut BTreeMap<CommandId, Owed>,
         now: OffsetDateTime,
     ) {
-        let in_batch: HashSet<String> = cmds.iter().map(|c| c.ctx.command_id.clone()).collect();
+        let in_batch: HashSet<CommandId> = cmds.iter().map(|c| c.ctx.command_id.clone()).collect();
         // Openings of approvals are decided with every rule written before now.
         if cmds.iter().any(|c| opens_approval(&c.env)) && !self.rules.fresh(&self.bus).await {
             warn!(
@@ -436,7 +436,7 @@ impl Runner {
         ws: &mut WorkingSet,
         env: &CommandEnvelope,
         keys: &KeysOf,
-        relay: &mut BTreeMap<String, Owed>,
+        relay: &mut BTreeMap<CommandId, Owed>,
         now: OffsetDateTime,
     ) -> Result<(), (ErrorKind, String)> {
         let mut keys = keys.clone();
@@ -462,7 +462,7 @@ impl Runner {
     fn replay_due(&self, ws: &WorkingSet, keys: &KeysOf, ctx: &Ctx, now: OffsetDateTime) -> bool {
         let horizon = relay::dedup_horizon(&self.bus, now);
         let checkpoint = self.effective_checkpoint(now);
-        !self.confirmed.contains(&ctx.command_id)
+        !self.confirmed.contains(ctx.command_id.as_str())
             && keys.all().filter_map(|k| ws.record(k)).any(|r| {
                 relay::due(r, horizon, self.partition, checkpoint)
                     .iter()

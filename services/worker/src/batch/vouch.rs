@@ -30,7 +30,7 @@ impl Runner {
             }
         }
         for id in confirmed {
-            self.confirmed.insert(&id);
+            self.confirmed.insert(id.as_str());
             self.owed.remove(&id);
             self.cfg.metrics.relayed.inc();
         }
