@@ -1079,6 +1079,14 @@ async fn a_revocation_is_audited_once_and_a_late_copy_of_the_rule_does_not_undo_
     let rule = rule_written_from(&ana, &a).await;
     let b = hold(&rt, &s, TOOL, args(2)).await;
     assert_denied_by(&app, "acme", &b, &rule, "the deny remembered by respond").await;
+    // A person who answers it anyway is told the rule decided it.
+    let late = decide(&ana, &b, true, Value::Null).await;
+    assert_eq!((late.status, late.code()), (409, "NRY-0009"), "{late:?}");
+    let said = late.body["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("by a remembered rule") && said.contains(&rule),
+        "{said}"
+    );
 
     // Revoked once; revoked again after the window: one audit record.
     let first = ana.delete(&format!("/v1/rules/{rule}")).await;

@@ -130,12 +130,23 @@ fn settled(ctx: &Ctx, i: &Interaction) -> Option<Decision> {
             i.id,
             when(c.at)
         ),
-        (State::Resolved | State::Finished, Some(r), _) if !r.resolved_by.is_person() => format!(
-            "interaction {} expired at {} with no answer (its deadline decided it) and no longer \
-             waits for one",
-            i.id,
-            when(r.at)
-        ),
+        (State::Resolved | State::Finished, Some(r), _) if r.resolved_by == Resolver::Expiry => {
+            format!(
+                "interaction {} expired at {} with no answer (its deadline decided it) and no \
+                 longer waits for one",
+                i.id,
+                when(r.at)
+            )
+        }
+        (State::Resolved | State::Finished, Some(r), _) if r.resolved_by == Resolver::Rule => {
+            format!(
+                "interaction {} was decided at {} by a remembered rule ({}) and no longer waits \
+                 for an answer",
+                i.id,
+                when(r.at),
+                r.key.as_str()
+            )
+        }
         (State::Closed, _, Some(c)) => format!(
             "interaction {} was closed ({}) at {} and no longer waits for an answer",
             i.id,
