@@ -144,12 +144,15 @@ async fn worker_sigkills_while_answers_flow_lose_nothing_and_resolve_once() {
     let outcome_timeout = Duration::from_millis(800);
     let mut app = TestApp::start_with(options(Duration::from_secs(1), outcome_timeout)).await;
     let mut pool = WorkerPool::start(&mut app, 3);
-    // Enough answers for the flow to outlast several kills: a partition now changes
-    // hands within a second of a kill, and 450 answers were over after two or three.
+    // Enough answers for the flow to outlast several kills (a partition changes hands
+    // within a second of a kill), few enough that a slow day of this shared 2-core
+    // machine still ends the flow well inside the test's time: with 1,560 answers
+    // the flow took 195 s on such a day, with every worker restarting under debug
+    // builds (RELIABILITY.md, "Liveness under a storm").
     let scenario = scenario(
         vec![
-            chaos::Batch::new("acme", 1200, 240),
-            chaos::Batch::new("globex", 360, 0),
+            chaos::Batch::new("acme", 400, 80),
+            chaos::Batch::new("globex", 120, 0),
         ],
         16,
         0.25,

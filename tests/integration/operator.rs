@@ -109,6 +109,11 @@ async fn a_person_works_from_the_command_line() {
     let (ok, out, _) = run(with(&["show", &q])).await;
     assert!(ok);
     assert!(out.contains("[2] Keep both"), "{out}");
+    // Ids and names print as text, not as JSON strings.
+    let (ok, out, _) = run(with(&["show", &eff])).await;
+    assert!(ok);
+    assert!(out.contains("call github / create_pull_request {"), "{out}");
+    assert!(!out.contains("\"github\""), "{out}");
 
     let (ok, out, err) = run(with(&[
         "answer",
@@ -136,7 +141,10 @@ async fn a_person_works_from_the_command_line() {
     // Without a token: 401.
     let (ok, _, err) = cli(&["pending", "--url", &app.base]).await;
     assert!(!ok);
-    assert!(err.contains("401 NRY-0011"), "{err}");
+    assert!(
+        err.contains("401 NRY-0011") && err.contains("HOLDPOINT_TOKEN"),
+        "{err}"
+    );
 
     // tail: both tool-call-finished events, from the start of the stream.
     let mut child = tokio::process::Command::new(holdpoint_binary())

@@ -302,7 +302,7 @@ fn waiting(enabled: bool) -> Option<indicatif::ProgressBar> {
 
 /// The JSON body of a successful response; for a refusal, an error that reads
 /// `<status> <code> <title>: <message>` (`409 NRY-0009 …`), each part made safe
-/// for a terminal.
+/// for a terminal, and for a 401 how to pass a token.
 ///
 /// # Errors
 /// When the status is not a success.
@@ -315,8 +315,14 @@ pub(crate) async fn json_or_error(resp: reqwest::Response) -> anyhow::Result<Val
     let code = body["code"].as_str().unwrap_or("?");
     let title = body["title"].as_str().unwrap_or("");
     let msg = body["message"].as_str().unwrap_or("");
+    // The one refusal a person fixes on this side: say how.
+    let hint = if status == reqwest::StatusCode::UNAUTHORIZED {
+        " (pass --token, or set HOLDPOINT_TOKEN; `holdpoint dev-token` makes one for development)"
+    } else {
+        ""
+    };
     bail!(
-        "{} {} {}: {}",
+        "{} {} {}: {}{hint}",
         status.as_u16(),
         terminal::line(code),
         terminal::line(title),

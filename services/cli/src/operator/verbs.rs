@@ -159,7 +159,8 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<()> {
         println!("{}", terminal::json_pretty(&v));
         return Ok(());
     }
-    let j = terminal::json;
+    // Strings as text (escaped for the terminal), anything else as JSON.
+    let j = txt;
     print_view(&v);
     println!(
         "  task {}  context {}  session {} ({})",
@@ -190,7 +191,7 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<()> {
             "  call {} / {} {}",
             j(&v["call"]["server"]),
             j(&v["call"]["tool"]),
-            j(&v["call"]["arguments"])
+            terminal::json(&v["call"]["arguments"])
         );
         println!("  argumentsDigest {}", j(&v["call"]["argumentsDigest"]));
     }
@@ -256,8 +257,8 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<()> {
         if !args.api.json {
             println!(
                 "{} / {} {}",
-                terminal::json(&view["call"]["server"]),
-                terminal::json(&view["call"]["tool"]),
+                txt(&view["call"]["server"]),
+                txt(&view["call"]["tool"]),
                 terminal::json(&view["call"]["arguments"])
             );
         }
