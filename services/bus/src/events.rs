@@ -284,30 +284,45 @@ impl Bus {
             })
             .await
             .map_err(|e| BusError::transient(what, e))?;
-        let mut out = Vec::new();
-        if consumer.cached_info().num_pending == 0 || limit == 0 {
-            return Ok(out);
-        }
-        let mut messages = consumer
-            .messages()
-            .await
-            .map_err(|e| BusError::transient(what, e))?;
-        while let Some(msg) = tokio::time::timeout(Duration::from_secs(5), messages.next())
-            .await
-            .map_err(|_| BusError::transient(what, "timed out"))?
-        {
-            let msg = msg.map_err(|e| BusError::transient(what, e))?;
-            let Ok(info) = msg.info() else { continue };
-            let (sequence, pending) = (info.stream_sequence, info.pending);
-            out.push(Stored {
-                sequence,
-                subject: msg.subject.to_string(),
-                payload: msg.payload.clone(),
-            });
-            if pending == 0 || out.len() >= limit {
-                break;
-            }
-        }
-        Ok(out)
+        // The consumer is removed once read (best effort), not left to its inactive
+        // threshold: relay probes and audit pages make many, and the server caps
+        // how many a stream may have.
+        let name = consumer.cached_info().name.clone();
+        let out = read_ordered(consumer, limit, what).await;
+        let _ = stream.delete_consumer(&name).await;
+        out
     }
+}
+
+/// At most `limit` messages of an ordered consumer (see [`Bus::read_stored`]).
+async fn read_ordered(
+    consumer: consumer::Consumer<consumer::pull::OrderedConfig>,
+    limit: usize,
+    what: &'static str,
+) -> Result<Vec<Stored>, BusError> {
+    let mut out = Vec::new();
+    if consumer.cached_info().num_pending == 0 || limit == 0 {
+        return Ok(out);
+    }
+    let mut messages = consumer
+        .messages()
+        .await
+        .map_err(|e| BusError::transient(what, e))?;
+    while let Some(msg) = tokio::time::timeout(Duration::from_secs(5), messages.next())
+        .await
+        .map_err(|_| BusError::transient(what, "timed out"))?
+    {
+        let msg = msg.map_err(|e| BusError::transient(what, e))?;
+        let Ok(info) = msg.info() else { continue };
+        let (sequence, pending) = (info.stream_sequence, info.pending);
+        out.push(Stored {
+            sequence,
+            subject: msg.subject.to_string(),
+            payload: msg.payload.clone(),
+        });
+        if pending == 0 || out.len() >= limit {
+            break;
+        }
+    }
+    Ok(out)
 }
