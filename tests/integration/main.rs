@@ -22,6 +22,7 @@ mod hostile_fuzz;
 mod nats_permissions;
 mod observability;
 mod operator;
+mod partition;
 mod product;
 mod remembered;
 mod rpc;

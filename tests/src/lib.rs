@@ -11,7 +11,12 @@
 
 pub mod app;
 pub mod chaos;
+pub mod history;
 pub mod jwt;
+pub mod lab;
+pub mod linkem;
 pub mod load;
 pub mod nats;
+pub mod netcluster;
+pub mod partition;
 pub mod readers;
