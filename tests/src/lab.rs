@@ -169,7 +169,7 @@ impl Lab {
             run_in(
                 &probe,
                 "ip",
-                &["link", "add", "a", "type", "veth", "peer", "name", "b"],
+                &["link", "add", "name", "hpa", "type", "veth", "peer", "name", "hpb"],
             )
         });
         destroy_ns(&probe);

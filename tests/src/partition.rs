@@ -9,8 +9,8 @@
 //! runtime client (two organisations), answer it over HTTP as its own person with its
 //! own `Idempotency-Key` (retrying `503`s and transport errors with the same key; one
 //! answer in seven races a second one from another person), and report the result of
-//! an approved call. One opening in twelve asks for a deadline of 8-20 s and is left
-//! unanswered. Four readers follow the events: a core subscriber, a durable consumer,
+//! an approved call. One opening in twelve asks for a deadline of 5-12 s and is left
+//! unanswered (none while a worker's clock is skewed, none from the last fault on). Four readers follow the events: a core subscriber, a durable consumer,
 //! `GET /v1/events` per organisation (resumed with `Last-Event-ID`) and a webhook
 //! endpoint per organisation (the receiver listens on the notifier's loopback).
 //!
@@ -185,6 +185,10 @@ struct Load {
     /// While set, agents open no interaction with a deadline (a skewed worker clock
     /// moves deadlines: see RELIABILITY.md, "Clocks").
     no_deadlines: AtomicBool,
+    /// Set from the last fault on: no more deadlines, so the run ends soon after.
+    winding_down: AtomicBool,
+    /// Openings with a deadline under way (sent, not accepted yet).
+    deadline_opens: AtomicU64,
     http: reqwest::Client,
     base: String,
     request_bound: Duration,
@@ -269,6 +273,8 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
         last_ok: std::sync::Mutex::new(None),
         ok: AtomicU64::new(0),
         no_deadlines: AtomicBool::new(false),
+        winding_down: AtomicBool::new(false),
+        deadline_opens: AtomicU64::new(0),
         http: reqwest::Client::builder().build()?,
         base: base.clone(),
         request_bound: opts.cluster.outcome_timeout + Duration::from_secs(7),
@@ -311,6 +317,9 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
                 _ => break,
             },
         };
+        if faults.is_empty() && opts.budget.is_none_or(|b| fault_start.elapsed() >= b) {
+            load.winding_down.store(true, Ordering::SeqCst);
+        }
         tokio::time::sleep(rng.between(opts.calm.0, opts.calm.1)).await;
         let hold = if kind.is_partition() {
             rng.between(opts.partition_hold.0, opts.partition_hold.1)
@@ -541,7 +550,14 @@ async fn apply(
         FaultKind::SkewedWorker => {
             let w = WORKERS[rng.below(2) as usize];
             let skew = [-600, -30, 30, 600][rng.below(4) as usize];
+            // No deadline is opened while a worker's clock is off (its offset moves
+            // the deadline: RELIABILITY.md, "Clocks"); openings under way finish first.
             load.no_deadlines.store(true, Ordering::SeqCst);
+            wait_until(Duration::from_secs(120), || {
+                load.deadline_opens.load(Ordering::SeqCst) == 0
+            })
+            .await
+            .context("openings with a deadline did not finish in 120 s")?;
             cluster.restart(w, skew).await?;
             (Active::Skew(w.to_owned()), format!("{w} restarted {skew:+} s off"))
         }
@@ -625,8 +641,17 @@ async fn agent(
         } else {
             TargetKind::Approval
         };
-        let expires_in = (!load.no_deadlines.load(Ordering::SeqCst) && rng.chance(1.0 / 12.0))
-            .then(|| 8 + rng.below(13));
+        let expires_in = rng.chance(1.0 / 12.0).then(|| 5 + rng.below(8));
+        let expires_in = expires_in.filter(|_| {
+            // Counted before the flag is read: a skewed-clock fault waits for it.
+            load.deadline_opens.fetch_add(1, Ordering::SeqCst);
+            let ok = !load.no_deadlines.load(Ordering::SeqCst)
+                && !load.winding_down.load(Ordering::SeqCst);
+            if !ok {
+                load.deadline_opens.fetch_sub(1, Ordering::SeqCst);
+            }
+            ok
+        });
         let task = format!("task-{}", short_id());
         let Ok(mut at) = Placement::new(&session, "main", &task, "ctx-1") else {
             continue;
@@ -664,8 +689,9 @@ async fn agent(
                 .map(|_| effect)
             }
         };
-        // A question opened with a fresh UUID on each retry could open twice: only
-        // the first attempt's id is ever answered, the other stays pending harmlessly.
+        if expires_in.is_some() {
+            load.deadline_opens.fetch_sub(1, Ordering::SeqCst);
+        }
         let Ok(id) = opened else { continue };
         let target = {
             let mut h = load.history.lock().await;
@@ -844,7 +870,7 @@ async fn settle(js: &jetstream::Context, bus: &holdpoint_bus::Bus, h: &History) 
     let due = h
         .opened
         .iter()
-        .filter_map(|o| o.expires_in.map(|s| o.done + Duration::from_secs(s + 10)))
+        .filter_map(|o| o.expires_in.map(|s| o.done + Duration::from_secs(s + 5)))
         .max();
     let end = Instant::now() + Duration::from_secs(90);
     loop {
