@@ -33,8 +33,9 @@ log="target/partition/partition-$stamp.log"
 cp target/debug/holdpoint "target/partition/holdpoint-$stamp"
 cp target/debug/holdpoint-partition "target/partition/holdpoint-partition-$stamp"
 HOLDPOINT_BIN="$PWD/target/partition/holdpoint-$stamp"
-export HOLDPOINT_BIN
-echo "partition: output in $log"
+HOLDPOINT_PARTITION_LOGS="$PWD/target/partition/logs-$stamp"
+export HOLDPOINT_BIN HOLDPOINT_PARTITION_LOGS
+echo "partition: output in $log, process logs in $HOLDPOINT_PARTITION_LOGS"
 set +e
 "./target/partition/holdpoint-partition-$stamp" "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}

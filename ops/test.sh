@@ -67,20 +67,21 @@ if [[ "${HOLDPOINT_SKIP_NODE:-}" != "1" ]]; then
     fi
 fi
 
-# The partition harness (tests/integration/partition.rs) needs root for its network
-# namespaces, nft and tc, and Debian's nftables and faketime. Where it cannot run it
-# is left out of the run and reported NOT RUN here, never counted as passed; as root
-# it always runs (and fails with the reason if the lab cannot be made).
-# HOLDPOINT_SKIP_PARTITION=1 leaves it out on purpose.
+# The lab tests (tests/integration/partition.rs, clocks.rs, disk.rs) need root for
+# network namespaces, nft, tc and mounts, and Debian's nftables and faketime. Where
+# they cannot run they are left out of the run and reported NOT RUN here, never
+# counted as passed; as root they always run (and fail with the reason if the lab
+# cannot be made).
+# HOLDPOINT_SKIP_LAB=1 leaves it out on purpose.
 partition_filter=()
-if [[ "${HOLDPOINT_SKIP_PARTITION:-}" != "1" && "$(id -u)" == "0" ]]; then
+if [[ "${HOLDPOINT_SKIP_LAB:-}" != "1" && "$(id -u)" == "0" ]]; then
     bash ops/lab-tools.sh
 else
     reason="not root"
-    [[ "${HOLDPOINT_SKIP_PARTITION:-}" == "1" ]] && reason="HOLDPOINT_SKIP_PARTITION=1"
-    echo "test: NOT RUN: the partition harness (integration partition::*): $reason"
-    export HOLDPOINT_SKIP_PARTITION=1
-    partition_filter=(-E 'not test(/^partition::/)')
+    [[ "${HOLDPOINT_SKIP_LAB:-}" == "1" ]] && reason="HOLDPOINT_SKIP_LAB=1"
+    echo "test: NOT RUN: the lab tests (integration partition::, clocks::, disk::): $reason"
+    export HOLDPOINT_SKIP_LAB=1
+    partition_filter=(-E 'not test(/^(partition|clocks|disk)::/)')
 fi
 
 cargo build --workspace --bins --examples --locked 2>/dev/null || cargo build --workspace --bins --examples
@@ -89,9 +90,11 @@ status=0
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --no-fail-fast "${partition_filter[@]}" "$@" || status=$?
 else
-    cargo test --workspace "$@" -- ${partition_filter:+--skip partition::} || status=$?
+    cargo test --workspace "$@" -- ${partition_filter:+--skip partition:: --skip clocks:: --skip disk::} || status=$?
 fi
-[[ ${#partition_filter[@]} -gt 0 ]] && echo "test: NOT RUN: the partition harness (see above)"
+if [[ ${#partition_filter[@]} -gt 0 ]]; then
+    echo "test: NOT RUN: the lab tests (partition::, clocks::, disk::; see above)"
+fi
 
 if [[ "${HOLDPOINT_SKIP_NODE:-}" != "1" ]]; then
     # Against the binary just built (target/debug/holdpoint, or CARGO_TARGET_DIR's).

@@ -6,7 +6,7 @@
 //! `ops/partition.sh`.
 //!
 //! It needs root (network namespaces, nft, tc) and Debian's `faketime`. Where the
-//! lab cannot be made it fails with the reason, unless `HOLDPOINT_SKIP_PARTITION=1`
+//! lab cannot be made it fails with the reason, unless `HOLDPOINT_SKIP_LAB=1`
 //! says to leave it out; `ops/test.sh` then excludes it from the run and prints
 //! that it was not run. It never passes without running.
 
@@ -26,7 +26,7 @@ fn every_fault_kind_once_loses_nothing_and_duplicates_nothing() {
     if let Some(why) = why_not {
         panic!(
             "NOT RUN: the partition harness cannot run here: {why}. ops/test.sh leaves it out \
-             (and says so) when HOLDPOINT_SKIP_PARTITION=1"
+             (and says so) when HOLDPOINT_SKIP_LAB=1"
         );
     }
     let (_, seed) = Rng::from_env("HOLDPOINT_FAULT_SEED");

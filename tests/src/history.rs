@@ -338,13 +338,22 @@ pub fn check(h: &History) -> Report {
 
     // Stored truth: ids at one sequence each; effects per interaction.
     let mut seqs_of: HashMap<&str, Vec<u64>> = HashMap::new();
+    let mut what: HashMap<&str, (&str, &str, String)> = HashMap::new();
     for (seq, e) in &h.stored {
         seqs_of.entry(e.id.as_str()).or_default().push(*seq);
+        what.entry(e.id.as_str()).or_insert((
+            e.name(),
+            e.subject.as_str(),
+            holdpoint_domain::timestamp::format(e.time),
+        ));
     }
     for (id, seqs) in &seqs_of {
         if seqs.len() > 1 {
             r.stored_twice += 1;
-            v.push(format!("event {id} is stored at sequences {seqs:?}"));
+            let (name, subject, time) = &what[id];
+            v.push(format!(
+                "event {id} ({name} of {subject}, time {time}) is stored at sequences {seqs:?}"
+            ));
         }
     }
     let mut effects: HashMap<(&str, &str), Effects> = HashMap::new();
@@ -710,8 +719,19 @@ fn judge_readers(h: &History, r: &mut Report) {
         c.expected += expected.len() as u64;
         let missing: Vec<&&str> = expected.iter().filter(|id| !counts.contains_key(**id)).collect();
         c.missing += missing.len() as u64;
+        let mut missing_seqs: Vec<u64> = missing.iter().map(|id| stored_ids[**id].0).collect();
+        missing_seqs.sort_unstable();
         for id in missing.iter().take(10) {
-            r.violations.push(format!("{reader} ({org:?}) never received event {id}"));
+            r.violations.push(format!(
+                "{reader} ({org:?}) never received event {id} (sequence {})",
+                stored_ids[**id].0
+            ));
+        }
+        if let (Some(first), Some(last)) = (missing_seqs.first(), missing_seqs.last()) {
+            r.notes.push(format!(
+                "{reader} ({org:?}): {} events never received, sequences {first} to {last}",
+                missing_seqs.len()
+            ));
         }
         if missing.len() > 10 {
             r.violations

@@ -173,10 +173,22 @@ pub struct NetCluster {
     dir: tempfile::TempDir,
 }
 
+/// When set, a [`NetCluster`] copies every process's log into this directory when
+/// it is dropped (`ops/partition.sh` sets it).
+pub const KEEP_LOGS_ENV: &str = "HOLDPOINT_PARTITION_LOGS";
+
 impl Drop for NetCluster {
     fn drop(&mut self) {
         for s in self.services.values_mut() {
             s.kill();
+        }
+        if let Some(keep) = std::env::var_os(KEEP_LOGS_ENV) {
+            let keep = PathBuf::from(keep);
+            if fs::create_dir_all(&keep).is_ok() {
+                for s in self.services.values() {
+                    let _ = fs::copy(&s.log, keep.join(format!("{}.log", s.host)));
+                }
+            }
         }
         for m in &self.mounts {
             let _ = crate::lab::run("umount", &["-l", &m.display().to_string()]);
@@ -412,7 +424,13 @@ impl NetCluster {
     fn notifier_args(&self) -> Vec<OsString> {
         let mut a: Vec<OsString> = vec!["notifier".into()];
         a.extend(self.common_args());
-        a.push("--webhooks-local-mode".into());
+        // A failed attempt is tried again within seconds, not after 5 min (the
+        // default schedule), so the receiver's figures are read at the end of a run.
+        a.extend(
+            ["--webhooks-local-mode", "--webhook-retry-schedule-secs", "1,1,2,2,2,2,2,2"]
+                .into_iter()
+                .map(OsString::from),
+        );
         a
     }
 

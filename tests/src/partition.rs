@@ -417,7 +417,7 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
         }
     }
     // Webhooks: until every stored event has come (bounded).
-    let _ = wait_until(Duration::from_secs(45), || {
+    let _ = wait_until(Duration::from_secs(90), || {
         hooks.lock().map(|h| distinct(&h)).unwrap_or(0) >= expected_hooks
     })
     .await;
