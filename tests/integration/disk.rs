@@ -222,7 +222,8 @@ async fn nats_server_alone_keeps_failing_writes_after_space_returns() {
     .await;
     let publish = |client: async_nats::Client, n: u32| async move {
         let js = jetstream::new(client);
-        let ack = js.publish("full.one", format!("message {n}").into()).await.ok()?;
+        let body = format!("message {n} {}", "x".repeat(4096));
+        let ack = js.publish("full.one", body.into()).await.ok()?;
         tokio::time::timeout(Duration::from_secs(5), ack).await.ok()?.ok()
     };
     let client = nats.connect().await;
@@ -238,11 +239,19 @@ async fn nats_server_alone_keeps_failing_writes_after_space_returns() {
     assert!(publish(client.clone(), 0).await.is_some(), "a publish with space");
     let ballast = store.join("ballast");
     fill(&ballast);
-    assert!(publish(client.clone(), 1).await.is_none(), "a publish with the disk full");
+    // The pages already allocated take a few; then a write needs a new one.
+    let mut refused_at = None;
+    for n in 1..200 {
+        if publish(client.clone(), n).await.is_none() {
+            refused_at = Some(n);
+            break;
+        }
+    }
+    assert!(refused_at.is_some(), "200 publishes of 4 KiB taken with the disk full");
     std::fs::remove_file(&ballast).expect("remove the ballast");
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut after = Vec::new();
-    for n in 2..5 {
+    for n in 200..203 {
         after.push(publish(client.clone(), n).await.is_some());
     }
     assert_eq!(
@@ -254,7 +263,7 @@ async fn nats_server_alone_keeps_failing_writes_after_space_returns() {
     nats.restart().await;
     let client = nats.connect().await;
     assert!(
-        publish(client, 5).await.is_some(),
+        publish(client, 203).await.is_some(),
         "a publish after the restart"
     );
 }
