@@ -160,6 +160,8 @@ pub struct History {
     /// Readers that could not start or keep up (e.g. the durable consumer's
     /// position at the end), for the report.
     pub notes: Vec<String>,
+    /// Work left undone when the run settled (commands never decided): violations.
+    pub stuck: Vec<String>,
 }
 
 /// The figures of one fault kind.
@@ -332,6 +334,7 @@ pub fn check(h: &History) -> Report {
     let mut r = Report {
         interactions: h.opened.len() as u64,
         notes: h.notes.clone(),
+        violations: h.stuck.clone(),
         ..Report::default()
     };
     let v = &mut r.violations;

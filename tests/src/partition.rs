@@ -148,9 +148,9 @@ impl ScheduleOptions {
             seed,
             faults,
             budget: None,
-            partition_hold: (Duration::from_secs(11), Duration::from_secs(12)),
-            other_hold: (Duration::from_secs(7), Duration::from_secs(8)),
-            calm: (Duration::from_secs(2), Duration::from_secs(3)),
+            partition_hold: (Duration::from_secs(10), Duration::from_secs(11)),
+            other_hold: (Duration::from_secs(6), Duration::from_secs(7)),
+            calm: (Duration::from_millis(1500), Duration::from_millis(2500)),
             agents: 6,
             cluster: NetClusterOptions::default(),
         }
@@ -376,9 +376,21 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
         started.elapsed().as_secs_f64()
     );
     let mut history = std::mem::take(&mut *load.history.lock().await);
-    settle(&js, &bus, &history).await;
+    let left = settle(&js, &bus, &history).await;
+    if !left.is_empty() {
+        history.stuck.push(format!(
+            "commands still in the commands stream 90 s after the load stopped: {left:?}"
+        ));
+    }
+    println!("partition: {:.1} s settled", started.elapsed().as_secs_f64());
     history.views = views(&load, &history).await;
     history.stored = stored_events(&bus, first_sequence).await?;
+    println!(
+        "partition: {:.1} s read {} views and {} stored events",
+        started.elapsed().as_secs_f64(),
+        history.views.len(),
+        history.stored.len()
+    );
     let expected_hooks = history.stored.len();
     let (core, durable, at_finish) = readers
         .finish(Duration::from_secs(30), Duration::from_millis(500))
@@ -421,6 +433,7 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
         hooks.lock().map(|h| distinct(&h)).unwrap_or(0) >= expected_hooks
     })
     .await;
+    println!("partition: {:.1} s readers done", started.elapsed().as_secs_f64());
     hook_stop.cancel();
     let _ = receiver.join();
     history.received.extend(
@@ -864,38 +877,43 @@ async fn report_if_released(load: &Load, rt: &Runtime, t: &Target, target: usize
     load.history.lock().await.reported.push((target, accepted));
 }
 
-/// Waits (bounded) until the commands stream is empty and every deadline asked for
-/// is due plus 10 s.
-async fn settle(js: &jetstream::Context, bus: &holdpoint_bus::Bus, h: &History) {
+/// Waits (bounded, 90 s) until no command is left in the commands stream (its
+/// deadline schedules aside) and every deadline asked for is due plus 5 s. Returns
+/// the commands still there when the bound passed (by subject), empty when settled.
+async fn settle(js: &jetstream::Context, bus: &holdpoint_bus::Bus, h: &History) -> Vec<(String, u64)> {
     let due = h
         .opened
         .iter()
         .filter_map(|o| o.expires_in.map(|s| o.done + Duration::from_secs(s + 5)))
         .max();
+    let filter = format!("{}.cmd.>", bus.topo.subject_prefix);
     let end = Instant::now() + Duration::from_secs(90);
+    let mut left = Vec::new();
     loop {
-        let empty = async {
-            let mut s = js.get_stream(bus.topo.commands_stream()).await.ok()?;
-            let info = s.info().await.ok()?;
-            // Deadline schedules wait in the stream until they fire.
-            Some(info.state.messages as usize)
+        let counted = async {
+            let s = js.get_stream(bus.topo.commands_stream()).await.ok()?;
+            let mut subjects = s.info_with_subjects(&filter).await.ok()?;
+            let mut out = Vec::new();
+            while let Some(Ok((subject, n))) = subjects.next().await {
+                if n > 0 {
+                    out.push((subject, n as u64));
+                }
+            }
+            Some(out)
         }
         .await;
         let deadlines_due = due.is_none_or(|d| Instant::now() >= d);
-        if deadlines_due && empty.is_some_and(|n| n <= pending_schedules(h)) {
-            return;
+        if let Some(c) = counted {
+            if c.is_empty() && deadlines_due {
+                return Vec::new();
+            }
+            left = c;
         }
         if Instant::now() >= end {
-            return;
+            return left;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-/// Schedules left in the commands stream once every deadline fired: none (a fired
-/// `@at` schedule is removed), but a warning schedule is not asked for here.
-fn pending_schedules(_: &History) -> usize {
-    0
 }
 
 async fn views(load: &Load, h: &History) -> Vec<Option<Value>> {
