@@ -119,13 +119,19 @@ async fn a_skewed_ingress_refuses_tokens_by_its_own_clock_within_the_documented_
                     .map(|r| r.status().as_u16())
             }
         };
-        let fresh = || key.sign(&json!({"iss": ISSUER, "aud": AUDIENCE, "sub": "p", "org": "acme", "exp": now() + 3600}));
+        let fresh = || {
+            key.sign(&json!({"iss": ISSUER, "aud": AUDIENCE, "sub": "p", "org": "acme", "exp": now() + 3600}))
+        };
         // Up: a token valid by every clock here answers 200.
-        wait_for(Duration::from_secs(30), "the skewed ingress to answer", || {
-            let token = fresh();
-            let get = &get;
-            async move { (get(token).await == Some(200)).then_some(()) }
-        })
+        wait_for(
+            Duration::from_secs(30),
+            "the skewed ingress to answer",
+            || {
+                let token = fresh();
+                let get = &get;
+                async move { (get(token).await == Some(200)).then_some(()) }
+            },
+        )
         .await;
         for (exp_in, nbf_in) in tokens {
             let t = now() as i64;
@@ -135,7 +141,11 @@ async fn a_skewed_ingress_refuses_tokens_by_its_own_clock_within_the_documented_
                 claims["nbf"] = json!(t + n);
             }
             let status = get(key.sign(&claims)).await;
-            let want = if refused(exp_in, nbf_in, skew) { 401 } else { 200 };
+            let want = if refused(exp_in, nbf_in, skew) {
+                401
+            } else {
+                200
+            };
             assert_eq!(
                 status,
                 Some(want),
@@ -173,10 +183,14 @@ async fn deadline_after(
         ],
     );
     let rt = app.runtime("acme").await;
-    wait_for(Duration::from_secs(30), "the worker to open a session", || {
-        let rt = rt.clone();
-        async move { rt.open_session("s-1", SessionMode::Blocking).await.ok() }
-    })
+    wait_for(
+        Duration::from_secs(30),
+        "the worker to open a session",
+        || {
+            let rt = rt.clone();
+            async move { rt.open_session("s-1", SessionMode::Blocking).await.ok() }
+        },
+    )
     .await;
     let at = Placement::new("s-1", "main", "task-1", "ctx-1")
         .expect("placement")

@@ -58,7 +58,14 @@ async fn a_full_store_answers_503_changes_nothing_half_way_and_recovers() {
     std::fs::create_dir_all(&store).expect("mkdir");
     lab::run(
         "mount",
-        &["-t", "tmpfs", "-o", "size=48m", "hpl-store", &store.display().to_string()],
+        &[
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=48m",
+            "hpl-store",
+            &store.display().to_string(),
+        ],
     )
     .expect("mount a tmpfs");
     let _mount = Mount(store.clone());
@@ -78,7 +85,9 @@ async fn a_full_store_answers_503_changes_nothing_half_way_and_recovers() {
         },
     )
     .await;
-    let mut targets = chaos::open_targets(&app, "acme", 10, 10, 8).await.expect("open");
+    let mut targets = chaos::open_targets(&app, "acme", 10, 10, 8)
+        .await
+        .expect("open");
     let late = targets.split_off(10);
     let person = app.person("acme", "pat");
     for t in &targets {
@@ -100,7 +109,11 @@ async fn a_full_store_answers_503_changes_nothing_half_way_and_recovers() {
             .post_keyed(&t.path(), &format!("k-{}", t.id), &t.body(2))
             .await;
         let took = sent.elapsed();
-        assert!(took <= bound, "{}: answered after {took:?} (bound {bound:?})", t.id);
+        assert!(
+            took <= bound,
+            "{}: answered after {took:?} (bound {bound:?})",
+            t.id
+        );
         statuses.push(r.status);
         if r.status != 204 {
             assert_eq!(
@@ -112,8 +125,14 @@ async fn a_full_store_answers_503_changes_nothing_half_way_and_recovers() {
         }
     }
     let refused = statuses.iter().filter(|s| **s == 503).count();
-    println!("with the store full: {refused} of {} answers 503", late.len());
-    assert!(refused > 0, "no answer was refused with the store full: {statuses:?}");
+    println!(
+        "with the store full: {refused} of {} answers 503",
+        late.len()
+    );
+    assert!(
+        refused > 0,
+        "no answer was refused with the store full: {statuses:?}"
+    );
 
     // Space returns. nats-server 2.15.1 keeps failing the writes of a stream whose
     // write hit ENOSPC (`nats_server_alone_keeps_failing_writes_after_space_returns`)
@@ -134,19 +153,25 @@ async fn a_full_store_answers_503_changes_nothing_half_way_and_recovers() {
     }
     // Every answer, retried with its key, resolves once; nothing was half-written.
     for t in &late {
-        let r = wait_for(Duration::from_secs(60), "the answer after space returned", || {
-            let person = person.clone();
-            let (path, key, body) = (t.path(), format!("k-{}", t.id), t.body(2));
-            async move {
-                let r = person.try_post_keyed(&path, &key, &body).await.ok()?;
-                (r.status != 503).then_some(r)
-            }
-        })
+        let r = wait_for(
+            Duration::from_secs(60),
+            "the answer after space returned",
+            || {
+                let person = person.clone();
+                let (path, key, body) = (t.path(), format!("k-{}", t.id), t.body(2));
+                async move {
+                    let r = person.try_post_keyed(&path, &key, &body).await.ok()?;
+                    (r.status != 503).then_some(r)
+                }
+            },
+        )
         .await;
         assert_eq!(r.status, 204, "{}: {r:?}", t.id);
     }
     app.wait_idle().await;
-    chaos::finish_released(&app, &targets).await.expect("results");
+    chaos::finish_released(&app, &targets)
+        .await
+        .expect("results");
     chaos::finish_released(&app, &late).await.expect("results");
     app.wait_idle().await;
     let events = app.events("acme").await;
@@ -210,7 +235,14 @@ async fn nats_server_alone_keeps_failing_writes_after_space_returns() {
     std::fs::create_dir_all(&store).expect("mkdir");
     lab::run(
         "mount",
-        &["-t", "tmpfs", "-o", "size=16m", "hpl-store", &store.display().to_string()],
+        &[
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=16m",
+            "hpl-store",
+            &store.display().to_string(),
+        ],
     )
     .expect("mount a tmpfs");
     let _mount = Mount(store.clone());
@@ -224,7 +256,10 @@ async fn nats_server_alone_keeps_failing_writes_after_space_returns() {
         let js = jetstream::new(client);
         let body = format!("message {n} {}", "x".repeat(4096));
         let ack = js.publish("full.one", body.into()).await.ok()?;
-        tokio::time::timeout(Duration::from_secs(5), ack).await.ok()?.ok()
+        tokio::time::timeout(Duration::from_secs(5), ack)
+            .await
+            .ok()?
+            .ok()
     };
     let client = nats.connect().await;
     jetstream::new(client.clone())
@@ -236,7 +271,10 @@ async fn nats_server_alone_keeps_failing_writes_after_space_returns() {
         })
         .await
         .expect("stream");
-    assert!(publish(client.clone(), 0).await.is_some(), "a publish with space");
+    assert!(
+        publish(client.clone(), 0).await.is_some(),
+        "a publish with space"
+    );
     let ballast = store.join("ballast");
     fill(&ballast);
     // The pages already allocated take a few; then a write needs a new one.
@@ -247,7 +285,10 @@ async fn nats_server_alone_keeps_failing_writes_after_space_returns() {
             break;
         }
     }
-    assert!(refused_at.is_some(), "200 publishes of 4 KiB taken with the disk full");
+    assert!(
+        refused_at.is_some(),
+        "200 publishes of 4 KiB taken with the disk full"
+    );
     std::fs::remove_file(&ballast).expect("remove the ballast");
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut after = Vec::new();

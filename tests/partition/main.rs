@@ -40,7 +40,8 @@ fn parse() -> Result<(u64, u64, Option<usize>), String> {
             other => return Err(format!("unknown argument {other:?} (see --help)")),
         }
     }
-    let seed = seed.unwrap_or_else(|| holdpoint_tests::chaos::Rng::from_env("HOLDPOINT_FAULT_SEED").1);
+    let seed =
+        seed.unwrap_or_else(|| holdpoint_tests::chaos::Rng::from_env("HOLDPOINT_FAULT_SEED").1);
     Ok((minutes, seed, agents))
 }
 

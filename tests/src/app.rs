@@ -309,7 +309,11 @@ impl<N: Broker> TestApp<N> {
 
     /// Like [`TestApp::spawn_worker_process`], with extra environment variables for
     /// the child (e.g. libfaketime's `LD_PRELOAD` and `FAKETIME` for a skewed clock).
-    pub fn spawn_worker_process_with(&mut self, failpoint: Option<&str>, env: &[(&str, &str)]) -> usize {
+    pub fn spawn_worker_process_with(
+        &mut self,
+        failpoint: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> usize {
         let mut cmd = self.service_command("worker");
         cmd.envs(env.iter().copied());
         cmd.arg("--ack-wait-ms")

@@ -138,7 +138,10 @@ fn netns_list() -> Vec<String> {
 /// SIGKILLs every process inside `ns` (by pid) and deletes it.
 fn destroy_ns(ns: &str) {
     if let Ok(pids) = run("ip", &["netns", "pids", ns]) {
-        for pid in pids.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+        for pid in pids
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),
                 nix::sys::signal::Signal::SIGKILL,
@@ -155,7 +158,9 @@ impl Lab {
     /// no `nft`, or the kernel refused a namespace or a veth link.
     pub fn unavailable() -> Option<String> {
         if !nix::unistd::Uid::effective().is_root() {
-            return Some("not root: network namespaces need CAP_SYS_ADMIN and CAP_NET_ADMIN".into());
+            return Some(
+                "not root: network namespaces need CAP_SYS_ADMIN and CAP_NET_ADMIN".into(),
+            );
         }
         for (tool, args) in [("ip", &["-V"][..]), ("nft", &["--version"][..])] {
             if let Err(e) = run(tool, args) {
@@ -169,7 +174,9 @@ impl Lab {
             run_in(
                 &probe,
                 "ip",
-                &["link", "add", "name", "hpa", "type", "veth", "peer", "name", "hpb"],
+                &[
+                    "link", "add", "name", "hpa", "type", "veth", "peer", "name", "hpb",
+                ],
             )
         });
         destroy_ns(&probe);
@@ -203,7 +210,10 @@ impl Lab {
     pub fn create(hosts: &[&str]) -> Result<Lab> {
         let swept = Self::sweep_leftovers();
         if !swept.is_empty() {
-            eprintln!("lab: removed leftovers of earlier runs: {}", swept.join(" "));
+            eprintln!(
+                "lab: removed leftovers of earlier runs: {}",
+                swept.join(" ")
+            );
         }
         let prefix = format!("{NS_PREFIX}{}-{}", std::process::id(), unique());
         let mut lab = Lab {

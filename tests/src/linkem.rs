@@ -122,13 +122,14 @@ impl LinkEmulator {
             std::thread::Builder::new()
                 .name("linkem".into())
                 .spawn(move || {
-                    let device = nix::sched::setns(&switch_file, nix::sched::CloneFlags::CLONE_NEWNET)
-                        .context("entering the switch namespace")
-                        .and_then(|()| {
-                            let mut config = tun::Configuration::default();
-                            config.tun_name(DEVICE).up();
-                            tun::create(&config).context("creating the TUN device")
-                        });
+                    let device =
+                        nix::sched::setns(&switch_file, nix::sched::CloneFlags::CLONE_NEWNET)
+                            .context("entering the switch namespace")
+                            .and_then(|()| {
+                                let mut config = tun::Configuration::default();
+                                config.tun_name(DEVICE).up();
+                                tun::create(&config).context("creating the TUN device")
+                            });
                     match device {
                         Ok(device) => {
                             let _ = ready_tx.send(Ok(()));

@@ -118,7 +118,10 @@ impl Service {
                 .env("FAKETIME", format!("{:+}s", self.skew))
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
-        self.child = Some(cmd.spawn().with_context(|| format!("starting {}", self.host))?);
+        self.child = Some(
+            cmd.spawn()
+                .with_context(|| format!("starting {}", self.host))?,
+        );
         self.started += 1;
         Ok(())
     }
@@ -212,7 +215,8 @@ where
     } else {
         lab.host(host).ns.clone()
     };
-    let file = fs::File::open(format!("/run/netns/{ns}")).with_context(|| format!("opening {ns}"))?;
+    let file =
+        fs::File::open(format!("/run/netns/{ns}")).with_context(|| format!("opening {ns}"))?;
     let handle = std::thread::Builder::new()
         .name(format!("in-{host}"))
         .spawn(move || -> Result<T> {
@@ -249,7 +253,8 @@ where
     T: Send + 'static,
 {
     let ns = lab.host(host).ns.clone();
-    let file = fs::File::open(format!("/run/netns/{ns}")).with_context(|| format!("opening {ns}"))?;
+    let file =
+        fs::File::open(format!("/run/netns/{ns}")).with_context(|| format!("opening {ns}"))?;
     std::thread::Builder::new()
         .name(format!("in-{host}"))
         .spawn(move || -> Result<T> {
@@ -331,7 +336,13 @@ impl NetCluster {
         Ok(cluster)
     }
 
-    fn add(&mut self, host: &str, program: PathBuf, args: Vec<OsString>, skew: SkewSecs) -> Result<()> {
+    fn add(
+        &mut self,
+        host: &str,
+        program: PathBuf,
+        args: Vec<OsString>,
+        skew: SkewSecs,
+    ) -> Result<()> {
         let mut s = Service {
             host: host.to_owned(),
             program,
@@ -427,9 +438,13 @@ impl NetCluster {
         // A failed attempt is tried again within seconds, not after 5 min (the
         // default schedule), so the receiver's figures are read at the end of a run.
         a.extend(
-            ["--webhooks-local-mode", "--webhook-retry-schedule-secs", "1,1,2,2,2,2,2,2"]
-                .into_iter()
-                .map(OsString::from),
+            [
+                "--webhooks-local-mode",
+                "--webhook-retry-schedule-secs",
+                "1,1,2,2,2,2,2,2",
+            ]
+            .into_iter()
+            .map(OsString::from),
         );
         a
     }
@@ -598,10 +613,7 @@ pub async fn consumer_leaders(
         return out;
     };
     for c in consumers {
-        let Ok(mut consumer) = s
-            .get_consumer::<jetstream::consumer::pull::Config>(c)
-            .await
-        else {
+        let Ok(mut consumer) = s.get_consumer::<jetstream::consumer::pull::Config>(c).await else {
             continue;
         };
         if let Ok(info) = consumer.info().await

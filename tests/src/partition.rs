@@ -43,6 +43,9 @@ use crate::netcluster::{
 };
 use crate::readers::{Readers, Seen};
 
+/// What the webhook receiver got: (organisation, event).
+type Hooks = Arc<std::sync::Mutex<Vec<(String, Seen)>>>;
+
 /// The organisations the load answers in.
 pub const ORGS: [&str; 2] = ["acme", "globex"];
 /// The webhook receiver's port on the notifier's loopback.
@@ -224,7 +227,7 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
     .await?;
 
     // The webhook receiver, on the notifier's loopback, and one endpoint per org.
-    let hooks: Arc<std::sync::Mutex<Vec<(String, Seen)>>> = Arc::default();
+    let hooks: Hooks = Arc::default();
     let hook_stop = CancellationToken::new();
     let receiver = {
         let (hooks, stop) = (hooks.clone(), hook_stop.clone());
@@ -301,9 +304,11 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
     }
 
     // Warm up: answers flow before the first fault.
-    wait_until(Duration::from_secs(120), || load.ok.load(Ordering::SeqCst) >= 10)
-        .await
-        .context("no answers flowed within 120 s of the start")?;
+    wait_until(Duration::from_secs(120), || {
+        load.ok.load(Ordering::SeqCst) >= 10
+    })
+    .await
+    .context("no answers flowed within 120 s of the start")?;
 
     let mut faults: std::collections::VecDeque<FaultKind> = opts.faults.iter().copied().collect();
     let fault_start = Instant::now();
@@ -356,11 +361,17 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
         });
         if !dead.is_empty() {
             let mut h = load.history.lock().await;
-            h.notes
-                .push(format!("after {} ({detail}): {} exited by itself", kind.name(), dead.join(", ")));
+            h.notes.push(format!(
+                "after {} ({detail}): {} exited by itself",
+                kind.name(),
+                dead.join(", ")
+            ));
             drop(h);
             for host in dead {
-                eprintln!("partition: {host} exited; its log:\n{}", cluster.log_tail(&host, 40));
+                eprintln!(
+                    "partition: {host} exited; its log:\n{}",
+                    cluster.log_tail(&host, 40)
+                );
                 cluster.respawn(&host)?;
             }
         }
@@ -382,7 +393,10 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
             "commands still in the commands stream 90 s after the load stopped: {left:?}"
         ));
     }
-    println!("partition: {:.1} s settled", started.elapsed().as_secs_f64());
+    println!(
+        "partition: {:.1} s settled",
+        started.elapsed().as_secs_f64()
+    );
     history.views = views(&load, &history).await;
     history.stored = stored_events(&bus, first_sequence).await?;
     println!(
@@ -425,7 +439,9 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
     sse_stop.cancel();
     for (_, _, h) in sse {
         if let Ok(seen) = h.await {
-            history.received.extend(seen.into_iter().map(|(org, s)| (Reader::Sse, org, s)));
+            history
+                .received
+                .extend(seen.into_iter().map(|(org, s)| (Reader::Sse, org, s)));
         }
     }
     // Webhooks: until every stored event has come (bounded).
@@ -433,7 +449,10 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
         hooks.lock().map(|h| distinct(&h)).unwrap_or(0) >= expected_hooks
     })
     .await;
-    println!("partition: {:.1} s readers done", started.elapsed().as_secs_f64());
+    println!(
+        "partition: {:.1} s readers done",
+        started.elapsed().as_secs_f64()
+    );
     hook_stop.cancel();
     let _ = receiver.join();
     history.received.extend(
@@ -447,9 +466,11 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
     history
         .received
         .extend(core.into_iter().map(|s| (Reader::Core, String::new(), s)));
-    history
-        .received
-        .extend(durable.into_iter().map(|s| (Reader::Durable, String::new(), s)));
+    history.received.extend(
+        durable
+            .into_iter()
+            .map(|s| (Reader::Durable, String::new(), s)),
+    );
     let report = crate::history::check(&history);
     println!(
         "partition: {:.1} s in all, seed {}",
@@ -523,9 +544,14 @@ async fn apply(
         |me: &str| -> Vec<&'static str> { NODES.iter().copied().filter(|n| *n != me).collect() };
     Ok(match kind {
         FaultKind::LeaderIsolated => {
-            let l = leader_of("HP_COMMANDS").await.unwrap_or_else(|| "n1".into());
+            let l = leader_of("HP_COMMANDS")
+                .await
+                .unwrap_or_else(|| "n1".into());
             lab.split(&[&l], &others(&l))?;
-            (Active::Cut, format!("{l}, HP_COMMANDS leader, cut from every host"))
+            (
+                Active::Cut,
+                format!("{l}, HP_COMMANDS leader, cut from every host"),
+            )
         }
         FaultKind::MajorityWithoutLeader => {
             let streams = ["HP_COMMANDS", "HP_EVENTS", "KV_HP_INTERACTIONS"];
@@ -534,7 +560,10 @@ async fn apply(
             lab.split(&[&l], &other_nodes(&l))?;
             (
                 Active::Cut,
-                format!("{l} ({stream} leader) alone, {} together; clients reach all", other_nodes(&l).join("+")),
+                format!(
+                    "{l} ({stream} leader) alone, {} together; clients reach all",
+                    other_nodes(&l).join("+")
+                ),
             )
         }
         FaultKind::ZombieWorker => {
@@ -543,18 +572,29 @@ async fn apply(
             (Active::Cut, format!("{w} cut from every node"))
         }
         FaultKind::Asymmetric => {
-            let l = leader_of("HP_COMMANDS").await.unwrap_or_else(|| "n3".into());
+            let l = leader_of("HP_COMMANDS")
+                .await
+                .unwrap_or_else(|| "n3".into());
             if rng.chance(0.5) {
                 lab.cut(&[&l], &other_nodes(&l))?;
-                (Active::Cut, format!("{l} (HP_COMMANDS leader) -> other nodes dropped; they reach it"))
+                (
+                    Active::Cut,
+                    format!("{l} (HP_COMMANDS leader) -> other nodes dropped; they reach it"),
+                )
             } else {
                 lab.cut(&other_nodes(&l), &[&l])?;
-                (Active::Cut, format!("other nodes -> {l} (HP_COMMANDS leader) dropped; it reaches them"))
+                (
+                    Active::Cut,
+                    format!("other nodes -> {l} (HP_COMMANDS leader) dropped; it reaches them"),
+                )
             }
         }
         FaultKind::SlowIngress => {
             let em = LinkEmulator::start(&lab, &[INGRESS], &NODES, Profile::WAN, rng.next_u64())?;
-            (Active::Link(em), format!("ingress <-> nodes: {}", Profile::WAN))
+            (
+                Active::Link(em),
+                format!("ingress <-> nodes: {}", Profile::WAN),
+            )
         }
         FaultKind::SlowNodes => {
             let em = LinkEmulator::start(&lab, &NODES, &NODES, Profile::WAN, rng.next_u64())?;
@@ -572,12 +612,18 @@ async fn apply(
             .await
             .context("openings with a deadline did not finish in 120 s")?;
             cluster.restart(w, skew).await?;
-            (Active::Skew(w.to_owned()), format!("{w} restarted {skew:+} s off"))
+            (
+                Active::Skew(w.to_owned()),
+                format!("{w} restarted {skew:+} s off"),
+            )
         }
         FaultKind::SkewedIngress => {
             let skew = [-600, -30, 30, 600][rng.below(4) as usize];
             cluster.restart(INGRESS, skew).await?;
-            (Active::Skew(INGRESS.to_owned()), format!("ingress restarted {skew:+} s off"))
+            (
+                Active::Skew(INGRESS.to_owned()),
+                format!("ingress restarted {skew:+} s off"),
+            )
         }
     })
 }
@@ -640,9 +686,11 @@ async fn agent(
         let rt = &runtimes[org];
         if !sessions.contains_key(org) {
             let s = format!("s-{me}-{}", short_id());
-            if retry(Duration::from_secs(60), || rt.open_session(&s, SessionMode::Blocking))
-                .await
-                .is_err()
+            if retry(Duration::from_secs(60), || {
+                rt.open_session(&s, SessionMode::Blocking)
+            })
+            .await
+            .is_err()
             {
                 continue;
             }
@@ -729,7 +777,15 @@ async fn agent(
         let v = rng.next_u64();
         let racing = rng.chance(1.0 / 7.0);
         let mut rng2 = Rng::seeded(rng.next_u64());
-        let main = answer(&load, &t, target, &person, format!("k-{id}-{me}"), t.body(v), &mut rng);
+        let main = answer(
+            &load,
+            &t,
+            target,
+            &person,
+            format!("k-{id}-{me}"),
+            t.body(v),
+            &mut rng,
+        );
         if racing {
             let racer = format!("person-{}", (me + 1) % agents.max(1));
             let race = answer(
@@ -748,7 +804,8 @@ async fn agent(
         if kind == TargetKind::Approval {
             report_if_released(&load, rt, &t, target).await;
         }
-        tokio::time::sleep(rng.between(Duration::from_millis(20), Duration::from_millis(150))).await;
+        tokio::time::sleep(rng.between(Duration::from_millis(20), Duration::from_millis(150)))
+            .await;
     }
 }
 
@@ -822,7 +879,8 @@ async fn answer(
         if !(status == 503 || status == 0) || started.elapsed() >= load.give_up {
             break;
         }
-        tokio::time::sleep(rng.between(Duration::from_millis(200), Duration::from_millis(500))).await;
+        tokio::time::sleep(rng.between(Duration::from_millis(200), Duration::from_millis(500)))
+            .await;
     }
     load.history.lock().await.answered.push(Answered {
         target,
@@ -880,7 +938,11 @@ async fn report_if_released(load: &Load, rt: &Runtime, t: &Target, target: usize
 /// Waits (bounded, 90 s) until no command is left in the commands stream (its
 /// deadline schedules aside) and every deadline asked for is due plus 5 s. Returns
 /// the commands still there when the bound passed (by subject), empty when settled.
-async fn settle(js: &jetstream::Context, bus: &holdpoint_bus::Bus, h: &History) -> Vec<(String, u64)> {
+async fn settle(
+    js: &jetstream::Context,
+    bus: &holdpoint_bus::Bus,
+    h: &History,
+) -> Vec<(String, u64)> {
     let due = h
         .opened
         .iter()
@@ -967,15 +1029,18 @@ async fn register_webhook(http: &reqwest::Client, base: &str, org: &str) -> Resu
         .await?;
     let status = r.status();
     let body = r.text().await.unwrap_or_default();
-    anyhow::ensure!(status.is_success(), "registering the webhook of {org}: {status} {body}");
+    anyhow::ensure!(
+        status.is_success(),
+        "registering the webhook of {org}: {status} {body}"
+    );
     Ok(())
 }
 
-async fn receive_hooks(hooks: Arc<std::sync::Mutex<Vec<(String, Seen)>>>, stop: CancellationToken) {
+async fn receive_hooks(hooks: Hooks, stop: CancellationToken) {
     use axum::extract::{Path, State};
     use axum::http::HeaderMap;
     async fn hook(
-        State(hooks): State<Arc<std::sync::Mutex<Vec<(String, Seen)>>>>,
+        State(hooks): State<Hooks>,
         Path(org): Path<String>,
         headers: HeaderMap,
         body: axum::body::Bytes,
@@ -1052,7 +1117,9 @@ async fn follow_sse(
                 n = events.next() => n,
             };
             let Some(Ok(ev)) = next else { break };
-            let Ok(seq) = ev.id.parse::<u64>() else { continue };
+            let Ok(seq) = ev.id.parse::<u64>() else {
+                continue;
+            };
             let Ok(e) = serde_json::from_str::<Event>(&ev.data) else {
                 continue;
             };
