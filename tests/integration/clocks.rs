@@ -165,7 +165,7 @@ async fn a_skewed_ingress_refuses_tokens_by_its_own_clock_within_the_documented_
 /// opening was refused, `Ok(None)` when the deadline had not fired within `within`.
 async fn deadline_after(
     skew: i64,
-    expiry: Expiry,
+    expiry: impl FnOnce() -> Expiry,
     within: Duration,
 ) -> Result<Option<Duration>, holdpoint_client::ClientError> {
     let mut app = TestApp::start_with(AppOptions {
@@ -192,9 +192,11 @@ async fn deadline_after(
         },
     )
     .await;
+    // The expiry is made now, right before the opening is sent (an `expiresAt` is
+    // then that far from `sent`).
     let at = Placement::new("s-1", "main", "task-1", "ctx-1")
         .expect("placement")
-        .with_expiry(expiry);
+        .with_expiry(expiry());
     let sent = Instant::now();
     rt.hold_for_approval(
         &at,
@@ -226,11 +228,10 @@ async fn deadline_after(
 async fn an_expires_at_deadline_fires_on_the_servers_clock_whatever_the_workers() {
     require_faketime();
     for skew in [-600i64, -30] {
-        let expires_at = time::OffsetDateTime::now_utc() + Duration::from_secs(12);
         let took = deadline_after(
             skew,
-            Expiry {
-                expires_at: Some(expires_at),
+            || Expiry {
+                expires_at: Some(time::OffsetDateTime::now_utc() + Duration::from_secs(12)),
                 ..Expiry::default()
             },
             Duration::from_secs(40),
@@ -245,11 +246,10 @@ async fn an_expires_at_deadline_fires_on_the_servers_clock_whatever_the_workers(
     }
     // A worker ahead of the runtime's clock by more than the time left takes the
     // instant as past and refuses the opening (NRY-0023): nothing is opened.
-    let expires_at = time::OffsetDateTime::now_utc() + Duration::from_secs(12);
     let refused = deadline_after(
         30,
-        Expiry {
-            expires_at: Some(expires_at),
+        || Expiry {
+            expires_at: Some(time::OffsetDateTime::now_utc() + Duration::from_secs(12)),
             ..Expiry::default()
         },
         Duration::from_secs(1),
@@ -266,7 +266,7 @@ async fn an_expires_in_deadline_moves_late_by_a_worker_clock_ahead() {
     require_faketime();
     let took = deadline_after(
         30,
-        Expiry {
+        || Expiry {
             expires_in: Some(5),
             ..Expiry::default()
         },
@@ -293,7 +293,7 @@ async fn bug_a_worker_clock_behind_fires_an_expires_in_deadline_early() {
     require_faketime();
     let took = deadline_after(
         -30,
-        Expiry {
+        || Expiry {
             expires_in: Some(20),
             ..Expiry::default()
         },

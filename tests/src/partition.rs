@@ -360,8 +360,11 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
             recovered,
         });
         if !dead.is_empty() {
+            // A Holdpoint or nats-server process that exits by itself under a
+            // network fault is a failure of the run (it is started again so the
+            // run goes on).
             let mut h = load.history.lock().await;
-            h.notes.push(format!(
+            h.stuck.push(format!(
                 "after {} ({detail}): {} exited by itself",
                 kind.name(),
                 dead.join(", ")
