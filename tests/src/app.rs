@@ -304,7 +304,18 @@ impl<N: Broker> TestApp<N> {
     /// Starts `holdpoint worker` as a child process, with an optional failpoint
     /// (`after-write`, `before-ack`). Returns its index for [`TestApp::process`].
     pub fn spawn_worker_process(&mut self, failpoint: Option<&str>) -> usize {
+        self.spawn_worker_process_with(failpoint, &[])
+    }
+
+    /// Like [`TestApp::spawn_worker_process`], with extra environment variables for
+    /// the child (e.g. libfaketime's `LD_PRELOAD` and `FAKETIME` for a skewed clock).
+    pub fn spawn_worker_process_with(
+        &mut self,
+        failpoint: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> usize {
         let mut cmd = self.service_command("worker");
+        cmd.envs(env.iter().copied());
         cmd.arg("--ack-wait-ms")
             .arg(self.opts.topo.ack_wait.as_millis().to_string())
             .arg("--priority-timeout-ms")

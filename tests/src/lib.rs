@@ -8,10 +8,20 @@
 //! the targets, jobs and results it passes around; [`readers`] are the live event
 //! readers (core subscriber, durable consumer) those runs check for duplicates and
 //! effect delays.
+//!
+//! The partition harness: [`lab`] makes network namespaces on one bridge (allow
+//! list, nft cuts), [`linkem`] degrades links in userspace, [`netcluster`] runs a
+//! whole Holdpoint across the lab, [`partition`] drives a seeded fault schedule
+//! under load and records a [`history::History`], which [`history::check`] judges.
 
 pub mod app;
 pub mod chaos;
+pub mod history;
 pub mod jwt;
+pub mod lab;
+pub mod linkem;
 pub mod load;
 pub mod nats;
+pub mod netcluster;
+pub mod partition;
 pub mod readers;

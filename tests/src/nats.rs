@@ -448,6 +448,9 @@ pub struct NatsServerOptions {
     /// when [`config_file`](Self::config_file) requires authentication. It needs
     /// publish `$JS.API.INFO` and subscribe `_INBOX.>`.
     pub user: Option<NatsUser>,
+    /// The JetStream store directory (`-sd`) to use instead of one in the
+    /// temporary directory (e.g. a small filesystem a test mounted there).
+    pub store_dir: Option<PathBuf>,
 }
 
 impl NatsServerOptions {
@@ -476,6 +479,12 @@ impl NatsServerOptions {
     /// Sets [`sync_always`](Self::sync_always).
     pub fn sync_always(mut self, yes: bool) -> Self {
         self.sync_always = yes;
+        self
+    }
+
+    /// Sets [`store_dir`](Self::store_dir).
+    pub fn store_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.store_dir = Some(dir.into());
         self
     }
 
@@ -526,7 +535,10 @@ impl NatsServer {
             .prefix("holdpoint-nats-")
             .tempdir()
             .context("creating a temporary directory for nats-server")?;
-        let store_dir = dir.path().join("store");
+        let store_dir = options
+            .store_dir
+            .clone()
+            .unwrap_or_else(|| dir.path().join("store"));
         fs::create_dir_all(&store_dir)
             .with_context(|| format!("creating {}", store_dir.display()))?;
         let config_file = if options.sync_always {

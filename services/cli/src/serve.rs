@@ -86,14 +86,35 @@ pub fn shutdown_on_signals() -> CancellationToken {
     token
 }
 
-/// Connects and sets the topology up.
+/// Connects and sets the topology up. A transient failure of the setup (no
+/// JetStream answer in time while a cluster elects its leaders, a node out of
+/// reach) is logged and tried again ([`SETUP_BACKOFF`]) until it succeeds: a service
+/// started during an election waits for the cluster instead of exiting.
 ///
 /// # Errors
-/// When NATS is unreachable or too old.
+/// When the URL is bad or NATS is too old (permanent failures).
 pub async fn connect_bus(url: &str, name: &str, topo: Topology) -> anyhow::Result<Bus> {
     let client = holdpoint_bus::connect(url, name).await?;
-    Ok(Bus::setup(client, topo).await?)
+    let mut attempt = 0;
+    loop {
+        match Bus::setup(client.clone(), topo.clone()).await {
+            Ok(bus) => return Ok(bus),
+            Err(e) if e.kind() == holdpoint_bus::ErrorKind::Transient => {
+                attempt += 1;
+                let pause = SETUP_BACKOFF.delay(attempt);
+                tracing::warn!(error = %e, attempt, ?pause, "NATS setup failed; trying again");
+                tokio::time::sleep(pause).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
+
+/// The pause between setup attempts in [`connect_bus`]: 500 ms, doubling, at most 5 s.
+pub const SETUP_BACKOFF: holdpoint_bus::backoff::Backoff = holdpoint_bus::backoff::Backoff {
+    first: Duration::from_millis(500),
+    max: Duration::from_secs(5),
+};
 
 /// Binds the ingress's listeners for `service`: `http.listen`, the admin listener
 /// ([`Config::admin_listen`]) and the Unix socket's path (`socket.path`, bound when
