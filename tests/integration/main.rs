@@ -26,6 +26,7 @@ mod product;
 mod remembered;
 mod rpc;
 mod schemas;
+mod seen;
 mod shutdown;
 mod streams;
 mod task_view;

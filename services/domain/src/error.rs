@@ -74,6 +74,13 @@ pub enum ErrorCode {
     /// to an interaction that no longer waits.
     #[serde(rename = "NRY-0023")]
     DeadlineInvalid,
+    /// An answer that decides an approval or a connection did not name what it
+    /// decides: an A2A message without `metadata[URI].interactionId` (and, for an
+    /// approval, without an `argumentsDigest` to bind it to the held call). Only a
+    /// question may be answered by a plain reply to whatever the task waits for; an
+    /// approval or a connection a person never saw is never decided. Nothing changes.
+    #[serde(rename = "NRY-0024")]
+    InteractionNotNamed,
     /// `remember` was sent with an answer to a question or a connection: only an
     /// approval's decision can be remembered as a rule. Nothing is written.
     #[serde(rename = "NRY-0025")]
@@ -159,6 +166,7 @@ impl ErrorCode {
             ErrorCode::CommandConflict => (409, "NRY-0021", "Command conflicts with record"),
             ErrorCode::DeadlineUnsupported => (400, "NRY-0022", "Deadlines not available"),
             ErrorCode::DeadlineInvalid => (400, "NRY-0023", "Deadline not valid"),
+            ErrorCode::InteractionNotNamed => (400, "NRY-0024", "Interaction not named"),
             ErrorCode::NotRememberable => (400, "NRY-0025", "Nothing to remember"),
             ErrorCode::ScopeUnavailable => (400, "NRY-0026", "Rule scope unavailable"),
             ErrorCode::RuleNotFound => (404, "NRY-0027", "Rule not found"),
