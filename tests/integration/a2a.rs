@@ -320,9 +320,17 @@ async fn connections_follow_the_reading_rules() {
     let ana = Rpc::new(&app, "acme", "ana");
     let mut expect = Vec::new();
     for (i, (parts, meta, connected)) in [
-        (json!([{"data": {"connected": true}}]), Some(json!({})), true),
+        (
+            json!([{"data": {"connected": true}}]),
+            Some(json!({})),
+            true,
+        ),
         (json!([{"data": true}]), Some(json!({})), true),
-        (json!([{"data": {"connected": false}}]), Some(json!({})), false),
+        (
+            json!([{"data": {"connected": false}}]),
+            Some(json!({})),
+            false,
+        ),
         (json!([{"text": "done, connected"}]), Some(json!({})), false),
         (json!([]), Some(json!({"approved": true})), true),
         (json!([]), Some(json!({"value": {"connected": true}})), true),

@@ -778,13 +778,16 @@ async fn answers_racing_their_openings_resolve_once_by_their_own_key() {
         stop: None,
     };
     let mut running = Vec::new();
-    for (org, surface) in [("acme", chaos::Surface::Rest), ("globex", chaos::Surface::A2a)] {
+    for (org, surface) in [
+        ("acme", chaos::Surface::Rest),
+        ("globex", chaos::Surface::A2a),
+    ] {
         let race = chaos::Race {
             org: org.into(),
             count: 250,
             surface,
             answer_after: (Duration::ZERO, Duration::from_millis(2)),
-            parallel: 12,
+            parallel: 24,
             clients: clients.clone(),
         };
         let rt = app.runtime(org).await;

@@ -30,7 +30,9 @@ async fn decisions_about(app: &TestApp, effect: &str) -> Vec<Value> {
         .unwrap_or_default()
         .into_iter()
         .map(|e| e["record"].clone())
-        .filter(|e| e["type"] == "dev.holdpoint.approval-decided" && e["data"]["effectId"] == effect)
+        .filter(|e| {
+            e["type"] == "dev.holdpoint.approval-decided" && e["data"]["effectId"] == effect
+        })
         .collect()
 }
 
@@ -107,7 +109,12 @@ async fn an_a2a_approval_that_names_nothing_never_lands_on_a_later_call() {
     let r = ana
         .call(
             "SendMessage",
-            answer(&at, "m2", approve.clone(), Some(json!({"interactionId": eff_a}))),
+            answer(
+                &at,
+                "m2",
+                approve.clone(),
+                Some(json!({"interactionId": eff_a})),
+            ),
         )
         .await;
     r.result();
@@ -155,7 +162,10 @@ async fn an_a2a_approval_that_names_nothing_never_lands_on_a_later_call() {
     // Text on an approval is still refused for what it is (text never approves).
     let eff_c = hold_call(&rt, &at, "merge", json!({"n": 3}), None).await;
     let r = ana
-        .call("SendMessage", answer(&at, "m5", json!([{"text": "yes"}]), None))
+        .call(
+            "SendMessage",
+            answer(&at, "m5", json!([{"text": "yes"}]), None),
+        )
         .await;
     r.assert_error(-32004, "NRY-0020");
     assert_eq!(state_of(&app, "acme", &eff_c).await, State::Pending);
@@ -202,7 +212,11 @@ async fn a_connection_needs_its_id_and_a_question_takes_a_plain_reply() {
     // interactionId answer it, as the extension says.
     for (n, part, want) in [
         (1, json!({"text": "main"}), json!("main")),
-        (2, json!({"data": {"branch": "release"}}), json!({"branch": "release"})),
+        (
+            2,
+            json!({"data": {"branch": "release"}}),
+            json!({"branch": "release"}),
+        ),
     ] {
         let (qat, q) = open_question(&rt, SessionMode::Blocking).await;
         let r = ana
@@ -312,4 +326,81 @@ async fn list_tasks_refuses_an_explicit_page_size_of_zero() {
     assert_eq!(r.result()["pageSize"], 50, "{}", r.body);
     let r = ana.call("ListTasks", json!({"pageSize": 1})).await;
     assert_eq!(r.result()["tasks"].as_array().map(Vec::len), Some(1));
+}
+
+#[tokio::test]
+async fn a_not_found_is_not_the_keys_answer_once_the_interaction_exists() {
+    let app = TestApp::start().await;
+    let rt = app.runtime("acme").await;
+    let session = open_session(&rt, SessionMode::Blocking).await;
+    let at = placement(&session);
+    let ana = app.person("acme", "ana");
+    let effect = format!("eff_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
+    let path = format!("/v1/interactions/{effect}/approve");
+    let body = json!({"approved": true});
+
+    // Sent before the runtime's opening landed: 404, and nothing is written.
+    let r = ana.post_keyed(&path, "k-early", &body).await;
+    assert_eq!((r.status, r.code()), (404, "NRY-0004"), "{r:?}");
+    let r = ana.post_keyed(&path, "k-early", &body).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (404, "NRY-0004"),
+        "still not there: {r:?}"
+    );
+
+    // The runtime opens it; the same key, inside the duplicate window, decides now.
+    hold_on(&rt, &at, &effect).await;
+    let r = ana.post_keyed(&path, "k-early", &body).await;
+    assert_eq!(r.status, 204, "{r:?}");
+    let record = app.interaction("acme", &effect).await.expect("stored");
+    assert_eq!(record.state, State::Resolved);
+    assert_eq!(
+        record.resolution.as_ref().map(|r| r.key.as_str()),
+        Some("k-early")
+    );
+    // A key that decided something gets that decision back, again and again.
+    for _ in 0..3 {
+        assert_eq!(ana.post_keyed(&path, "k-early", &body).await.status, 204);
+    }
+    // Another key is a conflict, as always.
+    let r = ana.post_keyed(&path, "k-other", &body).await;
+    assert_eq!((r.status, r.code()), (409, "NRY-0009"), "{r:?}");
+    app.wait_idle().await;
+    let events = app.events("acme").await;
+    assert_eq!(named(&events, "interaction-resolved", &effect).len(), 1);
+    assert_eq!(named(&events, "tool-call-released", &effect).len(), 1);
+
+    // A runtime's hold refused because its session was not open yet is decided
+    // afresh once the session exists (the same command, inside the window).
+    let later = format!("s-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let at2 = placement(&later);
+    let early = format!("eff_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
+    let refused = rt
+        .hold_for_approval(&at2, hold(&early))
+        .await
+        .expect_err("no session yet");
+    assert!(refused.to_string().contains("NRY-0002"), "{refused}");
+    rt.open_session(&later, SessionMode::Blocking)
+        .await
+        .expect("session");
+    rt.hold_for_approval(&at2, hold(&early))
+        .await
+        .expect("held once the session is open");
+    assert_eq!(state_of(&app, "acme", &early).await, State::Pending);
+}
+
+fn hold(effect: &str) -> holdpoint_client::HoldCall {
+    holdpoint_client::HoldCall {
+        effect_id: effect.to_owned(),
+        call_id: format!("call-{effect}"),
+        server: "github".into(),
+        tool: "merge".into(),
+        arguments: json!({"repo": "acme/app"}),
+        reason: None,
+    }
+}
+
+async fn hold_on(rt: &Runtime, at: &holdpoint_client::Placement, effect: &str) {
+    rt.hold_for_approval(at, hold(effect)).await.expect("hold");
 }

@@ -799,7 +799,9 @@ async fn a_url_with_a_control_character_is_refused_and_the_url_shown_is_the_one_
     let id = r.body["id"].as_str().expect("id").to_owned();
     let shown = ops.get(&format!("/v1/webhooks/{id}")).await;
     assert_eq!(shown.body["url"], called.as_str(), "{shown:?}");
-    let t = ops.post(&format!("/v1/webhooks/{id}/test"), &json!({})).await;
+    let t = ops
+        .post(&format!("/v1/webhooks/{id}/test"), &json!({}))
+        .await;
     assert_eq!(t.status, 202, "{t:?}");
     let got = arrivals(&rx, 1, "the test delivery").await;
     assert_eq!(

@@ -1091,7 +1091,11 @@ async fn a2a_attempt(
         "metadata": {uri: {"interactionId": target.id}},
     }}});
     let mut r = person
-        .try_post_with("/a2a", &[("A2A-Version", "1.0"), ("A2A-Extensions", uri)], &body)
+        .try_post_with(
+            "/a2a",
+            &[("A2A-Version", "1.0"), ("A2A-Extensions", uri)],
+            &body,
+        )
         .await?;
     if r.status == 200 {
         let code = r.body["error"]["data"][0]["metadata"]["code"]
@@ -1135,23 +1139,21 @@ async fn race_one(
                     .await
                     .map(|_| ())
                 }
-                TargetKind::Approval => {
-                    retry_runtime("hold", Duration::from_secs(60), || {
-                        rt.hold_for_approval(
-                            &at,
-                            HoldCall {
-                                effect_id: target.id.clone(),
-                                call_id: call.clone(),
-                                server: "github".into(),
-                                tool: "merge".into(),
-                                arguments: json!({"id": target.id}),
-                                reason: None,
-                            },
-                        )
-                    })
-                    .await
-                    .map(|_| ())
-                }
+                TargetKind::Approval => retry_runtime("hold", Duration::from_secs(60), || {
+                    rt.hold_for_approval(
+                        &at,
+                        HoldCall {
+                            effect_id: target.id.clone(),
+                            call_id: call.clone(),
+                            server: "github".into(),
+                            tool: "merge".into(),
+                            arguments: json!({"id": target.id}),
+                            reason: None,
+                        },
+                    )
+                })
+                .await
+                .map(|_| ()),
             }
         })
     };
@@ -1225,7 +1227,12 @@ pub fn race_opens_and_answers(
         let mut rng = Rng::seeded(seed);
         let mut planned = Vec::with_capacity(race.count);
         for n in 0..race.count {
-            let at = Placement::new(&sessions[n / 50], "main", &format!("task-{}", short_id()), "ctx-1")?;
+            let at = Placement::new(
+                &sessions[n / 50],
+                "main",
+                &format!("task-{}", short_id()),
+                "ctx-1",
+            )?;
             let target = Target {
                 org: race.org.clone(),
                 id: if n % 2 == 0 {

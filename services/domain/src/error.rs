@@ -297,7 +297,9 @@ mod tests {
             .collect();
         assert_eq!(
             provisional,
-            ["NRY-0002", "NRY-0004", "NRY-0030", "NRY-0032", "NRY-0050", "NRY-0051"]
+            [
+                "NRY-0002", "NRY-0004", "NRY-0030", "NRY-0032", "NRY-0050", "NRY-0051"
+            ]
         );
     }
 

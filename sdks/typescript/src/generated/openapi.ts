@@ -263,7 +263,7 @@ export interface paths {
         put?: never;
         /**
          * Register a webhook endpoint
-         * @description The caller's organisation's events of the listed types (all when none) are POSTed to `url` as CloudEvents (`application/cloudevents+json`), signed per Standard Webhooks: `webhook-id` is the CloudEvent's id (deduplicate on it), `webhook-timestamp` Unix seconds, `webhook-signature` `v1,<base64 HMAC-SHA256 of id.timestamp.body>` per live secret. The answer carries the secret, shown this once. The URL must be `https` (plain `http` only to loopback in local mode) and must not name a private, loopback or link-local address; the notifier checks every resolved address again before each request, follows no redirect and sends no credentials.
+         * @description The caller's organisation's events of the listed types (all when none) are POSTed to `url` as CloudEvents (`application/cloudevents+json`), signed per Standard Webhooks: `webhook-id` is the CloudEvent's id (deduplicate on it), `webhook-timestamp` Unix seconds, `webhook-signature` `v1,<base64 HMAC-SHA256 of id.timestamp.body>` per live secret. The answer carries the secret, shown this once. The URL must be `https` (plain `http` only to loopback in local mode), must hold no control character (nor one percent-encoded in its host) and must not name a private, loopback or link-local address; it is stored and shown as the parsed URL written back, exactly the URL called; the notifier checks every resolved address again before each request, follows no redirect and sends no credentials.
          */
         post: operations["createWebhook"];
         delete?: never;
@@ -465,7 +465,8 @@ export interface components {
              */
             remember?: components["schemas"]["Remember"] | null;
             /**
-             * @description A boolean reads as `approved`; anything else is `NRY-0001`.
+             * @description A boolean reads as `approved`; anything else is `NRY-0001`. A JSON `null`
+             *     is a value (`Some(Value::Null)`), distinct from an absent field (`None`).
              * @default null
              */
             value?: unknown;
@@ -560,7 +561,7 @@ export interface components {
             title: string;
         };
         /** @description A stable error code. Serialized as its `NRY-xxxx` string. */
-        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
+        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0024" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
         /** @description A CloudEvents 1.0 event (structured mode). `type` and `data` come from `EventData`. */
         Event: {
             /** @description The media type of `data`, always `application/json`. */
@@ -1195,7 +1196,9 @@ export interface components {
             remember?: components["schemas"]["Remember"] | null;
             /**
              * @description Any JSON, read by the interaction's kind (`{"answers": [...]}` is checked
-             *     like the answer body; `{"connected": true}` or `true` connects).
+             *     like the answer body; `{"connected": true}` or `true` connects). JSON `null`
+             *     is a value like any other (`Some(Value::Null)`); only an absent field is
+             *     `None`.
              * @default null
              */
             value?: unknown;
