@@ -21,6 +21,7 @@ mod hostile;
 mod hostile_fuzz;
 mod nats_permissions;
 mod observability;
+mod openapi_fuzz;
 mod operator;
 mod product;
 mod remembered;

@@ -184,7 +184,7 @@ pub struct CreateWebhook {
 pub struct RotateWebhook {
     /// How long the previous secret keeps signing beside the new one, in seconds
     /// (default 86400, at most 604800; 0: it stops at once).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::integral::opt_u64")]
     pub overlap_secs: Option<u64>,
 }
 

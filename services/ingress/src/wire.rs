@@ -120,8 +120,8 @@ pub struct ListQuery {
     #[serde(default)]
     pub cursor: Option<String>,
     /// `expiresAt`: only interactions with a deadline, soonest first. The page is the
-    /// `limit` soonest among the records one request reads (10,000), with no
-    /// `nextCursor`.
+    /// `limit` soonest among the records one request reads (10,000, after `cursor`
+    /// when given); `nextCursor`, when present, continues the scan past them.
     #[serde(default)]
     pub sort: Option<String>,
 }

@@ -432,7 +432,7 @@ export interface components {
              *     `remember` is `400 NRY-0025` and nothing is written.
              * @default null
              */
-            remember?: unknown;
+            remember?: null;
         };
         /**
          * @description `POST /v1/interactions/{id}/approve` body: `approved`, or a boolean
@@ -451,10 +451,7 @@ export interface components {
              * @default null
              */
             argumentsDigest?: string | null;
-            /**
-             * @description Travels with the decision.
-             * @default null
-             */
+            /** @description Travels with the decision. */
             reason?: string | null;
             /**
              * @description Remember this decision as a rule (`scope`, optional `expiresIn` seconds,
@@ -469,8 +466,12 @@ export interface components {
              *     is a value (`Some(Value::Null)`), distinct from an absent field (`None`).
              * @default null
              */
-            value?: unknown;
-        };
+            value?: boolean;
+        } & ({
+            approved: boolean;
+        } | {
+            approved?: null;
+        });
         /** @description How one attempt ended. */
         AttemptResult: "delivered" | "failed" | "refused";
         /** @description One decision-audit record with its place in the audit stream. */
@@ -542,7 +543,7 @@ export interface components {
              * @description Event names to deliver (see the README's event list); absent or empty: all.
              * @default []
              */
-            eventTypes?: string[];
+            eventTypes?: ("session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "dead-letter" | "webhook-disabled" | "webhook-test")[];
             /**
              * @description `https://…` (plain `http://` only to a loopback host when Holdpoint runs in
              *     local mode); at most 2048 bytes; no user or password; no fragment.
@@ -1067,15 +1068,9 @@ export interface components {
          *     session's lane (the message road's createMessage).
          */
         MessageBody: {
-            /**
-             * @description The lane (default `main`).
-             * @default null
-             */
+            /** @description The lane (default `main`). */
             lane?: string | null;
-            /**
-             * @description The message id, the idempotency key on the lane (default: a new UUID).
-             * @default null
-             */
+            /** @description The message id, the idempotency key on the lane (default: a new UUID). */
             messageId?: string | null;
             /** @description What the person writes. */
             text: string;
@@ -1183,10 +1178,7 @@ export interface components {
              * @default null
              */
             approved?: boolean | null;
-            /**
-             * @description Travels with the answer.
-             * @default null
-             */
+            /** @description Travels with the answer. */
             reason?: string | null;
             /**
              * @description As on `approve`: approvals only (`400 NRY-0025` on a question or a
@@ -1202,7 +1194,11 @@ export interface components {
              * @default null
              */
             value?: unknown;
-        };
+        } & ({
+            approved: boolean;
+        } | {
+            approved?: null;
+        });
         /** @description A rule's revocation. */
         Revocation: {
             /**
@@ -1530,7 +1526,12 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["JsonRpcResponse"];
-                    "text/event-stream": string;
+                    "text/event-stream": {
+                        data: string;
+                        event?: string;
+                        id?: string;
+                        retry?: number;
+                    };
                 };
             };
             /** @description `NRY-0011` Unauthenticated */
@@ -1627,7 +1628,7 @@ export interface operations {
                 /** @description Resume after this sequence (as `Last-Event-ID`). */
                 after?: number;
                 /** @description Only this task's events. */
-                task?: string;
+                task?: components["schemas"]["TaskId"];
                 /** @description Only events of this short name. */
                 type?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "dead-letter" | "webhook-disabled" | "webhook-test";
             };
@@ -1646,7 +1647,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": string;
+                    "text/event-stream": {
+                        data: string;
+                        /** @enum {string} */
+                        event?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "dead-letter" | "webhook-disabled" | "webhook-test";
+                        id?: string;
+                        retry?: number;
+                    };
                 };
             };
             /** @description `NRY-0001` Invalid request */
@@ -1708,8 +1715,8 @@ export interface operations {
                 limit?: number;
                 /**
                  * @description `expiresAt`: only interactions with a deadline, soonest first. The page is the
-                 *     `limit` soonest among the records one request reads (10,000), with no
-                 *     `nextCursor`.
+                 *     `limit` soonest among the records one request reads (10,000, after `cursor`
+                 *     when given); `nextCursor`, when present, continues the scan past them.
                  */
                 sort?: "expiresAt";
                 /** @description `pending` (default), `resolved`, `finished`, `closed` or `all`. */
