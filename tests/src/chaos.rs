@@ -1199,6 +1199,9 @@ async fn race_one(
     Ok(JobResult { job, attempts })
 }
 
+/// A race under way: await it for the targets and the results, in order.
+pub type RaceHandle = tokio::task::JoinHandle<anyhow::Result<(Vec<Target>, Vec<JobResult>)>>;
+
 /// Runs `race` in the background (so the test can kill workers meanwhile): opens
 /// its sessions, then for each target sends the opening and, a moment later, its
 /// answer with its own key. Await the handle for the targets and the results, in
@@ -1208,10 +1211,7 @@ pub fn race_opens_and_answers(
     person: Person,
     race: Race,
     seed: u64,
-) -> (
-    Arc<Progress>,
-    tokio::task::JoinHandle<anyhow::Result<(Vec<Target>, Vec<JobResult>)>>,
-) {
+) -> (Arc<Progress>, RaceHandle) {
     let progress = Arc::new(Progress::default());
     let p = progress.clone();
     let handle = tokio::spawn(async move {
