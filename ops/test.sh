@@ -35,6 +35,29 @@ if [[ "${HOLDPOINT_SKIP_PYTHON:-}" != "1" ]]; then
     "$A2A_VENV/bin/python" -c 'import a2a.client, a2a.types.a2a_pb2, standardwebhooks'
     HOLDPOINT_A2A_PYTHON="$PWD/$A2A_VENV/bin/python"
     export HOLDPOINT_A2A_PYTHON
+
+    # Schemathesis, pinned, in a venv of its own (its dependencies must not move
+    # the A2A SDK's): tests/integration/openapi_fuzz.rs runs it against
+    # `holdpoint up` through HOLDPOINT_SCHEMATHESIS.
+    ST_REQUIREMENTS="schemathesis==4.32.5"
+    ST_VENV=".tools/schemathesis-venv"
+    st_stamp="$ST_VENV/.holdpoint-requirements"
+    if [[ ! -x "$ST_VENV/bin/python" ]]; then
+        python3 -m venv "$ST_VENV"
+    fi
+    if [[ "$(cat "$st_stamp" 2>/dev/null)" != "$ST_REQUIREMENTS" ]]; then
+        # shellcheck disable=SC2086 # the list is meant to split into arguments
+        if ! "$ST_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+            $ST_REQUIREMENTS >.tools/schemathesis-pip-install.log 2>&1; then
+            cat .tools/schemathesis-pip-install.log >&2
+            echo "test: could not install schemathesis into $ST_VENV (see above);" \
+                "HOLDPOINT_SKIP_PYTHON=1 skips the Python-driven tests" >&2
+            exit 1
+        fi
+        printf '%s' "$ST_REQUIREMENTS" >"$st_stamp"
+    fi
+    HOLDPOINT_SCHEMATHESIS="$PWD/$ST_VENV/bin/schemathesis"
+    export HOLDPOINT_SCHEMATHESIS
 fi
 
 # The TypeScript SDK and the web inbox's browser tests (sdks/typescript, Node's

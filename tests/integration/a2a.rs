@@ -173,7 +173,8 @@ async fn data_and_text_parts_are_read_by_the_reading_rules() {
     let rt = app.runtime("acme").await;
     let ana = Rpc::new(&app, "acme", "ana");
 
-    // A data part {approved: true} approves, with or without the extension.
+    // A data part {approved: true} approves once the answer names the interaction
+    // (without a name it is refused, NRY-0024: see `seen`).
     let (at, eff) = open_approval(&rt).await;
     let r = ana
         .send_plain(answer(
@@ -181,6 +182,15 @@ async fn data_and_text_parts_are_read_by_the_reading_rules() {
             "m-a",
             json!([{"data": {"approved": true}}]),
             None,
+        ))
+        .await;
+    r.assert_error(-32602, "NRY-0024");
+    let r = ana
+        .send(answer(
+            &at,
+            "m-a",
+            json!([{"data": {"approved": true}}]),
+            Some(json!({"interactionId": eff})),
         ))
         .await;
     r.assert_working();
@@ -197,11 +207,11 @@ async fn data_and_text_parts_are_read_by_the_reading_rules() {
     // {approved: false} denies: the call fails as tool.denied.
     let (at, denied) = open_approval(&rt).await;
     let r = ana
-        .send_plain(answer(
+        .send(answer(
             &at,
             "m-d",
             json!([{"data": {"approved": false}}]),
-            None,
+            Some(json!({"interactionId": denied})),
         ))
         .await;
     r.assert_working();
@@ -310,10 +320,18 @@ async fn connections_follow_the_reading_rules() {
     let ana = Rpc::new(&app, "acme", "ana");
     let mut expect = Vec::new();
     for (i, (parts, meta, connected)) in [
-        (json!([{"data": {"connected": true}}]), None, true),
-        (json!([{"data": true}]), None, true),
-        (json!([{"data": {"connected": false}}]), None, false),
-        (json!([{"text": "done, connected"}]), None, false),
+        (
+            json!([{"data": {"connected": true}}]),
+            Some(json!({})),
+            true,
+        ),
+        (json!([{"data": true}]), Some(json!({})), true),
+        (
+            json!([{"data": {"connected": false}}]),
+            Some(json!({})),
+            false,
+        ),
+        (json!([{"text": "done, connected"}]), Some(json!({})), false),
         (json!([]), Some(json!({"approved": true})), true),
         (json!([]), Some(json!({"value": {"connected": true}})), true),
         (json!([]), Some(json!({"value": "yes"})), false),

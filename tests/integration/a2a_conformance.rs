@@ -261,7 +261,7 @@ async fn every_timestamp_has_one_format() {
             &at,
             "m-ts",
             json!([{"data": {"approved": true}}]),
-            None,
+            Some(json!({"interactionId": eff})),
         ))
         .await;
     one_format("SendMessage", &sent.result()["task"]["status"]["timestamp"]);
@@ -333,7 +333,9 @@ async fn protojson_input_is_read_and_canonical_json_written() {
         .send(json!({"message": {
                 "message_id": "m-p1", "task_id": at.task_id.as_str(),
                 "context_id": at.context_id.as_str(), "role": 1,
-                "parts": [{"data": {"approved": true}}]
+                "parts": [{"data": {"approved": true}}],
+                "extensions": [holdpoint_domain::EXTENSION_URI],
+                "metadata": {holdpoint_domain::EXTENSION_URI: {"interactionId": eff}}
             }, "configuration": {"history_length": "0"}}))
         .await;
     r.assert_working();

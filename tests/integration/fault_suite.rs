@@ -752,3 +752,99 @@ async fn deadlines_fire_once_through_worker_kills() {
     );
     assert!(expired >= 30, "the unanswered half expired");
 }
+
+/// An answer sent a moment after the runtime's opening, before it is confirmed (a
+/// UI that learned the id from the runtime), is refused as not found. That refusal
+/// changed nothing and is not the key's answer: each retry with the same key is
+/// decided afresh once the interaction exists (inside the duplicate window too).
+/// 500 openings race their answers, half answered over REST and half over A2A,
+/// with a worker SIGKILLed mid-run; at the end nothing is pending and every
+/// interaction is resolved exactly once, by its own key.
+#[tokio::test]
+async fn answers_racing_their_openings_resolve_once_by_their_own_key() {
+    let (mut rng, seed) = Rng::from_env(SEED_ENV);
+    println!("seed {seed} ({SEED_ENV} replays it)");
+    let outcome_timeout = Duration::from_secs(2);
+    let mut app = TestApp::start_with(options(Duration::from_secs(1), outcome_timeout)).await;
+    let mut pool = WorkerPool::start(&mut app, 2);
+    let clients = ClientOptions {
+        clients: 1,
+        pace: (Duration::ZERO, Duration::ZERO),
+        retry_pause: (Duration::from_millis(5), Duration::from_millis(25)),
+        request_bound: Duration::from_secs(10),
+        // Far inside the 2-minute duplicate window: a key whose first answer was
+        // "not found" is still a duplicate for every retry here.
+        give_up_after: Duration::from_secs(45),
+        stop: None,
+    };
+    let mut running = Vec::new();
+    for (org, surface) in [
+        ("acme", chaos::Surface::Rest),
+        ("globex", chaos::Surface::A2a),
+    ] {
+        let race = chaos::Race {
+            org: org.into(),
+            count: 250,
+            surface,
+            answer_after: (Duration::ZERO, Duration::from_millis(2)),
+            parallel: 24,
+            clients: clients.clone(),
+        };
+        let rt = app.runtime(org).await;
+        let person = app.person(org, "ui");
+        running.push(chaos::race_opens_and_answers(
+            rt,
+            person,
+            race,
+            rng.next_u64(),
+        ));
+    }
+    // A worker dies once a fifth of the interactions are under way; another starts.
+    let done = || {
+        running
+            .iter()
+            .map(|(p, _)| p.jobs_done.load(Ordering::Relaxed))
+            .sum::<u64>()
+    };
+    let until = Instant::now() + Duration::from_secs(120);
+    while done() < 100 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(pool.kill_random(&mut app, &mut rng), "a worker to kill");
+    tokio::time::sleep(rng.between(Duration::from_millis(100), Duration::from_millis(600))).await;
+    pool.spawn(&mut app);
+
+    let mut targets = Vec::new();
+    let mut results = Vec::new();
+    for (_, handle) in running {
+        let (t, mut r) = handle.await.expect("race task").expect("race");
+        for job in &mut r {
+            job.job.target += targets.len();
+        }
+        targets.extend(t);
+        results.extend(r);
+    }
+    assert_eq!(targets.len(), 500);
+    let refused_first = results
+        .iter()
+        .filter(|r| r.attempts.first().is_some_and(|a| a.code == "NRY-0004"))
+        .count();
+    let requests: usize = results.iter().map(|r| r.attempts.len()).sum();
+    println!(
+        "{refused_first} of 500 answers were first refused as not found yet; {requests} requests"
+    );
+    assert!(
+        refused_first > 0,
+        "no answer reached the worker before its opening: the race did not happen"
+    );
+    app.wait_idle_within(Duration::from_secs(30)).await;
+    chaos::finish_released(&app, &targets)
+        .await
+        .expect("report tool results");
+    app.wait_idle_within(Duration::from_secs(30)).await;
+    let figures = chaos::check(&app, &targets, &results, clients.request_bound).await;
+    println!("{figures}");
+    assert_eq!(figures.ok, 500, "every answer ended with a 2xx");
+    assert!(pool.all_running(&mut app), "a worker died by itself");
+    figures.assert_clean();
+}

@@ -562,3 +562,146 @@ async fn tail_resumes_after_a_dropped_connection_from_the_last_event() {
     assert!(resumed, "{heads:?}");
     let _ = child.kill().await;
 }
+
+/// What an [`impatient_proxy`] answered: path, status, `Idempotency-Key`.
+type Answered = std::sync::Arc<std::sync::Mutex<Vec<(String, u16, Option<String>)>>>;
+
+/// A reverse proxy in front of `upstream` that waits at most `patience` for an
+/// answer, as a gateway with a short read timeout does: it then answers `504`
+/// while the request it passed on goes on to the end (its late answer dropped).
+async fn impatient_proxy(upstream: String, patience: Duration) -> (String, Answered) {
+    use axum::body::Bytes;
+    use axum::http::{HeaderMap, Method, StatusCode, Uri};
+    use axum::response::IntoResponse as _;
+    let answered: Answered = Default::default();
+    let log = answered.clone();
+    let http = reqwest::Client::new();
+    let app = axum::Router::new().fallback(
+        move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+            let (http, upstream, log) = (http.clone(), upstream.clone(), log.clone());
+            async move {
+                let path = uri
+                    .path_and_query()
+                    .map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned());
+                let key = headers
+                    .get("idempotency-key")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                let mut req = http.request(method, format!("{upstream}{path}")).body(body);
+                for (k, v) in &headers {
+                    if k != "host" && k != "content-length" {
+                        req = req.header(k, v);
+                    }
+                }
+                // Passed on in a task of its own: it goes on after the proxy gives up.
+                let call = tokio::spawn(async move {
+                    let r = req.send().await.ok()?;
+                    let status = r.status().as_u16();
+                    let headers = r.headers().clone();
+                    Some((status, headers, r.bytes().await.ok()?))
+                });
+                let (status, response) = match tokio::time::timeout(patience, call).await {
+                    Ok(Ok(Some((status, headers, bytes)))) => {
+                        let mut out = (
+                            StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
+                            bytes,
+                        )
+                            .into_response();
+                        if let Some(ct) = headers.get("content-type") {
+                            out.headers_mut().insert("content-type", ct.clone());
+                        }
+                        (status, out)
+                    }
+                    Ok(_) => (
+                        502,
+                        (StatusCode::BAD_GATEWAY, "bad gateway").into_response(),
+                    ),
+                    Err(_) => (
+                        504,
+                        (
+                            StatusCode::GATEWAY_TIMEOUT,
+                            [("content-type", "text/html")],
+                            "<html><body><h1>504 Gateway Time-out</h1></body></html>",
+                        )
+                            .into_response(),
+                    ),
+                };
+                log.lock().expect("log").push((path, status, key));
+                response
+            }
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind proxy");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, answered)
+}
+
+/// `holdpoint approve` behind a proxy whose timeout (2 s) is shorter than the
+/// ingress's outcome wait (5 s): the proxy answers `504` while the decision is
+/// still being recorded; the CLI sends it again with the same key, and ends with
+/// the recorded approval, not a failure.
+#[tokio::test]
+async fn approve_behind_a_proxy_that_times_out_first_ends_approved() {
+    let (mut app, key, _jwks) = jwt_app().await;
+    let rt = app.runtime("acme").await;
+    let (_, eff) = open_approval(&rt).await;
+    let token = key.sign(&claims("acme", "ana"));
+    let (proxy, answered) = impatient_proxy(app.base.clone(), Duration::from_secs(2)).await;
+    app.stop_workers().await;
+    let approve = {
+        let (proxy, token, eff) = (proxy.clone(), token.clone(), eff.clone());
+        tokio::spawn(async move {
+            cli(&[
+                "approve",
+                &eff,
+                "--url",
+                &proxy,
+                "--token",
+                &token,
+                "--key",
+                "k-cli-504",
+            ])
+            .await
+        })
+    };
+    let path = format!("/v1/interactions/{eff}/approve");
+    holdpoint_tests::nats::wait_for(Duration::from_secs(20), "the proxy's 504", || {
+        let seen = answered
+            .lock()
+            .expect("log")
+            .iter()
+            .any(|(p, s, _)| *p == path && *s == 504);
+        async move { seen.then_some(()) }
+    })
+    .await;
+    app.start_worker().await;
+    let (ok, out, err) = approve.await.expect("cli task");
+    assert!(ok, "the CLI failed for a recorded decision: {out}\n{err}");
+    let record = app.interaction("acme", &eff).await.expect("stored");
+    assert_eq!(record.state, State::Resolved);
+    let resolution = record.resolution.expect("resolution");
+    assert_eq!(resolution.key.as_str(), "k-cli-504");
+    let posts: Vec<_> = answered
+        .lock()
+        .expect("log")
+        .iter()
+        .filter(|(p, _, _)| *p == path)
+        .cloned()
+        .collect();
+    assert!(posts.len() >= 2, "retried: {posts:?}");
+    assert!(
+        posts
+            .iter()
+            .all(|(_, _, k)| k.as_deref() == Some("k-cli-504")),
+        "{posts:?}"
+    );
+    assert_eq!(posts.last().map(|p| p.1), Some(204), "{posts:?}");
+    app.wait_idle().await;
+    let events = app.events("acme").await;
+    assert_eq!(named(&events, "interaction-resolved", &eff).len(), 1);
+}

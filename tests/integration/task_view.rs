@@ -98,13 +98,24 @@ async fn every_view_of_a_task_names_its_oldest_pending_interaction() {
     let first = sub.expect(WAIT, "the task").await.json();
     assert_eq!(waits_on(&first["result"]["task"]), auth(&b));
 
-    // An answer without interactionId goes to B; the reply names C.
+    // An approval without interactionId decides nothing (NRY-0024); naming B, the
+    // one every view shows, resolves it, and the reply names C.
+    let r = rpc
+        .send(answer(
+            &at,
+            "m-b0",
+            json!([{"data": {"approved": true}}]),
+            None,
+        ))
+        .await;
+    r.assert_error(-32602, "NRY-0024");
+    assert_eq!(get_task(&rpc, &at).await, auth(&b));
     let r = rpc
         .send(answer(
             &at,
             "m-b",
             json!([{"data": {"approved": true}}]),
-            None,
+            Some(json!({"interactionId": b})),
         ))
         .await;
     assert_eq!(waits_on(&r.result()["task"]), auth(&c));
@@ -124,7 +135,12 @@ async fn every_view_of_a_task_names_its_oldest_pending_interaction() {
     let mut s = rpc
         .stream(
             "SendStreamingMessage",
-            answer(&at, "m-c", json!([{"data": {"approved": true}}]), None),
+            answer(
+                &at,
+                "m-c",
+                json!([{"data": {"approved": true}}]),
+                Some(json!({"interactionId": c})),
+            ),
         )
         .await;
     let t = s.expect(WAIT, "the task").await.json();

@@ -93,7 +93,7 @@ async fn a_persons_control_characters_are_refused_over_rest_and_a2a() {
                 &eat,
                 &format!("m-r{n}"),
                 json!([{"data": {"approved": true, "reason": s}}]),
-                None,
+                Some(json!({"interactionId": eff})),
             ))
             .await;
         r.assert_error_for(&format!("A2A reason {s:?}"), -32602, "NRY-0001");

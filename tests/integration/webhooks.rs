@@ -46,6 +46,8 @@ enum Answer {
 /// One request a receiver got.
 #[derive(Debug, Clone)]
 struct Got {
+    /// The request's path and query, as the receiver read them.
+    target: String,
     headers: HashMap<String, String>,
     body: String,
 }
@@ -112,8 +114,16 @@ impl Receiver {
     }
 }
 
-async fn receive(State(log): State<Log>, headers: HeaderMap, body: Bytes) -> Response {
+async fn receive(
+    State(log): State<Log>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let got = Got {
+        target: uri
+            .path_and_query()
+            .map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned()),
         headers: headers
             .iter()
             .map(|(k, v)| {
@@ -753,4 +763,49 @@ async fn a_redirect_is_not_followed_and_a_private_address_is_refused() {
         recorded[0]
     );
     assert!(victim.arrived().is_empty(), "a private address was called");
+}
+
+#[tokio::test]
+async fn a_url_with_a_control_character_is_refused_and_the_url_shown_is_the_one_called() {
+    let mut app = app_with(Duration::from_secs(5), true).await;
+    app.start_notifier(quick(&[60_000], 10, Duration::from_secs(5)))
+        .await;
+    let rx = Receiver::start(vec![Answer::Status(200)]).await;
+    let base = format!("http://127.0.0.1:{}", rx.addr.port());
+    let ops = app.person("acme", "ops");
+    for bad in [
+        format!("{base}/a\0b"),
+        format!("{base}/a\r\nX-Injected: 1"),
+        format!("{base}/\u{1b}[31m"),
+        format!("{base}/a\u{7f}"),
+        format!("http://127.0.0.\t1:{}/hook", rx.addr.port()),
+        format!("http://local%0ahost:{}/hook", rx.addr.port()),
+        format!("{base}/a\tb"),
+        String::new(),
+    ] {
+        let r = ops.post("/v1/webhooks", &json!({ "url": bad })).await;
+        assert_eq!((r.status, r.code()), (400, "NRY-0040"), "{bad:?}: {r:?}");
+    }
+    let r = ops.get("/v1/webhooks").await;
+    assert_eq!(r.body["items"], json!([]), "nothing was written: {r:?}");
+
+    // A URL the parser writes otherwise is kept as it will be called: the answer,
+    // GET and the request the receiver gets all show the same URL.
+    let sent = format!("http://LocalHost:{}/a b/%7e?q=1 2", rx.addr.port());
+    let called = format!("http://localhost:{}/a%20b/%7e?q=1%202", rx.addr.port());
+    let r = ops.post("/v1/webhooks", &json!({ "url": sent })).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(r.body["url"], called.as_str());
+    let id = r.body["id"].as_str().expect("id").to_owned();
+    let shown = ops.get(&format!("/v1/webhooks/{id}")).await;
+    assert_eq!(shown.body["url"], called.as_str(), "{shown:?}");
+    let t = ops
+        .post(&format!("/v1/webhooks/{id}/test"), &json!({}))
+        .await;
+    assert_eq!(t.status, 202, "{t:?}");
+    let got = arrivals(&rx, 1, "the test delivery").await;
+    assert_eq!(
+        format!("http://localhost:{}{}", rx.addr.port(), got[0].target),
+        called
+    );
 }

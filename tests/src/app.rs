@@ -624,6 +624,26 @@ impl Person {
         .await
     }
 
+    /// POST JSON with extra headers, returning transport errors instead of
+    /// panicking (the A2A endpoint's requests, `A2A-Version` and the rest).
+    ///
+    /// # Errors
+    /// When the request cannot be sent or its answer read.
+    pub async fn try_post_with(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &Value,
+    ) -> Result<Reply, reqwest::Error> {
+        let mut r = self
+            .req(self.http.post(format!("{}{path}", self.base)))
+            .json(body);
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        Self::try_send(r).await
+    }
+
     /// POST raw bytes with a content type.
     pub async fn post_raw(&self, path: &str, content_type: &str, body: Vec<u8>) -> Reply {
         Self::send(

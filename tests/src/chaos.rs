@@ -19,6 +19,10 @@
 //!   an approved call), no event id with two contents, nothing left pending, every
 //!   `503` a retryable `NRY-0050` with `Retry-After`, every request answered
 //!   within its bound.
+//! - [`race_opens_and_answers`]: opens interactions and answers each one a moment
+//!   after its opening was sent, before it is confirmed (a UI that learned the id
+//!   from the runtime), over REST or A2A, each answer retried with its own key
+//!   while it is refused as not found yet.
 //! - [`Rng`]: a small seeded generator so a failing run can be replayed
 //!   (`HOLDPOINT_FAULT_SEED`).
 
@@ -1029,4 +1033,245 @@ impl Running {
         seen.durable_at_finish = at_finish;
         Ok(Verdict { figures, seen })
     }
+}
+
+// ---------------------------------------------------------------- races
+
+/// Which surface a race answers on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    /// `POST /v1/interactions/{id}/approve` and `/v1/questions/{id}/answer`, with
+    /// `Idempotency-Key`.
+    Rest,
+    /// A2A `SendMessage` naming the interaction, with the key as `messageId`.
+    A2a,
+}
+
+/// A race of openings against their answers: `count` interactions in `org` (every
+/// other one a question, the rest approvals), each on its own task of a blocking
+/// session, answered `answer_after` after its opening was sent.
+#[derive(Debug, Clone)]
+pub struct Race {
+    /// Organisation.
+    pub org: String,
+    /// Interactions opened and answered.
+    pub count: usize,
+    /// Where the answers go.
+    pub surface: Surface,
+    /// How long after sending the opening its answer is sent (random in the range).
+    pub answer_after: (Duration, Duration),
+    /// Openings (each with its answer) under way at once.
+    pub parallel: usize,
+    /// How the answers are retried: `retry_pause`, `request_bound` and
+    /// `give_up_after` apply (an answer refused as not found yet, `503` or a
+    /// transport error is retried with the same key).
+    pub clients: ClientOptions,
+}
+
+/// One A2A `SendMessage` answering `target` at `at` with `key` as its `messageId`,
+/// read back as a REST-like [`AttemptLog`]: success is 200, an error the status of
+/// its Holdpoint code (`NRY-0004` 404, `NRY-0050` 503 ...), with that code and the
+/// response's `Retry-After`.
+async fn a2a_attempt(
+    person: &Person,
+    at: &Placement,
+    target: &Target,
+    key: &str,
+    variant: u64,
+) -> Result<crate::app::Reply, reqwest::Error> {
+    let uri = holdpoint_domain::EXTENSION_URI;
+    let part = match target.kind {
+        TargetKind::Approval => json!({"data": {"approved": variant % 4 != 3}}),
+        TargetKind::Question => json!({"data": target.body(variant)}),
+    };
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "role": "ROLE_USER", "messageId": key,
+        "taskId": at.task_id.as_str(), "contextId": at.context_id.as_str(),
+        "parts": [part], "extensions": [uri],
+        "metadata": {uri: {"interactionId": target.id}},
+    }}});
+    let mut r = person
+        .try_post_with(
+            "/a2a",
+            &[("A2A-Version", "1.0"), ("A2A-Extensions", uri)],
+            &body,
+        )
+        .await?;
+    if r.status == 200 {
+        let code = r.body["error"]["data"][0]["metadata"]["code"]
+            .as_str()
+            .map(str::to_owned);
+        if let Some(code) = code {
+            r.status = holdpoint_domain::ErrorCode::ALL
+                .iter()
+                .find(|c| c.spec().code == code)
+                .map_or(500, |c| c.spec().status);
+            r.body = json!({"code": code});
+        } else if r.body["error"].is_object() {
+            r.status = 500;
+            r.body = json!({"code": format!("json-rpc {}", r.body["error"]["code"])});
+        }
+    }
+    Ok(r)
+}
+
+/// Opens one target with `rt` and answers it `after` later (REST or A2A, per
+/// `race`), retrying the answer with the same key while it is not found yet,
+/// `503` or a transport error, until something else comes or
+/// `race.clients.give_up_after` passes.
+async fn race_one(
+    rt: &Runtime,
+    person: &Person,
+    race: &Race,
+    (at, target, job): (Placement, Target, Job),
+    (after, variant, seed): (Duration, u64, u64),
+) -> anyhow::Result<JobResult> {
+    let opening = {
+        let (rt, at, target) = (rt.clone(), at.clone(), target.clone());
+        tokio::spawn(async move {
+            let call = format!("call-{}", target.id);
+            match target.kind {
+                TargetKind::Question => {
+                    let qid = uuid::Uuid::parse_str(&target.id)?;
+                    retry_runtime("ask_user", Duration::from_secs(60), || {
+                        rt.ask_user(&at, &call, two_questions(), Some(qid))
+                    })
+                    .await
+                    .map(|_| ())
+                }
+                TargetKind::Approval => retry_runtime("hold", Duration::from_secs(60), || {
+                    rt.hold_for_approval(
+                        &at,
+                        HoldCall {
+                            effect_id: target.id.clone(),
+                            call_id: call.clone(),
+                            server: "github".into(),
+                            tool: "merge".into(),
+                            arguments: json!({"id": target.id}),
+                            reason: None,
+                        },
+                    )
+                })
+                .await
+                .map(|_| ()),
+            }
+        })
+    };
+    tokio::time::sleep(after).await;
+    let mut rng = Rng::seeded(seed);
+    let started = Instant::now();
+    let mut attempts = Vec::new();
+    loop {
+        let sent = Instant::now();
+        let reply = tokio::time::timeout(race.clients.request_bound, async {
+            match race.surface {
+                Surface::Rest => {
+                    person
+                        .try_post_keyed(&target.path(), &job.key, &job.body)
+                        .await
+                }
+                Surface::A2a => a2a_attempt(person, &at, &target, &job.key, variant).await,
+            }
+        })
+        .await;
+        let (status, code, retry_after) = match reply {
+            Ok(Ok(r)) => (r.status, r.code().to_owned(), r.retry_after),
+            Ok(Err(e)) => (0, format!("transport: {e}"), None),
+            Err(_) => (0, "no answer within the bound".to_owned(), None),
+        };
+        attempts.push(AttemptLog {
+            sent,
+            done: Instant::now(),
+            status,
+            code: code.clone(),
+            retry_after,
+        });
+        let again = status == 503 || status == 0 || code == "NRY-0004";
+        if !again || started.elapsed() >= race.clients.give_up_after {
+            break;
+        }
+        tokio::time::sleep(rng.between(race.clients.retry_pause.0, race.clients.retry_pause.1))
+            .await;
+    }
+    opening.await??;
+    // A 404 kept past the give-up time is judged by `check` as what it is: the
+    // answer never resolved the interaction it raced.
+    Ok(JobResult { job, attempts })
+}
+
+/// A race under way: await it for the targets and the results, in order.
+pub type RaceHandle = tokio::task::JoinHandle<anyhow::Result<(Vec<Target>, Vec<JobResult>)>>;
+
+/// Runs `race` in the background (so the test can kill workers meanwhile): opens
+/// its sessions, then for each target sends the opening and, a moment later, its
+/// answer with its own key. Await the handle for the targets and the results, in
+/// order; judge them with [`check`] once settled ([`finish_released`]).
+pub fn race_opens_and_answers(
+    rt: Runtime,
+    person: Person,
+    race: Race,
+    seed: u64,
+) -> (Arc<Progress>, RaceHandle) {
+    let progress = Arc::new(Progress::default());
+    let p = progress.clone();
+    let handle = tokio::spawn(async move {
+        let sessions: Vec<String> = (0..race.count.div_ceil(50))
+            .map(|_| format!("s-{}", short_id()))
+            .collect();
+        for s in &sessions {
+            retry_runtime("open session", Duration::from_secs(60), || {
+                rt.open_session(s, holdpoint_domain::SessionMode::Blocking)
+            })
+            .await?;
+        }
+        let mut rng = Rng::seeded(seed);
+        let mut planned = Vec::with_capacity(race.count);
+        for n in 0..race.count {
+            let at = Placement::new(
+                &sessions[n / 50],
+                "main",
+                &format!("task-{}", short_id()),
+                "ctx-1",
+            )?;
+            let target = Target {
+                org: race.org.clone(),
+                id: if n % 2 == 0 {
+                    uuid::Uuid::new_v4().to_string()
+                } else {
+                    format!("eff_{}", short_id())
+                },
+                kind: if n % 2 == 0 {
+                    TargetKind::Question
+                } else {
+                    TargetKind::Approval
+                },
+            };
+            let variant = rng.next_u64();
+            let job = Job {
+                target: n,
+                key: format!("k-{}-{}", target.id, variant % 10_000),
+                body: target.body(variant),
+            };
+            let after = rng.between(race.answer_after.0, race.answer_after.1);
+            planned.push(((at, target, job), (after, variant, rng.next_u64())));
+        }
+        let targets: Vec<Target> = planned.iter().map(|((_, t, _), _)| t.clone()).collect();
+        let results = futures::stream::iter(planned)
+            .map(|(what, how)| {
+                let (rt, person, race, progress) = (&rt, &person, &race, &p);
+                async move {
+                    let r = race_one(rt, person, race, what, how).await;
+                    progress.jobs_done.fetch_add(1, Ordering::Relaxed);
+                    r
+                }
+            })
+            .buffered(race.parallel.max(1))
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        p.finished.store(true, Ordering::SeqCst);
+        Ok((targets, results))
+    });
+    (progress, handle)
 }

@@ -18,8 +18,16 @@ import {
   withA2AExtensions,
 } from '@a2a-js/sdk/client';
 
-import { errorFromA2A } from './errors.js';
-import { type CallOptions, type ClientOptions, authenticatingFetch, trimBase } from './http.js';
+import { HoldpointError, errorFromA2A } from './errors.js';
+import {
+  type AnswerOptions,
+  type CallOptions,
+  type ClientOptions,
+  RETRY_STATUSES,
+  authenticatingFetch,
+  trimBase,
+  withRetries,
+} from './http.js';
 import type { ApprovalDetail, ConnectionDetail, Kind, QuestionDetail } from './types.js';
 
 export type { StreamResponse, Task } from '@a2a-js/sdk';
@@ -141,16 +149,27 @@ export class HoldpointA2A {
    * @throws {UnsupportedOperationError} text on an approval (`NRY-0020`, JSON-RPC -32004).
    * @throws {ConflictError} answered before with another `messageId`, or closed (`NRY-0009`).
    * @throws {NotFoundError} no such task, or another organisation's (`NRY-0004`).
-   * @throws {UnavailableError} no outcome in time: retry with the same `messageId`.
+   * @throws {UnavailableError} no outcome in time, even after retrying for `retryForMs`: retry with the same `messageId`.
+   * @throws {InteractionNotNamedError} never from this SDK (it always names the interaction, `NRY-0024`).
    * @throws {HoldpointError} any other refusal, by its code.
+   *
+   * A retryable error (`NRY-0050`), an HTTP `502`, `503` or `504` from a proxy, or a
+   * failed connection is retried with the same `messageId` for `options.retryForMs`
+   * (default a minute), so an answer that was recorded returns its task.
    */
-  async answer(params: AnswerParams, options: CallOptions = {}): Promise<Task> {
+  async answer(params: AnswerParams, options: Omit<AnswerOptions, 'idempotencyKey'> = {}): Promise<Task> {
     const message = Message.fromJSON(answerMessage(params));
-    const result = await this.#call(() =>
-      this.client.sendMessage(
-        { tenant: '', message, configuration: undefined, metadata: undefined },
-        this.#options(options),
-      ),
+    const result = await withRetries(
+      () =>
+        this.#call(() =>
+          this.client.sendMessage(
+            { tenant: '', message, configuration: undefined, metadata: undefined },
+            this.#options(options),
+          ),
+        ),
+      transientA2A,
+      params.messageId,
+      options,
     );
     if (!('status' in result)) {
       throw new TypeError('Holdpoint answered SendMessage with a message instead of a task');
@@ -206,6 +225,20 @@ export class HoldpointA2A {
       throw errorFromA2A(error) ?? error;
     }
   }
+}
+
+/**
+ * An A2A answer's failure that may still be recorded: Holdpoint's retryable
+ * `NRY-0050` (-32603 with `retryable: "true"`), an HTTP 502, 503 or 504 in front
+ * of it (the transport's error names the status), or a failed connection.
+ */
+function transientA2A(error: unknown): { status: number; retryAfter?: number | undefined } | undefined {
+  if (error instanceof HoldpointError) {
+    return error.code === 'NRY-0050' ? { status: 503, retryAfter: error.retryAfter } : undefined;
+  }
+  if (error instanceof TypeError) return { status: 0 };
+  const status = /Status: (\d{3})\b/.exec(error instanceof Error ? error.message : '')?.[1];
+  return status !== undefined && RETRY_STATUSES.includes(Number(status)) ? { status: Number(status) } : undefined;
 }
 
 /**

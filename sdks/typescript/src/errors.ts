@@ -78,6 +78,8 @@ export class WebhookRefusedError extends HoldpointError {}
 export class ConflictError extends HoldpointError {}
 /** A remembered rule cannot be written or read: `remember` on a question or connection, scope `agent` with no agent named (`NRY-0025`, `-0026`). */
 export class RuleRefusedError extends HoldpointError {}
+/** An A2A approval or connection answer that named no `interactionId` (nor, for an approval, the held call's `argumentsDigest`): nothing was decided (`NRY-0024`). The SDK always names it. */
+export class InteractionNotNamedError extends InvalidRequestError {}
 /** A runtime's deadline was refused: the server has no message schedules (`NRY-0022`), or the deadline cannot be kept (`NRY-0023`). An answer never gets these. */
 export class DeadlineError extends HoldpointError {}
 /** The held call's arguments are not the ones shown (`argumentsDigest` differs; `NRY-0010`). */
@@ -116,6 +118,7 @@ export const ERROR_CATALOG: Readonly<Record<ErrorCode, { readonly type: ErrorCla
   'NRY-0021': { type: ConflictError, retryable: false },
   'NRY-0022': { type: DeadlineError, retryable: false },
   'NRY-0023': { type: DeadlineError, retryable: false },
+  'NRY-0024': { type: InteractionNotNamedError, retryable: false },
   'NRY-0025': { type: RuleRefusedError, retryable: false },
   'NRY-0026': { type: RuleRefusedError, retryable: false },
   'NRY-0027': { type: NotFoundError, retryable: false },

@@ -34,6 +34,7 @@ export {
   ERROR_CATALOG,
   HoldpointError,
   type HoldpointErrorInit,
+  InteractionNotNamedError,
   InternalError,
   InvalidRequestError,
   TooManyStreamsError,
@@ -48,6 +49,17 @@ export {
   isErrorCode,
 } from './errors.js';
 export type { EventsOptions, StreamedEvent } from './events.js';
-export { type AnswerOptions, type CallOptions, type ClientOptions, type TokenSource, authenticatingFetch } from './http.js';
+export {
+  type AnswerOptions,
+  type CallOptions,
+  type ClientOptions,
+  DEFAULT_RETRY_FOR_MS,
+  RETRY_BACKOFF_MS,
+  RETRY_STATUSES,
+  type RetryNotice,
+  type TokenSource,
+  authenticatingFetch,
+  newIdempotencyKey,
+} from './http.js';
 export { type ApproveDecision, HoldpointRest, type ListOptions, type RespondOptions } from './rest.js';
 export type * from './types.js';

@@ -8,10 +8,19 @@
  */
 import createClient, { type Client } from 'openapi-fetch';
 
-import { errorFromResponse } from './errors.js';
+import { HoldpointError, errorFromResponse } from './errors.js';
 import { type EventsOptions, type StreamedEvent, followEvents } from './events.js';
 import type { paths } from './generated/openapi.js';
-import { type AnswerOptions, type CallOptions, type ClientOptions, authenticatingFetch, trimBase } from './http.js';
+import {
+  type AnswerOptions,
+  type CallOptions,
+  type ClientOptions,
+  RETRY_STATUSES,
+  authenticatingFetch,
+  newIdempotencyKey,
+  trimBase,
+  withRetries,
+} from './http.js';
 import type { InteractionPage, InteractionView, ListState, OptionAnswer } from './types.js';
 
 /** Options of {@link HoldpointRest.pending} and {@link HoldpointRest.list}. */
@@ -119,15 +128,18 @@ export class HoldpointRest {
    *
    * @throws {AnswerDoesNotFitError} the answers do not fit the questions (`NRY-0003`).
    * @throws {ConflictError} already answered or closed (`NRY-0009`), or a product answer the lane refused.
-   * @throws {UnavailableError} no outcome in time: retry with the same `idempotencyKey`.
+   * @throws {UnavailableError} no outcome in time, even after retrying for `retryForMs`: retry with the same `idempotencyKey`.
    */
   async answerQuestion(id: string, answers: OptionAnswer[], options: AnswerOptions = {}): Promise<void> {
-    const { error, response } = await this.api.POST('/v1/questions/{questionId}/answer', {
-      params: { path: { questionId: id }, header: keyHeader(options) },
-      body: { answers },
-      signal: options.signal,
-    });
-    if (response.status !== 204) throw await errorFromResponse(response, error);
+    const key = options.idempotencyKey ?? newIdempotencyKey();
+    await withRetries(async () => {
+      const { error, response } = await this.api.POST('/v1/questions/{questionId}/answer', {
+        params: { path: { questionId: id }, header: { 'Idempotency-Key': key } },
+        body: { answers },
+        signal: options.signal,
+      });
+      if (response.status !== 204) throw await errorFromResponse(response, error);
+    }, transientRest, key, options);
   }
 
   /**
@@ -135,18 +147,21 @@ export class HoldpointRest {
    *
    * @throws {ArgumentsChangedError} `argumentsDigest` is not the held call's (`NRY-0010`).
    * @throws {ConflictError} already answered with another key, or closed (`NRY-0009`).
-   * @throws {UnavailableError} no outcome in time: retry with the same `idempotencyKey`.
+   * @throws {UnavailableError} no outcome in time, even after retrying for `retryForMs`: retry with the same `idempotencyKey`.
    */
   async approve(id: string, decision: ApproveDecision, options: AnswerOptions = {}): Promise<void> {
     const body: { approved: boolean; reason?: string; argumentsDigest?: string } = { approved: decision.approved };
     if (decision.reason !== undefined) body.reason = decision.reason;
     if (decision.argumentsDigest !== undefined) body.argumentsDigest = decision.argumentsDigest;
-    const { error, response } = await this.api.POST('/v1/interactions/{id}/approve', {
-      params: { path: { id }, header: keyHeader(options) },
-      body,
-      signal: options.signal,
-    });
-    if (response.status !== 204) throw await errorFromResponse(response, error);
+    const key = options.idempotencyKey ?? newIdempotencyKey();
+    await withRetries(async () => {
+      const { error, response } = await this.api.POST('/v1/interactions/{id}/approve', {
+        params: { path: { id }, header: { 'Idempotency-Key': key } },
+        body,
+        signal: options.signal,
+      });
+      if (response.status !== 204) throw await errorFromResponse(response, error);
+    }, transientRest, key, options);
   }
 
   /**
@@ -160,12 +175,15 @@ export class HoldpointRest {
   async respond(id: string, value: unknown, options: RespondOptions = {}): Promise<void> {
     const body: { value: unknown; reason?: string } = { value };
     if (options.reason !== undefined) body.reason = options.reason;
-    const { error, response } = await this.api.POST('/v1/interactions/{id}/respond', {
-      params: { path: { id }, header: keyHeader(options) },
-      body,
-      signal: options.signal,
-    });
-    if (response.status !== 204) throw await errorFromResponse(response, error);
+    const key = options.idempotencyKey ?? newIdempotencyKey();
+    await withRetries(async () => {
+      const { error, response } = await this.api.POST('/v1/interactions/{id}/respond', {
+        params: { path: { id }, header: { 'Idempotency-Key': key } },
+        body,
+        signal: options.signal,
+      });
+      if (response.status !== 204) throw await errorFromResponse(response, error);
+    }, transientRest, key, options);
   }
 
   /**
@@ -178,6 +196,15 @@ export class HoldpointRest {
   }
 }
 
-function keyHeader(options: AnswerOptions): { 'Idempotency-Key'?: string } {
-  return options.idempotencyKey === undefined ? {} : { 'Idempotency-Key': options.idempotencyKey };
+/**
+ * A REST answer's failure that may still be recorded: a 502, 503 or 504, or a
+ * request that never got an answer (`fetch` throws a `TypeError`).
+ */
+function transientRest(error: unknown): { status: number; retryAfter?: number | undefined } | undefined {
+  if (error instanceof HoldpointError) {
+    return error.status !== undefined && RETRY_STATUSES.includes(error.status)
+      ? { status: error.status, retryAfter: error.retryAfter }
+      : undefined;
+  }
+  return error instanceof TypeError ? { status: 0 } : undefined;
 }

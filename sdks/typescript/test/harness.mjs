@@ -6,6 +6,7 @@
 // when the test ends.
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpRequest, createServer as createHttpServer } from 'node:http';
 import { connect as tcpConnect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -251,6 +252,69 @@ export function collect(iterable, controller) {
     async stop() {
       controller.abort();
       await done;
+    },
+  };
+}
+
+/**
+ * A reverse proxy in front of `upstream` (`http://host:port`) that waits at most
+ * `timeoutMs` for an answer, as a gateway with a short read timeout does: it then
+ * answers `504 Gateway Time-out` (an HTML page, as nginx would) while the request
+ * it passed on goes on to the end, its late answer dropped. The event stream
+ * (`/v1/events`) is passed through without a timeout. `answers` lists what the
+ * proxy answered: `{ method, path, status, key }` (the `Idempotency-Key`).
+ */
+export async function impatientProxy(upstream, timeoutMs) {
+  const target = new URL(upstream);
+  const answers = [];
+  const server = createHttpServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const note = (status) => answers.push({
+        method: req.method, path: req.url, status, key: req.headers['idempotency-key'],
+      });
+      const up = httpRequest({
+        host: target.hostname,
+        port: target.port,
+        method: req.method,
+        path: req.url,
+        // The client's Host is kept, as a proxy set to pass it does: the agent
+        // card then names the proxy's address.
+        headers: req.headers,
+      }, (upRes) => {
+        if (res.headersSent) {
+          upRes.resume(); // too late: the client was already told 504
+          return;
+        }
+        clearTimeout(timer);
+        note(upRes.statusCode);
+        res.writeHead(upRes.statusCode, upRes.headers);
+        upRes.pipe(res);
+      });
+      up.on('error', () => {
+        if (res.headersSent) return;
+        clearTimeout(timer);
+        note(502);
+        res.writeHead(502, { 'content-type': 'text/html' });
+        res.end('<html><body><h1>502 Bad Gateway</h1></body></html>');
+      });
+      const timer = req.url.startsWith('/v1/events') ? undefined : setTimeout(() => {
+        if (res.headersSent) return;
+        note(504);
+        res.writeHead(504, { 'content-type': 'text/html' });
+        res.end('<html><body><h1>504 Gateway Time-out</h1></body></html>');
+      }, timeoutMs);
+      up.end(Buffer.concat(chunks));
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    answers,
+    async close() {
+      server.closeAllConnections?.();
+      await new Promise((r) => server.close(() => r()));
     },
   };
 }

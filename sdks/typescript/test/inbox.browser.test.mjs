@@ -14,7 +14,7 @@ import { after, before, describe, test } from 'node:test';
 import { chromium } from 'playwright-core';
 
 import { HoldpointRest, UnavailableError } from '../dist/index.js';
-import { Holdpoint, collect, freePort, until } from './harness.mjs';
+import { Holdpoint, collect, freePort, impatientProxy, until } from './harness.mjs';
 
 const CHROMIUM = process.env.HOLDPOINT_CHROMIUM ?? '/usr/bin/chromium';
 // This machine's network is closed: nothing may try to reach out.
@@ -349,9 +349,11 @@ describe('the inbox in Chromium, against separate processes', () => {
       if (r.url().endsWith('/v1/interactions/eff_u1/approve')) keys.push(r.headers()['idempotency-key']);
     });
     await c.getByRole('button', { name: 'Approve' }).click();
-    const alert = c.getByRole('alert');
+    const sending = c.getByRole('status');
     // Two attempts answered 503 (the third is waiting): then the worker comes back.
-    await until('two 503s', async () => /^Temporarily unavailable \(NRY-0050\).*Retrying in 1 s \(attempt 3 of 5\)/s.test(await alert.textContent()));
+    // Meanwhile the card says it is sending, never that it failed.
+    await until('two 503s', async () => /^Sending… not confirmed yet \(NRY-0050\); trying again in 1 s with the same key \(attempt 3\)/.test(await sending.textContent()));
+    assert.equal(await c.getByRole('alert').isVisible(), false, 'no failure is shown while it retries');
     await shot(page, 'inbox-retrying');
     await hp.worker();
     await c.waitFor({ state: 'detached', timeout: 20000 });
@@ -388,6 +390,80 @@ describe('the inbox in Chromium, against separate processes', () => {
   });
 
   test('this page too asked for nothing outside the ingress', () => {
+    assert.deepEqual(b.foreign, []);
+    assert.deepEqual(b.problems, []);
+  });
+});
+
+describe('the inbox behind a proxy whose timeout is shorter than the outcome wait', () => {
+  /** @type {Holdpoint} */
+  let hp;
+  let proxy;
+  let b;
+  let rest;
+  let page;
+
+  before(async () => {
+    hp = new Holdpoint();
+    await hp.nats();
+    await hp.worker();
+    // The ingress waits its default 5 s for an outcome; the proxy only 2 s.
+    await hp.ingress(await freePort());
+    proxy = await impatientProxy(hp.api, 2000);
+    rest = new HoldpointRest({ baseUrl: hp.api, token: await hp.token('acme', 'ana') });
+    await hp.session('acme', 's1');
+    b = await browser(new URL(proxy.url).origin);
+    page = await b.page();
+    await page.goto(`${proxy.url}/inbox#token=${await hp.token('acme', 'dev')}`);
+    await page.locator('#connection.live').waitFor();
+  });
+
+  after(async () => {
+    await b?.close();
+    await proxy?.close();
+    await hp?.close();
+  });
+
+  test('504 from the proxy: the card says sending, retries with the same key, and ends resolved', async () => {
+    await hp.hold('acme', { session: 's1', task: 'tp1', call: 'call-p1', effect: 'eff_p1' });
+    const c = card(page, 'eff_p1');
+    await c.waitFor();
+    // Every alert the page ever shows, from now on.
+    await page.evaluate(() => {
+      window.alertsShown = [];
+      const look = () => {
+        for (const a of document.querySelectorAll('[role="alert"]')) {
+          if (!a.hidden && a.textContent) window.alertsShown.push(a.textContent);
+        }
+      };
+      new MutationObserver(look).observe(document.body, {
+        subtree: true, childList: true, attributes: true, characterData: true,
+      });
+    });
+    const worker = hp.procs.find((p) => p.name === 'holdpoint worker');
+    await worker.stop();
+    const approve = `/v1/interactions/eff_p1/approve`;
+    await c.getByRole('button', { name: 'Approve' }).click();
+    // The proxy gives up after 2 s and answers 504 while the ingress still waits;
+    // the page sends it again with the same key, and gets 504 again.
+    await until('the proxy\'s 504', () => proxy.answers.some((a) => a.path === approve && a.status === 504), 15000);
+    await until('the card to say it is sending', async () => /^Sending… not confirmed yet \(HTTP 504\)/.test(await c.getByRole('status').textContent()));
+    await until('a second 504', () => proxy.answers.filter((a) => a.path === approve && a.status === 504).length >= 2, 15000);
+    // The worker comes back: the decision is recorded several seconds after the
+    // click, well after the 504s the person would otherwise have seen.
+    await hp.worker();
+    await c.waitFor({ state: 'detached', timeout: 30000 });
+    const view = await rest.get('eff_p1');
+    assert.equal(view.state === 'resolved' || view.state === 'finished', true, view.state);
+    assert.equal(view.resolution.answer.approved, true);
+    const sent = proxy.answers.filter((a) => a.path === approve);
+    assert.ok(sent.length >= 2, `retried: ${JSON.stringify(sent)}`);
+    assert.equal(new Set(sent.map((a) => a.key)).size, 1, 'every attempt used the same Idempotency-Key');
+    assert.equal(view.resolution.by, 'dev', 'resolved by the page\'s person');
+    assert.deepEqual(await page.evaluate(() => window.alertsShown), [], 'no failure was ever shown');
+  });
+
+  test('this page asked for nothing outside the proxy', () => {
     assert.deepEqual(b.foreign, []);
     assert.deepEqual(b.problems, []);
   });

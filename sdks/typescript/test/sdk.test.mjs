@@ -17,7 +17,7 @@ import {
   UnsupportedOperationError,
   waiting,
 } from '../dist/index.js';
-import { Holdpoint, collect } from './harness.mjs';
+import { Holdpoint, collect, freePort, impatientProxy, until } from './harness.mjs';
 
 const ORG = 'acme';
 const TWO_QUESTIONS = [
@@ -271,5 +271,74 @@ describe('the SDK against holdpoint up', () => {
     assert.ok(resumed.seen.every((e) => e.sequence > mine.sequence));
     assert.equal(resumed.seen[0].sequence, next.sequence, 'the first event after eff_e1 is eff_e2');
     await resumed.stop();
+  });
+});
+
+describe('the SDK behind a proxy whose timeout is shorter than the outcome wait', () => {
+  /** @type {Holdpoint} */
+  let hp;
+  let proxy;
+  let token;
+
+  before(async () => {
+    hp = new Holdpoint();
+    await hp.nats();
+    await hp.worker();
+    await hp.ingress(await freePort());
+    proxy = await impatientProxy(hp.api, 2000);
+    token = await hp.token(ORG, 'ana');
+    await hp.session(ORG, 's1');
+  });
+
+  after(async () => {
+    await proxy?.close();
+    await hp?.close();
+  });
+
+  /** Stops the worker, runs `answer`, and brings a worker back once the proxy answered 504 to `path`. */
+  async function answeredThroughA504(path, answer) {
+    await hp.procs.find((p) => p.name === 'holdpoint worker' && p.child.exitCode === null).stop();
+    const retries = [];
+    const sent = answer((r) => retries.push(r));
+    await until('the proxy\'s 504', () => proxy.answers.some((a) => a.path === path && a.status === 504), 15000);
+    await hp.worker();
+    await sent;
+    return retries;
+  }
+
+  test('REST approve: a 504 is retried with the same key and the recorded decision returns', async () => {
+    await hp.hold(ORG, { session: 's1', task: 'tx1', call: 'call-x1', effect: 'eff_x1' });
+    const rest = new HoldpointRest({ baseUrl: proxy.url, token });
+    const path = '/v1/interactions/eff_x1/approve';
+    const retries = await answeredThroughA504(path, (onRetry) => rest.approve('eff_x1', { approved: true }, { onRetry }));
+    assert.ok(retries.some((r) => r.status === 504), JSON.stringify(retries));
+    const keys = new Set(proxy.answers.filter((a) => a.path === path).map((a) => a.key));
+    assert.equal(keys.size, 1, 'one Idempotency-Key for every attempt');
+    assert.match([...keys][0], /^sdk-/);
+    const view = await new HoldpointRest({ baseUrl: hp.api, token }).get('eff_x1');
+    assert.equal(view.resolution.answer.approved, true);
+  });
+
+  test('A2A answer: a 504 is retried with the same messageId and the task comes back working', async () => {
+    await hp.hold(ORG, { session: 's1', task: 'tx2', call: 'call-x2', effect: 'eff_x2' });
+    const a2a = await HoldpointA2A.connect({ baseUrl: proxy.url, token });
+    const retries = await answeredThroughA504('/a2a', (onRetry) => a2a.answer(
+      { taskId: 'tx2', interactionId: 'eff_x2', approved: true, messageId: 'answer:eff_x2' },
+      { onRetry },
+    ).then((task) => assert.equal(task.status.state, TaskState.TASK_STATE_WORKING)));
+    assert.ok(retries.some((r) => r.status === 504), JSON.stringify(retries));
+    const view = await new HoldpointRest({ baseUrl: hp.api, token }).get('eff_x2');
+    assert.equal(view.resolution.answer.approved, true);
+  });
+
+  test('retryForMs: 0 sends once and throws what came', async () => {
+    await hp.hold(ORG, { session: 's1', task: 'tx3', call: 'call-x3', effect: 'eff_x3' });
+    await hp.procs.find((p) => p.name === 'holdpoint worker' && p.child.exitCode === null).stop();
+    const rest = new HoldpointRest({ baseUrl: proxy.url, token });
+    await assert.rejects(rest.approve('eff_x3', { approved: true }, { retryForMs: 0, idempotencyKey: 'k-x3' }),
+      (e) => e instanceof HoldpointError && e.status === 504);
+    await hp.worker();
+    // The same key afterwards: the answer was recorded meanwhile, and replays.
+    await until('the recorded answer', () => rest.approve('eff_x3', { approved: true }, { idempotencyKey: 'k-x3' }).then(() => true));
   });
 });

@@ -43,6 +43,14 @@ impl Backoff {
         max: Duration::from_secs(5),
     };
 
+    /// Sending a person's answer again after a `502`, `503` or `504` or a lost
+    /// connection, with the same idempotency key (`holdpoint approve`, `answer`):
+    /// 250 ms, 500 ms, … at most 5 s, unless the answer named a `Retry-After`.
+    pub const ANSWER_RETRY: Backoff = Backoff {
+        first: Duration::from_millis(250),
+        max: Duration::from_secs(5),
+    };
+
     /// Making a consumer that is not ready yet (the notifier's events router, a
     /// webhook endpoint's consumer: NATS away, a stream not made): every 1 s.
     pub const CONSUMER_NOT_READY: Backoff = Backoff {

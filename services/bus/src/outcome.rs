@@ -12,9 +12,15 @@
 //! in time the caller gets a retryable 503; the retry with the same key gets the
 //! recorded outcome.
 //!
-//! A stored refusal that may not hold any more (`NRY-0032`: the product question is
-//! pending again) is not the end: the command is published again under a fresh
-//! `Nats-Msg-Id`, `<command id>-r<n>`, so a worker decides it anew.
+//! Only decisions are replayed. A stored or replayed refusal that changed nothing
+//! and may not hold any more (the interaction did not exist yet, a lane was full,
+//! Holdpoint was unavailable: [`Outcome::is_decision`] is false, the rule is the
+//! domain's [`ErrorCode::is_provisional`]) is not the key's answer: the command is
+//! published again under a fresh `Nats-Msg-Id`, `<command id>-r<unique>`, so a
+//! worker decides it anew. The command id itself would not do: inside JetStream's
+//! duplicate window a publish with it is dropped and never reaches a worker. The
+//! records keep a retry of a decision from deciding twice (an interaction's
+//! resolution keeps its key, a record's outbox its command id).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +31,7 @@ use crate::{Bus, BusError, REPLY_HEADER, TRACEPARENT_HEADER};
 use async_nats::HeaderMap;
 use async_nats::jetstream::publish::PublishAck;
 use futures::StreamExt as _;
-use holdpoint_domain::{Command, CommandEnvelope, ErrorCode, Outcome, Transition};
+use holdpoint_domain::{Command, CommandEnvelope, CommandId, Outcome, Transition};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::warn;
@@ -126,11 +132,13 @@ impl Waiter {
 
     /// Publishes `env` and waits until `timeout` for its outcome.
     ///
-    /// A duplicate publish reads the stored outcome. When that outcome is a refusal
-    /// that left nothing behind and may not hold any more (`NRY-0032`: the question
-    /// is pending again), the command is published again under a fresh
-    /// `Nats-Msg-Id` (`<command id>-r<n>`) so the worker decides anew; the worker's
-    /// record-based idempotency still makes the retry resolve at most once.
+    /// A duplicate publish reads the stored outcome. When that outcome is not a
+    /// decision (a refusal that left nothing behind and may not hold any more:
+    /// `NRY-0004` before the interaction was opened, `NRY-0032` when the question
+    /// is pending again, see [`Outcome::is_decision`]), the command is published
+    /// again under a fresh `Nats-Msg-Id` (`<command id>-r<unique>`) so a worker
+    /// decides anew; the worker's record-based idempotency still makes the retry
+    /// resolve at most once.
     ///
     /// # Errors
     /// [`WaitError`] when NATS or the worker did not answer in time: answer a
@@ -164,14 +172,14 @@ impl Waiter {
             let msg_id = if attempt == 0 {
                 command_id.to_string()
             } else {
-                format!("{command_id}-r{attempt}")
+                fresh_msg_id(&bus.client, &command_id)
             };
             let (outcome, duplicate) = self
                 .publish_and_wait(bus, env, &msg_id, deadline, traceparent)
                 .await?;
-            let stale_refusal =
-                matches!(&outcome.result, Err(r) if r.code == ErrorCode::AnswerNotDelivered);
-            if duplicate && stale_refusal && attempt < MAX_REATTEMPTS {
+            // Decided by this very publish: whatever it says is today's answer. Read
+            // back from an earlier publish: replayed only when it is a decision.
+            if duplicate && !outcome.is_decision() && attempt < MAX_REATTEMPTS {
                 attempt += 1;
                 continue;
             }
@@ -231,8 +239,20 @@ impl Waiter {
     }
 }
 
-/// How many fresh publishes a request makes past stored `NRY-0032` refusals.
-const MAX_REATTEMPTS: u32 = 8;
+/// How many fresh publishes a request makes past stored refusals that are not
+/// decisions. Each fresh id is unique, so its publish is never a duplicate and is
+/// decided by a worker: one is enough, the second only guards against a reply that
+/// came back as a duplicate all the same.
+const MAX_REATTEMPTS: u32 = 2;
+
+/// A message id no publish used before: `<command id>-r<nuid>`. The worker stores
+/// the outcome of a publish under its message id (the `-r` suffix tells it this
+/// is a retry of command `command_id`), so a lost reply can still be read.
+fn fresh_msg_id(client: &async_nats::Client, command_id: &CommandId) -> String {
+    let inbox = client.new_inbox();
+    let unique = inbox.rsplit('.').next().unwrap_or(&inbox);
+    format!("{command_id}-r{unique}")
+}
 
 impl Bus {
     /// Publishes a command with `Nats-Msg-Id` = `msg_id` (its command id unless a
@@ -277,15 +297,36 @@ impl Bus {
         msg_id: &str,
         relay: bool,
     ) -> Result<Option<Outcome>, BusError> {
-        if let Some(o) = self.stored_outcome(msg_id).await? {
-            return Ok(Some(o));
+        let stored = self.stored_outcome(msg_id).await?;
+        if let Some(o) = &stored
+            && o.is_decision()
+        {
+            return Ok(stored);
         }
         let cmd = &env.command_id();
         if cmd != msg_id {
-            // A retry under a fresh id (`-r<n>`) is answered by its stored outcome or
-            // its reply only.
-            return Ok(None);
+            // A retry under a fresh id (`-r<unique>`) is answered by its stored
+            // outcome or its reply only.
+            return Ok(stored);
         }
+        // A stored refusal that is not a decision (the interaction did not exist
+        // yet...) may have been followed by a decision of the same command under a
+        // fresh id: the record says so, and that decision is the key's answer.
+        match self.recorded_decision(env, cmd, relay).await? {
+            Some(o) => Ok(Some(o)),
+            None => Ok(stored),
+        }
+    }
+
+    /// The outcome of the decision command `cmd` (`env`'s id) recorded in the record
+    /// it wrote: its transition in the record's outbox, or the interaction's
+    /// resolution. With `relay`, as in [`Bus::recorded_outcome`].
+    async fn recorded_decision(
+        &self,
+        env: &CommandEnvelope,
+        cmd: &CommandId,
+        relay: bool,
+    ) -> Result<Option<Outcome>, BusError> {
         let found: Option<(Outcome, Option<Transition>)> = match &env.command {
             Command::Message { session, lane, .. }
             | Command::TurnStart { session, lane, .. }

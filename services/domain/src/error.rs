@@ -74,6 +74,13 @@ pub enum ErrorCode {
     /// to an interaction that no longer waits.
     #[serde(rename = "NRY-0023")]
     DeadlineInvalid,
+    /// An answer that decides an approval or a connection did not name what it
+    /// decides: an A2A message without `metadata[URI].interactionId` (and, for an
+    /// approval, without an `argumentsDigest` to bind it to the held call). Only a
+    /// question may be answered by a plain reply to whatever the task waits for; an
+    /// approval or a connection a person never saw is never decided. Nothing changes.
+    #[serde(rename = "NRY-0024")]
+    InteractionNotNamed,
     /// `remember` was sent with an answer to a question or a connection: only an
     /// approval's decision can be remembered as a rule. Nothing is written.
     #[serde(rename = "NRY-0025")]
@@ -98,7 +105,8 @@ pub enum ErrorCode {
     #[serde(rename = "NRY-0032")]
     AnswerNotDelivered,
     /// A webhook URL Holdpoint will not call: not `https` (plain `http` only to a
-    /// loopback host in local mode), credentials or a fragment in it, or a literal
+    /// loopback host in local mode), credentials, a fragment or a control character
+    /// in it (in the host also percent-encoded), or a literal
     /// private, loopback or link-local address outside local mode
     /// (`holdpoint_domain::webhook::check_url`).
     #[serde(rename = "NRY-0040")]
@@ -159,6 +167,7 @@ impl ErrorCode {
             ErrorCode::CommandConflict => (409, "NRY-0021", "Command conflicts with record"),
             ErrorCode::DeadlineUnsupported => (400, "NRY-0022", "Deadlines not available"),
             ErrorCode::DeadlineInvalid => (400, "NRY-0023", "Deadline not valid"),
+            ErrorCode::InteractionNotNamed => (400, "NRY-0024", "Interaction not named"),
             ErrorCode::NotRememberable => (400, "NRY-0025", "Nothing to remember"),
             ErrorCode::ScopeUnavailable => (400, "NRY-0026", "Rule scope unavailable"),
             ErrorCode::RuleNotFound => (404, "NRY-0027", "Rule not found"),
@@ -177,6 +186,37 @@ impl ErrorCode {
             code,
             title,
         }
+    }
+
+    /// True for a refusal that changed nothing and may not hold later, because it
+    /// says only what was true at the moment of deciding: the target was not there
+    /// yet (`NRY-0004` no such interaction, `NRY-0002` no such session: an answer
+    /// sent just before the runtime's opening landed, a hold sent before its
+    /// session), a lane could not take the message and kept nothing (`NRY-0030`,
+    /// `NRY-0032`: the lane may free), or Holdpoint could not decide
+    /// (`NRY-0050`, `NRY-0051`).
+    ///
+    /// Such an outcome is never an idempotency key's final answer: the same request
+    /// sent again with the same key is decided afresh (`holdpoint_bus::outcome`
+    /// publishes it under a fresh message id, since inside JetStream's duplicate
+    /// window the command id itself would be dropped as a duplicate). Every other
+    /// outcome is a *decision*, replayed to every retry with the key: a success, a
+    /// refusal of the input (`NRY-0001`, `NRY-0003`, ...), a conflict with the
+    /// record (`NRY-0009`, `NRY-0010`, `NRY-0021`), or a message kept
+    /// (`NRY-0031`). Deciding such a request again is safe because a decision that
+    /// wrote is recorded in its records (an interaction's resolution keeps its key,
+    /// a record's outbox its command id), so a key that decided something always
+    /// gets that decision back.
+    pub const fn is_provisional(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::NotFound
+                | ErrorCode::SessionNotFound
+                | ErrorCode::LaneRefused
+                | ErrorCode::AnswerNotDelivered
+                | ErrorCode::Unavailable
+                | ErrorCode::Internal
+        )
     }
 
     /// True when the same request may succeed later (for an answer: with the same
@@ -246,6 +286,21 @@ mod tests {
             let json = serde_json::to_string(&code).expect("serializes");
             assert_eq!(json, format!("\"{}\"", code.spec().code));
         }
+    }
+
+    #[test]
+    fn decisions_are_replayed_and_provisional_refusals_are_not() {
+        let provisional: Vec<&str> = ErrorCode::ALL
+            .iter()
+            .filter(|c| c.is_provisional())
+            .map(|c| c.spec().code)
+            .collect();
+        assert_eq!(
+            provisional,
+            [
+                "NRY-0002", "NRY-0004", "NRY-0030", "NRY-0032", "NRY-0050", "NRY-0051"
+            ]
+        );
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod digest;
 pub mod error;
 pub mod event;
 pub mod ids;
+pub mod integral;
 pub mod interaction;
 pub mod outcome;
 pub mod policy;

@@ -53,6 +53,14 @@ impl Outcome {
         }
     }
 
+    /// True when this outcome is a decision, the answer every retry with the same
+    /// idempotency key gets back; false for a provisional refusal that changed
+    /// nothing and may not hold later ([`ErrorCode::is_provisional`]), which a
+    /// retry has decided afresh.
+    pub fn is_decision(&self) -> bool {
+        !matches!(&self.result, Err(r) if r.code.is_provisional())
+    }
+
     /// The outcome of command `command_id` when it was refused with `code` and a
     /// human-readable `message`.
     pub fn err(command_id: &CommandId, code: ErrorCode, message: impl Into<String>) -> Self {

@@ -82,7 +82,11 @@ pub struct Remember {
     pub scope: RuleScope,
     /// Seconds the rule stays live after the answer (1 to 31622400, 366 days); never
     /// expires when left out.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::integral::opt_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub expires_in: Option<u64>,
     /// Narrow the rule to the call's exact arguments (see [`Narrowing`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -186,6 +186,7 @@ impl Spec {
 #[serde(deny_unknown_fields)]
 pub struct OptionAnswer {
     /// Indices into the option list as the engine sent it.
+    #[serde(deserialize_with = "crate::integral::u32s")]
     pub options: Vec<u32>,
     /// Free text, when the question allows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

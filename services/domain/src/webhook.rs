@@ -184,7 +184,7 @@ pub struct CreateWebhook {
 pub struct RotateWebhook {
     /// How long the previous secret keeps signing beside the new one, in seconds
     /// (default 86400, at most 604800; 0: it stops at once).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::integral::opt_u64")]
     pub overlap_secs: Option<u64>,
 }
 
@@ -304,7 +304,27 @@ pub fn check_url(raw: &str, local: bool) -> Result<url::Url, Rejection> {
     if raw.len() > MAX_URL_LEN {
         return Err(refused(format!("url is longer than {MAX_URL_LEN} bytes")));
     }
+    // A URL parser drops TAB, CR and LF and encodes the rest, so a URL holding a
+    // control character would be stored as sent and called as something else (a
+    // header split, a changed path). Refused outright, as in every other text field.
+    if let Some(c) = raw.chars().find(|c| c.is_control()) {
+        return Err(refused(format!(
+            "url holds the control character U+{:04X}; percent-encode it or remove it",
+            u32::from(c)
+        )));
+    }
+    if raw.trim() != raw || raw.is_empty() {
+        return Err(refused("url is empty or has leading or trailing spaces"));
+    }
     let url = url::Url::parse(raw).map_err(|e| refused(format!("url does not parse: {e}")))?;
+    // The host as the parser decoded it (`%0a` in a host is a line feed).
+    if url
+        .host_str()
+        .is_some_and(|h| h.chars().any(|c| c.is_control() || c.is_whitespace()))
+        || percent_decoded_host(raw).is_some_and(|h| h.iter().any(|b| b.is_ascii_control()))
+    {
+        return Err(refused("url's host holds a control character"));
+    }
     if !url.username().is_empty() || url.password().is_some() {
         return Err(refused("url may not carry a user or password"));
     }
@@ -344,6 +364,15 @@ pub fn check_url(raw: &str, local: bool) -> Result<url::Url, Rejection> {
         )));
     }
     Ok(url)
+}
+
+/// The host part of a raw URL (between `//` and the next `/`, `?` or `#`, after any
+/// `user@`), percent-decoded; `None` when the URL has no authority.
+fn percent_decoded_host(raw: &str) -> Option<Vec<u8>> {
+    let (_, rest) = raw.split_once("//")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit('@').next().unwrap_or(authority);
+    Some(percent_encoding::percent_decode_str(host).collect())
 }
 
 /// Whether a delivery may connect to `ip`. Outside local mode only public unicast
@@ -441,6 +470,17 @@ mod tests {
             ("https://hooks.example.com/#f", false),
             ("ftp://hooks.example.com/", false),
             ("not a url", false),
+            ("https://hooks.example.com/a\0b", false),
+            ("https://hooks.example.com/a\r\nX-Injected: 1", false),
+            ("https://hooks.example.com/\u{1b}[31m", false),
+            ("https://hooks.example.com/\u{7f}", false),
+            ("https://hooks.\texample.com/", false),
+            ("https://hooks.example.com/\u{85}", false),
+            ("https://hooks%0a.example.com/", false),
+            ("https://hooks%00.example.com/", false),
+            ("https://hooks%1b.example.com/", false),
+            (" https://hooks.example.com/", false),
+            ("", false),
         ] {
             let r = check_url(bad, local).expect_err(bad);
             assert_eq!(r.code, ErrorCode::WebhookUrlRefused, "{bad}");

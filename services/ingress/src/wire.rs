@@ -54,8 +54,9 @@ pub struct ApproveBody {
     /// `tool.denied`.
     #[serde(default)]
     pub approved: Option<bool>,
-    /// A boolean reads as `approved`; anything else is `NRY-0001`.
-    #[serde(default)]
+    /// A boolean reads as `approved`; anything else is `NRY-0001`. A JSON `null`
+    /// is a value (`Some(Value::Null)`), distinct from an absent field (`None`).
+    #[serde(default, deserialize_with = "present")]
     pub value: Option<Value>,
     /// Travels with the decision.
     #[serde(default)]
@@ -79,8 +80,10 @@ pub struct ApproveBody {
 #[serde(deny_unknown_fields)]
 pub struct RespondBody {
     /// Any JSON, read by the interaction's kind (`{"answers": [...]}` is checked
-    /// like the answer body; `{"connected": true}` or `true` connects).
-    #[serde(default)]
+    /// like the answer body; `{"connected": true}` or `true` connects). JSON `null`
+    /// is a value like any other (`Some(Value::Null)`); only an absent field is
+    /// `None`.
+    #[serde(default, deserialize_with = "present")]
     pub value: Option<Value>,
     /// Read as the value.
     #[serde(default)]
@@ -92,6 +95,13 @@ pub struct RespondBody {
     /// connection, nothing written).
     #[serde(default)]
     pub remember: Option<Remember>,
+}
+
+/// Reads a field that is present as `Some`, whatever its JSON value: `null`
+/// included. With `#[serde(default)]` an absent field stays `None`, so a body can
+/// tell `{"value": null}` (an answer of JSON `null`) from `{}` (no value).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 /// Query of `GET /v1/interactions`.
@@ -110,8 +120,8 @@ pub struct ListQuery {
     #[serde(default)]
     pub cursor: Option<String>,
     /// `expiresAt`: only interactions with a deadline, soonest first. The page is the
-    /// `limit` soonest among the records one request reads (10,000), with no
-    /// `nextCursor`.
+    /// `limit` soonest among the records one request reads (10,000, after `cursor`
+    /// when given); `nextCursor`, when present, continues the scan past them.
     #[serde(default)]
     pub sort: Option<String>,
 }

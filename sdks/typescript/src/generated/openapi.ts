@@ -263,7 +263,7 @@ export interface paths {
         put?: never;
         /**
          * Register a webhook endpoint
-         * @description The caller's organisation's events of the listed types (all when none) are POSTed to `url` as CloudEvents (`application/cloudevents+json`), signed per Standard Webhooks: `webhook-id` is the CloudEvent's id (deduplicate on it), `webhook-timestamp` Unix seconds, `webhook-signature` `v1,<base64 HMAC-SHA256 of id.timestamp.body>` per live secret. The answer carries the secret, shown this once. The URL must be `https` (plain `http` only to loopback in local mode) and must not name a private, loopback or link-local address; the notifier checks every resolved address again before each request, follows no redirect and sends no credentials.
+         * @description The caller's organisation's events of the listed types (all when none) are POSTed to `url` as CloudEvents (`application/cloudevents+json`), signed per Standard Webhooks: `webhook-id` is the CloudEvent's id (deduplicate on it), `webhook-timestamp` Unix seconds, `webhook-signature` `v1,<base64 HMAC-SHA256 of id.timestamp.body>` per live secret. The answer carries the secret, shown this once. The URL must be `https` (plain `http` only to loopback in local mode), must hold no control character (nor one percent-encoded in its host) and must not name a private, loopback or link-local address; it is stored and shown as the parsed URL written back, exactly the URL called; the notifier checks every resolved address again before each request, follows no redirect and sends no credentials.
          */
         post: operations["createWebhook"];
         delete?: never;
@@ -432,7 +432,7 @@ export interface components {
              *     `remember` is `400 NRY-0025` and nothing is written.
              * @default null
              */
-            remember?: unknown;
+            remember?: null;
         };
         /**
          * @description `POST /v1/interactions/{id}/approve` body: `approved`, or a boolean
@@ -451,10 +451,7 @@ export interface components {
              * @default null
              */
             argumentsDigest?: string | null;
-            /**
-             * @description Travels with the decision.
-             * @default null
-             */
+            /** @description Travels with the decision. */
             reason?: string | null;
             /**
              * @description Remember this decision as a rule (`scope`, optional `expiresIn` seconds,
@@ -465,11 +462,16 @@ export interface components {
              */
             remember?: components["schemas"]["Remember"] | null;
             /**
-             * @description A boolean reads as `approved`; anything else is `NRY-0001`.
+             * @description A boolean reads as `approved`; anything else is `NRY-0001`. A JSON `null`
+             *     is a value (`Some(Value::Null)`), distinct from an absent field (`None`).
              * @default null
              */
-            value?: unknown;
-        };
+            value?: boolean;
+        } & ({
+            approved: boolean;
+        } | {
+            approved?: null;
+        });
         /** @description How one attempt ended. */
         AttemptResult: "delivered" | "failed" | "refused";
         /** @description One decision-audit record with its place in the audit stream. */
@@ -541,7 +543,7 @@ export interface components {
              * @description Event names to deliver (see the README's event list); absent or empty: all.
              * @default []
              */
-            eventTypes?: string[];
+            eventTypes?: ("session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "dead-letter" | "webhook-disabled" | "webhook-test")[];
             /**
              * @description `https://…` (plain `http://` only to a loopback host when Holdpoint runs in
              *     local mode); at most 2048 bytes; no user or password; no fragment.
@@ -560,7 +562,7 @@ export interface components {
             title: string;
         };
         /** @description A stable error code. Serialized as its `NRY-xxxx` string. */
-        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
+        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0024" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
         /** @description A CloudEvents 1.0 event (structured mode). `type` and `data` come from `EventData`. */
         Event: {
             /** @description The media type of `data`, always `application/json`. */
@@ -1066,15 +1068,9 @@ export interface components {
          *     session's lane (the message road's createMessage).
          */
         MessageBody: {
-            /**
-             * @description The lane (default `main`).
-             * @default null
-             */
+            /** @description The lane (default `main`). */
             lane?: string | null;
-            /**
-             * @description The message id, the idempotency key on the lane (default: a new UUID).
-             * @default null
-             */
+            /** @description The message id, the idempotency key on the lane (default: a new UUID). */
             messageId?: string | null;
             /** @description What the person writes. */
             text: string;
@@ -1182,10 +1178,7 @@ export interface components {
              * @default null
              */
             approved?: boolean | null;
-            /**
-             * @description Travels with the answer.
-             * @default null
-             */
+            /** @description Travels with the answer. */
             reason?: string | null;
             /**
              * @description As on `approve`: approvals only (`400 NRY-0025` on a question or a
@@ -1195,11 +1188,17 @@ export interface components {
             remember?: components["schemas"]["Remember"] | null;
             /**
              * @description Any JSON, read by the interaction's kind (`{"answers": [...]}` is checked
-             *     like the answer body; `{"connected": true}` or `true` connects).
+             *     like the answer body; `{"connected": true}` or `true` connects). JSON `null`
+             *     is a value like any other (`Some(Value::Null)`); only an absent field is
+             *     `None`.
              * @default null
              */
             value?: unknown;
-        };
+        } & ({
+            approved: boolean;
+        } | {
+            approved?: null;
+        });
         /** @description A rule's revocation. */
         Revocation: {
             /**
@@ -1527,7 +1526,12 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["JsonRpcResponse"];
-                    "text/event-stream": string;
+                    "text/event-stream": {
+                        data: string;
+                        event?: string;
+                        id?: string;
+                        retry?: number;
+                    };
                 };
             };
             /** @description `NRY-0011` Unauthenticated */
@@ -1624,7 +1628,7 @@ export interface operations {
                 /** @description Resume after this sequence (as `Last-Event-ID`). */
                 after?: number;
                 /** @description Only this task's events. */
-                task?: string;
+                task?: components["schemas"]["TaskId"];
                 /** @description Only events of this short name. */
                 type?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "dead-letter" | "webhook-disabled" | "webhook-test";
             };
@@ -1643,7 +1647,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": string;
+                    "text/event-stream": {
+                        data: string;
+                        /** @enum {string} */
+                        event?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "dead-letter" | "webhook-disabled" | "webhook-test";
+                        id?: string;
+                        retry?: number;
+                    };
                 };
             };
             /** @description `NRY-0001` Invalid request */
@@ -1705,8 +1715,8 @@ export interface operations {
                 limit?: number;
                 /**
                  * @description `expiresAt`: only interactions with a deadline, soonest first. The page is the
-                 *     `limit` soonest among the records one request reads (10,000), with no
-                 *     `nextCursor`.
+                 *     `limit` soonest among the records one request reads (10,000, after `cursor`
+                 *     when given); `nextCursor`, when present, continues the scan past them.
                  */
                 sort?: "expiresAt";
                 /** @description `pending` (default), `resolved`, `finished`, `closed` or `all`. */

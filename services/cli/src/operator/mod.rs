@@ -29,6 +29,8 @@ use clap::Args;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
 
+use holdpoint_bus::backoff::Backoff;
+
 use crate::terminal;
 
 /// The API's base URL when neither `--url` nor `HOLDPOINT_URL` says otherwise.
@@ -254,8 +256,13 @@ impl Client {
         json_or_error(resp).await
     }
 
-    /// POSTs an answer with `Idempotency-Key: key` (or a fresh `cli-<uuid>`): a `503`
-    /// names the key to retry with.
+    /// POSTs an answer with `Idempotency-Key: key` (or a fresh `cli-<uuid>`), and
+    /// keeps sending it, with the same key, while nobody can say whether it was
+    /// recorded: a `502`, `503` or `504` (the ingress out of time, or a proxy in
+    /// front of it) or a connection that failed is retried after its `Retry-After`,
+    /// else with [`Backoff::ANSWER_RETRY`], for at most [`ANSWER_RETRY_FOR`]. A
+    /// recorded answer then ends with its 2xx (the same key replays it), never with
+    /// a failure. Past that time the error names the key to retry with.
     pub(crate) async fn post(
         &self,
         path: &str,
@@ -266,29 +273,78 @@ impl Client {
             || format!("cli-{}", uuid::Uuid::new_v4().simple()),
             str::to_owned,
         );
-        let r = self
-            .req(self.http.post(format!("{}{path}", self.args.url)))
-            .header("Idempotency-Key", &key)
-            .json(body);
         let spinner = waiting(!self.args.json);
-        let resp = r
-            .send()
-            .await
-            .with_context(|| format!("cannot reach {}", self.args.url));
+        let started = std::time::Instant::now();
+        let mut attempt = 1i64;
+        let result = loop {
+            let sent = self
+                .req(self.http.post(format!("{}{path}", self.args.url)))
+                .header("Idempotency-Key", &key)
+                .json(body)
+                .send()
+                .await;
+            let (why, retry_after) = match sent {
+                Ok(resp) if RETRY_STATUSES.contains(&resp.status().as_u16()) => {
+                    let status = resp.status().as_u16();
+                    let retry_after = resp
+                        .headers()
+                        .get(reqwest::header::RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .map(|s| Duration::from_secs(s.max(1)));
+                    let error = json_or_error(resp).await.err();
+                    (
+                        error.unwrap_or_else(|| anyhow::anyhow!("HTTP {status}")),
+                        retry_after,
+                    )
+                }
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    break if status >= 400 {
+                        json_or_error(resp).await.map(|_| status)
+                    } else {
+                        Ok(status)
+                    };
+                }
+                Err(e) => (
+                    anyhow::Error::new(e).context(format!("cannot reach {}", self.args.url)),
+                    None,
+                ),
+            };
+            let pause = retry_after.unwrap_or_else(|| Backoff::ANSWER_RETRY.delay(attempt));
+            if started.elapsed() + pause > ANSWER_RETRY_FOR {
+                break Err(why.context(format!(
+                    "not confirmed after {} s of trying; it may still be recorded: retry \
+                     with --key {} (the same key answers once)",
+                    ANSWER_RETRY_FOR.as_secs(),
+                    terminal::line(&key)
+                )));
+            }
+            if let Some(s) = &spinner {
+                s.set_message(format!(
+                    "sending… not confirmed yet ({}); trying again in {:.1} s with the same key",
+                    terminal::line(&format!("{why:#}")),
+                    pause.as_secs_f64()
+                ));
+            }
+            tokio::time::sleep(pause).await;
+            attempt += 1;
+        };
         if let Some(s) = spinner {
             s.finish_and_clear();
         }
-        let resp = resp?;
-        let status = resp.status().as_u16();
-        if status >= 400 {
-            json_or_error(resp).await.map_err(|e| match status {
-                503 => anyhow::anyhow!("{e} (retry with --key {})", terminal::line(&key)),
-                _ => e,
-            })?;
-        }
-        Ok(status)
+        result
     }
 }
+
+/// Statuses after which an answer is sent again with the same key: the ingress had
+/// no outcome in time (`503 NRY-0050`), or a gateway in front of it gave up waiting
+/// (`502`, `504`) while the answer may still be recorded.
+const RETRY_STATUSES: [u16; 3] = [502, 503, 504];
+
+/// How long `holdpoint approve`, `answer` and `respond` keep sending an answer that
+/// is not confirmed yet.
+pub(crate) const ANSWER_RETRY_FOR: Duration = Duration::from_secs(60);
 
 fn waiting(enabled: bool) -> Option<indicatif::ProgressBar> {
     if !enabled || !std::io::stderr().is_terminal() {

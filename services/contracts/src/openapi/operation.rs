@@ -5,13 +5,13 @@ use super::schema::{
     enum_values, error_responses, header_param, idempotency_header, interaction_param,
     json_content, path_param, query_params, schema_ref, webhook_param,
 };
-use super::{Operation, Success};
+use super::{Operation, Success, constraints};
 use holdpoint_domain::event::EVENT_NAMES;
 use holdpoint_domain::webhook::{
     CreateWebhook, RotateWebhook, TestQueued, WebhookAttempts, WebhookList, WebhookView,
     WebhookWithSecret,
 };
-use holdpoint_domain::{Event, InteractionView, Rule, RuleId, SessionId, State};
+use holdpoint_domain::{Event, InteractionView, Rule, RuleId, SessionId, State, TaskId};
 use holdpoint_ingress::a2a::{EXTENSIONS_HEADER, LEGACY_EXTENSIONS_HEADER, VERSION_HEADER};
 use holdpoint_ingress::wire::{
     AnswerBody, ApproveBody, AuditPage, AuditQuery, EventsQuery, ListQuery, MessageAccepted,
@@ -58,6 +58,9 @@ pub(super) fn operation(op: &Operation, generator: &mut SchemaGenerator) -> Valu
                 if p["name"] == "sort" {
                     p["schema"] = json!({"type": "string", "enum": ["expiresAt"]});
                 }
+                if p["name"] == "cursor" {
+                    p["schema"]["pattern"] = json!(constraints::CURSOR_PATTERN);
+                }
             }
             parameters.extend(query);
             responses.insert(
@@ -66,7 +69,13 @@ pub(super) fn operation(op: &Operation, generator: &mut SchemaGenerator) -> Valu
             );
         }
         "listRules" => {
-            parameters.extend(query_params::<RulesQuery>(generator));
+            let mut query = query_params::<RulesQuery>(generator);
+            for p in &mut query {
+                if p["name"] == "cursor" {
+                    p["schema"]["pattern"] = json!(constraints::CURSOR_PATTERN);
+                }
+            }
+            parameters.extend(query);
             responses.insert(
                 "200".into(),
                 json!({"description": "A page of rules.", "content": json_content(schema_ref::<RulePage>(generator))}),
@@ -113,12 +122,15 @@ pub(super) fn operation(op: &Operation, generator: &mut SchemaGenerator) -> Valu
                 if p["name"] == "type" {
                     p["schema"] = json!({"type": "string", "enum": EVENT_NAMES});
                 }
+                if p["name"] == "task" {
+                    p["schema"] = schema_ref::<TaskId>(generator);
+                }
             }
             parameters.extend(query);
             parameters.push(header_param(
                 "Last-Event-ID",
                 "Resume after this sequence (what `EventSource` sends on reconnect); wins over `after`.",
-                json!({"type": "string", "pattern": "^[0-9]+$"}),
+                json!({"type": "string", "pattern": constraints::SEQUENCE_PATTERN}),
             ));
             let event = schema_ref::<Event>(generator);
             responses.insert(
@@ -126,7 +138,7 @@ pub(super) fn operation(op: &Operation, generator: &mut SchemaGenerator) -> Valu
                 json!({
                     "description": "A server-sent event stream; each event's `data:` is a CloudEvent (the `x-sse-data` schema).",
                     "content": {"text/event-stream": {
-                        "schema": {"type": "string"},
+                        "schema": constraints::sse_event(&event, Some(EVENT_NAMES)),
                         "x-sse-data": event,
                     }},
                 }),
@@ -190,7 +202,7 @@ pub(super) fn operation(op: &Operation, generator: &mut SchemaGenerator) -> Valu
                     },
                     "content": {
                         "application/json": {"schema": response},
-                        "text/event-stream": {"schema": {"type": "string"}, "x-sse-data": response},
+                        "text/event-stream": {"schema": constraints::sse_event(&response, None), "x-sse-data": response},
                     },
                 }),
             );
@@ -258,6 +270,11 @@ pub(super) fn operation(op: &Operation, generator: &mut SchemaGenerator) -> Valu
         | Success::AgentCard => {}
     }
     responses.extend(error_responses(op.errors));
+    if let Some((status, links)) = constraints::links(op.id)
+        && let Some(r) = responses.get_mut(status)
+    {
+        r["links"] = links;
+    }
     let mut out = json!({
         "operationId": op.id,
         "tags": [op.tag],

@@ -150,7 +150,7 @@ pub(super) fn webhook_param() -> Value {
     path_param(
         "id",
         "The webhook endpoint (`wh_<32 hex>`).",
-        json!({"type": "string", "minLength": 1, "maxLength": 128}),
+        json!({"type": "string", "minLength": 1, "maxLength": 128, "pattern": holdpoint_domain::schema::ASCII_ID_PATTERN}),
     )
 }
 

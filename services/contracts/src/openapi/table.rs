@@ -243,7 +243,7 @@ pub const OPERATIONS: &[Operation] = &[
         id: "createWebhook",
         tag: "webhooks",
         summary: "Register a webhook endpoint",
-        description: "The caller's organisation's events of the listed types (all when none) are POSTed to `url` as CloudEvents (`application/cloudevents+json`), signed per Standard Webhooks: `webhook-id` is the CloudEvent's id (deduplicate on it), `webhook-timestamp` Unix seconds, `webhook-signature` `v1,<base64 HMAC-SHA256 of id.timestamp.body>` per live secret. The answer carries the secret, shown this once. The URL must be `https` (plain `http` only to loopback in local mode) and must not name a private, loopback or link-local address; the notifier checks every resolved address again before each request, follows no redirect and sends no credentials.",
+        description: "The caller's organisation's events of the listed types (all when none) are POSTed to `url` as CloudEvents (`application/cloudevents+json`), signed per Standard Webhooks: `webhook-id` is the CloudEvent's id (deduplicate on it), `webhook-timestamp` Unix seconds, `webhook-signature` `v1,<base64 HMAC-SHA256 of id.timestamp.body>` per live secret. The answer carries the secret, shown this once. The URL must be `https` (plain `http` only to loopback in local mode), must hold no control character (nor one percent-encoded in its host) and must not name a private, loopback or link-local address; it is stored and shown as the parsed URL written back, exactly the URL called; the notifier checks every resolved address again before each request, follows no redirect and sends no credentials.",
         success: Success::Created,
         errors: WEBHOOK_CREATE_ERRORS,
         secured: true,

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::command::AnswerInput;
 use crate::digest::canonical_json;
 use crate::error::{ErrorCode, Rejection};
-use crate::vocab::{Answer, OptionAnswer, QuestionSpec, Spec};
+use crate::vocab::{Answer, Kind, OptionAnswer, QuestionSpec, Spec};
 
 use super::text::{check_text, forbidden_control, json_depth};
 use super::{MAX_QUESTIONS, MAX_TEXT_CHARS, MAX_VALUE_BYTES, MAX_VALUE_DEPTH, invalid, mismatch};
@@ -78,6 +78,48 @@ pub fn check_answers(
         }
     }
     Ok(())
+}
+
+/// Checks an answer that did not name its interaction: an A2A message without
+/// `metadata[URI].interactionId`, sent to whatever interaction (of kind `kind`) the
+/// task waits for. The interactions/v1 answer always carries `interactionId`; a
+/// reply without it may only answer a question (a text or data reply answers the
+/// question the task waits for). A decision on an approval or a connection must
+/// name what it decides, or a retried message could land on a later call the
+/// person never saw:
+///
+/// | kind | without `interactionId` |
+/// |---|---|
+/// | question | answers it |
+/// | approval | only with `argumentsDigest` (the worker then checks it is the held call's, `NRY-0010`); text is left to the reading rules (`NRY-0020`, text never approves) |
+/// | connection | refused |
+///
+/// # Errors
+/// `NRY-0024` ([`ErrorCode::InteractionNotNamed`]) when the answer would decide an
+/// approval or a connection it does not name.
+pub fn check_unnamed(kind: Kind, input: &AnswerInput) -> Result<(), Rejection> {
+    let named_by_digest = matches!(
+        input,
+        AnswerInput::Approved {
+            arguments_digest: Some(_),
+            ..
+        }
+    );
+    match kind {
+        Kind::Question => Ok(()),
+        Kind::Approval if named_by_digest || matches!(input, AnswerInput::Text { .. }) => Ok(()),
+        Kind::Approval => Err(Rejection::new(
+            ErrorCode::InteractionNotNamed,
+            "an approval decision must name the call it decides: give interactionId (or the \
+             held call's argumentsDigest) in the interactions extension's metadata; nothing \
+             was decided",
+        )),
+        Kind::Connection => Err(Rejection::new(
+            ErrorCode::InteractionNotNamed,
+            "a connection answer must name the request it answers: give interactionId in the \
+             interactions extension's metadata; nothing was decided",
+        )),
+    }
 }
 
 /// True for a connection answer that means "connected": `true` or an

@@ -20,7 +20,7 @@ mod open;
 mod text;
 
 pub use crate::digest::{arguments_digest, canonical_json, canonical_number};
-pub use answer::{check_answers, means_connected, question_output, read_answer};
+pub use answer::{check_answers, check_unnamed, means_connected, question_output, read_answer};
 pub use open::spec_from_request;
 pub use text::{
     check_name, check_text, cut_chars, forbidden_control, is_forbidden_control, json_depth,

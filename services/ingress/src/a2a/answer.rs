@@ -7,6 +7,7 @@
 use a2a_lf::{
     Message, Part, PartContent, Role, SendMessageRequest, SendMessageResponse, error_code,
 };
+use holdpoint_domain::rules::check_unnamed;
 use holdpoint_domain::{
     AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, ContextId, EXTENSION_URI,
     ErrorCode, Event, EventData, EventKind, IdempotencyKey, InteractionId, OrgId, Remember, TaskId,
@@ -297,11 +298,19 @@ pub async fn answer(ctx: &Ctx, req: SendMessageRequest) -> Result<TaskView, RpcE
                 }
             }
         }
+        // A retry of an answer that named nothing goes back to what its key resolved
+        // (the worker replays it); a new one goes to the interaction the task waits
+        // for, which it may decide only when that is a question, or an approval
+        // bound by its arguments' digest (`rules::check_unnamed`).
         None => match resolved_by_key(&ctx.state, org, &task, &key).await? {
             Some(previous) => previous,
-            None => match open {
-                Some(open) => open,
-                None => {
+            None => match &view.interaction {
+                Some(waiting) if view.waiting() => {
+                    check_unnamed(waiting.kind, &reading.input)
+                        .map_err(RpcError::from_rejection)?;
+                    waiting.interaction_id.clone()
+                }
+                _ => {
                     return Err(RpcError::invalid_params(format!(
                         "task {task} waits for no answer now (it is working)"
                     ))

@@ -74,9 +74,12 @@ pub fn card(base: &str) -> AgentCard {
                 description: Some(
                     "interactions/v1: the status message of a waiting task carries the open \
                      interaction (interactionId, kind, prompt, detail) in its metadata; an \
-                     answer names it and gives `approved` or `value`, and an approval \
-                     decision may carry `remember` (scope, expiresIn, argumentsDigest) to \
-                     write a rule."
+                     answer names it (`interactionId`) and gives `approved` or `value`, and an \
+                     approval decision may carry `remember` (scope, expiresIn, \
+                     argumentsDigest) to write a rule. An approval or connection answer that \
+                     names no interactionId (and, for an approval, no argumentsDigest of the \
+                     held call) is refused with invalid params, code NRY-0024, and decides \
+                     nothing; a plain text or data reply still answers a question."
                         .into(),
                 ),
                 required: Some(false),

@@ -57,8 +57,10 @@ fn parse_page_cursor(c: &str) -> Option<(i128, String)> {
 pub async fn list_tasks(ctx: &Ctx, params: Value) -> Result<Value, RpcError> {
     let req: ListTasksRequest = parse_params(params)?;
     check_history_length(req.history_length)?;
+    // A2A v1.0: `pageSize` is optional with a minimum of 1, so an explicit 0 is
+    // refused like any other size out of range (an unset field is the default).
     let size = match req.page_size {
-        None | Some(0) => DEFAULT_TASK_PAGE,
+        None => DEFAULT_TASK_PAGE,
         Some(n) if n > 0 && (n as usize) <= MAX_TASK_PAGE => n as usize,
         Some(_) => {
             return Err(RpcError::invalid_params(format!(

@@ -22,7 +22,12 @@ import { createParser } from './vendor/eventsource-parser.js';
 const TOKEN_KEY = 'holdpoint.inbox.token';
 const INTERACTION_EVENTS = new Set(['approval-requested', 'question-asked', 'connection-requested']);
 const GONE_EVENTS = new Set(['interaction-resolved', 'interaction-closed']);
-const MAX_RETRIES = 5;
+/** Answers retried with the same key: the ingress or a gateway in front ran out of time. */
+const RETRY_STATUSES = new Set([502, 503, 504]);
+/** The pauses between retries of an answer without `Retry-After`, ms (the last repeats). */
+const SEND_BACKOFF_MS = [500, 1000, 2000, 4000, 5000];
+/** How long an answer is retried before the page says it is not confirmed, ms. */
+const SEND_FOR_MS = 60000;
 const RESYNC_MS = 10000;
 
 const $ = (id) => document.getElementById(id);
@@ -378,6 +383,17 @@ function problemBox() {
   return el('div', { class: 'problem', role: 'alert', hidden: true });
 }
 
+/**
+ * Gives a card its two message boxes: `problem` (an alert, for what went wrong)
+ * and `sending` (a polite status, while an answer is on its way or being retried:
+ * never shown as a failure, since the answer may well be recorded).
+ */
+function attachBoxes(card) {
+  card.sending = el('p', { class: 'sending', role: 'status', hidden: true });
+  card.problem = problemBox();
+  card.article.append(card.sending, card.problem);
+}
+
 function header(card, titleId, kindLabel, title) {
   card.article.append(
     el('p', { class: 'kind', text: kindLabel }),
@@ -413,8 +429,7 @@ function approvalCard(card, titleId) {
     el('div', { class: 'actions' }, approve, deny),
   );
   card.buttons = [approve, deny];
-  card.problem = problemBox();
-  card.article.append(card.problem);
+  attachBoxes(card);
   const decide = (approved) => {
     const body = { approved, argumentsDigest: held.argumentsDigest };
     const text = reason.value.trim();
@@ -464,8 +479,7 @@ function questionCard(card, titleId) {
   const send = el('button', { type: 'button', class: 'go', text: questions.length > 1 ? 'Send answers' : 'Send answer' });
   card.article.append(el('div', { class: 'actions' }, send));
   card.buttons = [send];
-  card.problem = problemBox();
-  card.article.append(card.problem);
+  attachBoxes(card);
   send.addEventListener('click', () => {
     submit(card, `/v1/questions/${encodeURIComponent(view.interactionId)}/answer`,
       { answers: read.map((r) => r()) }, 'Answered');
@@ -484,8 +498,7 @@ function connectionCard(card, titleId) {
     el('div', { class: 'actions' }, yes, no),
   );
   card.buttons = [yes, no];
-  card.problem = problemBox();
-  card.article.append(card.problem);
+  attachBoxes(card);
   const path = `/v1/interactions/${encodeURIComponent(view.interactionId)}/respond`;
   yes.addEventListener('click', () => submit(card, path, { value: { connected: true } }, 'Connected'));
   no.addEventListener('click', () => submit(card, path, { value: { connected: false } }, 'Not connected'));
@@ -507,31 +520,57 @@ function setBusy(card, busy) {
 }
 
 /**
- * Sends one answer. A 503 is retried after its Retry-After with the same
- * idempotency key (so it resolves once); other errors are shown as they are.
+ * Sends one answer, and keeps sending it while nobody can say whether it was
+ * recorded: a 502, 503 or 504 (the ingress out of time, or a proxy in front of it
+ * out of patience) or a connection that failed is retried with the same
+ * idempotency key, so the answer resolves once, after `Retry-After` when the
+ * answer gives one and else with a growing pause, for at most `SEND_FOR_MS`.
+ * Meanwhile the card says "Sending…", never a failure: a recorded answer ends
+ * with its 204 (or the event that takes the card away). Other errors are shown
+ * as they are.
  */
 async function submit(card, path, body, done) {
-  const key = newKey();
+  // The same answer again after a give-up reuses its key (it may be recorded);
+  // another answer is another press, with a key of its own.
+  const same = card.unconfirmed?.path === path && card.unconfirmed?.body === JSON.stringify(body);
+  const key = same ? card.unconfirmed.key : newKey();
+  card.unconfirmed = null;
+  const id = card.view.interactionId;
   setBusy(card, true);
   card.problem.hidden = true;
+  setSending(card, 'Sending…');
+  const started = Date.now();
   for (let attempt = 1; ; attempt++) {
     try {
       await call('POST', path, body, key);
-      take(card.view.interactionId, done.toLowerCase());
+      setSending(card, null);
+      take(id, done.toLowerCase());
       return;
-    } catch (error) {
-      if (!(error instanceof Problem)) {
-        showProblem(card, new Problem(0, 'network', 'Holdpoint is not reachable', String(error.message ?? error)),
-          'Nothing was confirmed; try again.');
+    } catch (caught) {
+      const error = caught instanceof Problem
+        ? caught
+        : new Problem(0, 'network', 'Holdpoint is not reachable', String(caught?.message ?? caught));
+      if (gone.has(id)) return; // the event stream already took it: it was recorded
+      if (error.status === 0 || RETRY_STATUSES.has(error.status)) {
+        const wait = error.retryAfter !== null && error.retryAfter !== undefined
+          ? Math.max(1, error.retryAfter) * 1000
+          : SEND_BACKOFF_MS[Math.min(attempt - 1, SEND_BACKOFF_MS.length - 1)];
+        if (Date.now() - started + wait <= SEND_FOR_MS) {
+          setSending(card, `Sending… not confirmed yet (${error.code}); trying again in `
+            + `${(wait / 1000).toFixed(wait < 1000 ? 1 : 0)} s with the same key (attempt ${attempt + 1}).`);
+          await sleep(wait);
+          if (gone.has(id)) return;
+          continue;
+        }
+        setSending(card, null);
+        showProblem(card, error, 'Not confirmed after a minute of trying. It may still be recorded '
+          + '(the request then leaves this page); send the same answer again to be sure: it goes '
+          + 'with the same key.');
+        card.unconfirmed = { path, body: JSON.stringify(body), key };
         setBusy(card, false);
         return;
       }
-      if (error.code === 'NRY-0050' && attempt < MAX_RETRIES) {
-        const wait = Math.max(1, error.retryAfter ?? 1);
-        showProblem(card, error, `Retrying in ${wait} s (attempt ${attempt + 1} of ${MAX_RETRIES})…`);
-        await sleep(wait * 1000);
-        continue;
-      }
+      setSending(card, null);
       if (error.status === 409 && error.code !== 'NRY-0010') {
         // No longer waiting: someone answered it, or the host closed it.
         showProblem(card, error, 'This request is no longer waiting for you.');
@@ -548,6 +587,12 @@ async function submit(card, path, body, done) {
       return;
     }
   }
+}
+
+function setSending(card, text) {
+  if (!card.sending) return;
+  card.sending.textContent = text ? visible(text) : '';
+  card.sending.hidden = !text;
 }
 
 /** Re-reads an interaction and draws its card again (its problem kept). */

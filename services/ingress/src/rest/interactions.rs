@@ -59,11 +59,6 @@ pub async fn list_interactions(
         Some("expiresAt") => true,
         Some(_) => return Err(ApiError::invalid("sort is expiresAt")),
     };
-    if by_deadline && q.cursor.is_some() {
-        return Err(ApiError::invalid(
-            "a listing sorted by expiresAt has one page: leave out cursor",
-        ));
-    }
     let after = match q.cursor.as_deref() {
         None => 0,
         Some(c) => c
@@ -85,12 +80,14 @@ pub async fn list_interactions(
         .await
         .map_err(ApiError::unavailable)?;
     if by_deadline {
+        // The `limit` soonest deadlines among the records this request read (after
+        // `cursor`, when given); `nextCursor` continues the scan past them.
         let mut items = page.items;
         items.sort_by_key(|i| (i.expires_at, i.opened_at));
         items.truncate(limit);
         return Ok(Json(Page {
             items: items.iter().map(|i| i.view()).collect(),
-            next_cursor: None,
+            next_cursor: page.next_after.map(|n| n.to_string()),
         }));
     }
     Ok(Json(Page {

@@ -30,6 +30,14 @@ pub async fn post_message(
     // A person's text: no control character but TAB, LF and CR (`NRY-0001`, the
     // code a NUL always had).
     rules::check_text("text", &body.text, rules::MAX_TEXT_CHARS)?;
+    // Refused here, before the message id could replay an earlier message's outcome
+    // for a body that is not a message at all (the worker refuses it too).
+    if body.text.trim().is_empty() {
+        return Err(ApiError::invalid(format!(
+            "text must hold 1 to {} characters",
+            rules::MAX_TEXT_CHARS
+        )));
+    }
     let lane = parse_id(
         "lane",
         LaneId::parse,

@@ -96,7 +96,9 @@ pub async fn create(
     req: Request<Body>,
 ) -> Result<(StatusCode, Json<WebhookWithSecret>), ApiError> {
     let (body, _): (CreateWebhook, Value) = json_body(state.cfg.body_limit, req).await?;
-    webhook::check_url(&body.url, state.cfg.webhooks_local_mode)?;
+    // The URL is kept as the notifier will call it (the parsed URL, serialised), so
+    // what `GET` shows is exactly what is called.
+    let url = webhook::check_url(&body.url, state.cfg.webhooks_local_mode)?;
     webhook::check_registration(&body)?;
     let existing = state
         .bus
@@ -128,7 +130,7 @@ pub async fn create(
     let e = WebhookEndpoint {
         id,
         org: caller.org.clone(),
-        url: body.url,
+        url: url.to_string(),
         event_types,
         description: body.description,
         secrets: vec![WebhookSecret {

@@ -142,6 +142,11 @@ impl Runner {
         let mut out = self.bus.publish_effects(&d.effects, &c.traceparent).await?;
         // The outcome is stored where no record answers a repeated request: for a
         // decision that wrote nothing, or a retry under a fresh message id.
+        // Provisional refusals (`Outcome::is_decision` false: not found yet, a lane
+        // full, unavailable) are stored too, on purpose: inside the duplicate window
+        // a retry with the same key never reaches a worker, so the ingress must read
+        // *something* to know it should publish again under a fresh id, which is
+        // a longer-lived key: what they say stops being true.
         if (!d.writes() && !d.replay) || c.ctx.command_id != c.outcome_key.as_str() {
             let body = serde_json::to_vec(&d.outcome)
                 .map_err(|e| BusError::permanent("encode outcome", e))?;
