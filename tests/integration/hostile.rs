@@ -261,16 +261,24 @@ fn table(q: &str, multi: &str, eff: &str, s: &str) -> Vec<Case> {
             with_first(r#"{"options":[0.5]}"#),
             BAD,
         ),
+        // A whole number written as a double or with an exponent is that integer (as
+        // JSON Schema reads it), so these are read as 2 and 100: out of range.
         case(
-            "float index 1.0",
+            "whole float index 2.0, out of range",
             &answer,
-            with_first(r#"{"options":[1.0]}"#),
-            BAD,
+            with_first(r#"{"options":[2.0]}"#),
+            MISFIT,
         ),
         case(
-            "exponent index",
+            "exponent index 1e2, out of range",
             &answer,
             with_first(r#"{"options":[1e2]}"#),
+            MISFIT,
+        ),
+        case(
+            "exponent index 1e400",
+            &answer,
+            with_first(r#"{"options":[1e400]}"#),
             BAD,
         ),
         case(
