@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use clap::Args;
 use clap::builder::BoolishValueParser;
 use figment::providers::Serialized;
-use holdpoint_telemetry::LogFormat;
+use holdpoint_telemetry::{LogFormat, LogOutput};
 use holdpoint_worker::Failpoint;
 use serde::{Serialize, Serializer};
 
@@ -193,6 +193,11 @@ pub struct LogArgs {
     #[arg(long, env = "HOLDPOINT_LOG_FORMAT", value_name = "text|json")]
     #[serde(rename = "format", skip_serializing_if = "Option::is_none")]
     pub log_format: Option<LogFormat>,
+    /// Where logs go: stderr or stdout (default stderr; the container image sets
+    /// stdout).
+    #[arg(long, env = "HOLDPOINT_LOG_OUTPUT", value_name = "stderr|stdout")]
+    #[serde(rename = "output", skip_serializing_if = "Option::is_none")]
+    pub log_output: Option<LogOutput>,
     /// Log filter, e.g. `info` or `holdpoint_worker=debug,info` (default info;
     /// RUST_LOG overrides).
     #[arg(long, env = "HOLDPOINT_LOG_LEVEL")]

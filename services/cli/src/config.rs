@@ -34,7 +34,7 @@ use std::time::Duration;
 use figment::providers::{Format as _, Serialized, Toml};
 use figment::{Figment, Provider};
 use holdpoint_bus::{Topology, redact_url};
-use holdpoint_telemetry::LogFormat;
+use holdpoint_telemetry::{LogFormat, LogOutput};
 use serde::{Deserialize, Serialize};
 
 /// The admin listener of `up` and `ingress` when `admin.listen` is not set.
@@ -374,6 +374,8 @@ impl DeadlinesSection {
 pub struct LogConfig {
     /// `text` or `json`.
     pub format: LogFormat,
+    /// `stderr` or `stdout`.
+    pub output: LogOutput,
     /// Filter directives (`info`, `holdpoint_worker=debug,info`); `RUST_LOG` overrides.
     pub level: String,
 }
@@ -382,6 +384,7 @@ impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
             format: LogFormat::Text,
+            output: LogOutput::Stderr,
             level: "info".into(),
         }
     }

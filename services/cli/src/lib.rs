@@ -23,6 +23,8 @@
 //! - [`webhooks_cmd`]: `holdpoint webhooks …`, an organisation's webhook endpoints
 //!   over the HTTP API; `holdpoint notifier` runs the deliveries
 //!   (`holdpoint_notifier`), and `up` runs them too.
+//! - [`health`]: `holdpoint health`, a service's readiness from its admin listener
+//!   (the container image's health check).
 //! - [`terminal`]: what is printed never holds a raw control character.
 //!
 //! `main.rs` only parses arguments and calls [`run`].
@@ -32,6 +34,7 @@ pub mod compose;
 pub mod config;
 pub mod demo;
 pub mod devtoken;
+pub mod health;
 pub mod localnats;
 pub mod operator;
 pub mod runtime_cmd;
@@ -93,6 +96,9 @@ pub enum Verb {
     Audit(operator::AuditArgs),
     /// Follow your organisation's events as they happen (optionally one task or type).
     Tail(operator::TailArgs),
+    /// Ask a running service's admin listener whether it is ready (GET /readyz):
+    /// exit 0 when it is (the container image's health check).
+    Health(health::HealthArgs),
 }
 
 /// Runs the parsed command line.
@@ -133,6 +139,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Verb::Tail(args) => operator::tail(args).await,
         Verb::Rules(args) => operator::rules(args).await,
         Verb::Audit(args) => operator::audit(args).await,
+        Verb::Health(args) => health::run(args).await,
         Verb::Runtime(args) => {
             init_tracing("warn");
             runtime_cmd::run(args).await

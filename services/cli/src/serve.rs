@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use holdpoint_bus::{Bus, Topology, redact_url};
 use holdpoint_ingress::{AppState, Listeners};
-use holdpoint_telemetry::{LogFormat, Metrics};
+use holdpoint_telemetry::{LogFormat, LogOutput, Metrics};
 use holdpoint_worker::Failpoint;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -33,7 +33,7 @@ use crate::localnats;
 /// Installs the tracing subscriber for the verbs that are not services: text,
 /// `RUST_LOG` overriding `default`.
 pub fn init_tracing(default: &str) {
-    let _ = holdpoint_telemetry::logs::init(LogFormat::Text, default, None);
+    let _ = holdpoint_telemetry::logs::init(LogFormat::Text, LogOutput::Stderr, default, None);
 }
 
 /// Installs the tracing subscriber a service's configuration asks for.
@@ -47,7 +47,7 @@ pub fn init_service_tracing(cfg: &Config, service_name: &str) -> anyhow::Result<
             service_name,
         }
     });
-    holdpoint_telemetry::logs::init(cfg.log.format, &cfg.log.level, export)?;
+    holdpoint_telemetry::logs::init(cfg.log.format, cfg.log.output, &cfg.log.level, export)?;
     Ok(())
 }
 
