@@ -70,3 +70,50 @@ fn readme_error_table_matches_the_code() {
         "README's error table differs from ErrorCode::spec"
     );
 }
+
+/// Replaces what README.md holds between `<!-- <name>:start -->` and
+/// `<!-- <name>:end -->` with `body` when blessing; returns (have, want).
+fn readme_region(readme: &str, name: &str, body: &str) -> (String, String) {
+    let start = format!("<!-- {name}:start -->\n");
+    let end = format!("<!-- {name}:end -->");
+    let a = readme
+        .find(&start)
+        .unwrap_or_else(|| panic!("README.md has no {start:?}"))
+        + start.len();
+    let b = a + readme[a..]
+        .find(&end)
+        .unwrap_or_else(|| panic!("README.md has no {end:?}"));
+    (readme[a..b].to_owned(), body.to_owned())
+}
+
+#[test]
+fn readme_configuration_tables_match_the_code() {
+    let path = workspace_root().join("README.md");
+    let mut readme = std::fs::read_to_string(&path).expect("README.md");
+    for name in ["config", "identity"] {
+        let region = if name == "config" {
+            "config"
+        } else {
+            "identity-config"
+        };
+        let (have, want) = readme_region(
+            &readme,
+            region,
+            &holdpoint_cli::config::reference::markdown(name),
+        );
+        if std::env::var_os("HOLDPOINT_BLESS").is_some() {
+            readme = readme.replacen(
+                &format!("<!-- {region}:start -->\n{have}"),
+                &format!("<!-- {region}:start -->\n{want}"),
+                1,
+            );
+            std::fs::write(&path, &readme).expect("write README.md");
+            continue;
+        }
+        assert_eq!(
+            have, want,
+            "README.md's {name} table differs from holdpoint_cli::config::reference: \
+             rerun with HOLDPOINT_BLESS=1"
+        );
+    }
+}

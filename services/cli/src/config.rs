@@ -21,6 +21,7 @@
 //! `validate` (in `config/validate.rs`): the checks; [`crate::compose`]: what the
 //! services are given.
 
+pub mod reference;
 mod validate;
 
 use validate::redact_http_url;
@@ -257,7 +258,8 @@ pub struct AuthConfig {
     pub jwks_ttl_secs: u64,
     /// Least time between refetches caused by unknown `kid`s, in seconds.
     pub jwks_cooldown_secs: u64,
-    /// Development: verify `holdpoint dev-token` tokens (the JWKS in `.holdpoint/dev-jwt`).
+    /// Development: verify `holdpoint dev-token` tokens (the JWKS in
+    /// [`crate::devtoken::default_dir`]).
     pub dev_jwt: bool,
     /// INSECURE, local development only: trust `X-Holdpoint-Org` / `X-Holdpoint-Person`.
     pub insecure_dev_identity: bool,
