@@ -83,13 +83,15 @@ route_port() { echo $((16221 + $1 + offset)); }
 monitor_port() { echo $((18221 + $1 + offset)); }
 
 # ── the three nodes' configurations: the production files, on loopback ────────
+# (an include is relative to the including file: the accounts file goes beside)
+cp ops/nats/holdpoint.conf "$dir/holdpoint.conf"
 routes=""
 for i in 1 2 3; do routes+="    nats-route://127.0.0.1:$(route_port "$i")"$'\n'; done
 for i in 1 2 3; do
     sed -e "s|^listen: 0.0.0.0:4222|listen: 127.0.0.1:$(client_port "$i")|" \
         -e "s|^http: 127.0.0.1:8222|http: 127.0.0.1:$(monitor_port "$i")|" \
         -e "s|  listen: 0.0.0.0:6222|  listen: 127.0.0.1:$(route_port "$i")|" \
-        -e "s|include \"../holdpoint.conf\"|include \"$ROOT/ops/nats/holdpoint.conf\"|" \
+        -e "s|include \"../holdpoint.conf\"|include \"holdpoint.conf\"|" \
         -e "s|store_dir: \"/var/lib/holdpoint/nats\"|store_dir: \"$dir/nats/nats-$i\"|" \
         -e "s|max_file_store: 200GB|max_file_store: 2GB|" \
         -e '/^    nats-route:\/\/nats-[123]:6222$/d' \
@@ -117,17 +119,29 @@ supervise() {
     shift
     (
         trap '' INT
-        trap 'kill -TERM "$child" 2>/dev/null' TERM
-        while :; do
+        stop=0
+        child=""
+        trap 'stop=1; [[ -n "$child" ]] && kill -TERM "$child" 2>/dev/null' TERM
+        while ((!stop)) && [[ ! -e "$dir/stopping" ]]; do
             "$@" >>"$dir/logs/$name.log" 2>&1 &
             child=$!
             echo "$child" >"$dir/pids/$name"
-            status=0
-            wait "$child" || status=$?
-            # A TERM trapped while waiting returns early: wait for the child itself.
-            while kill -0 "$child" 2>/dev/null; do wait "$child" || status=$?; done
+            # A trapped TERM interrupts `wait` (status > 128) while the child
+            # still runs: wait again until it is gone; bash keeps its status.
+            while :; do
+                status=0
+                wait "$child" || status=$?
+                kill -0 "$child" 2>/dev/null || break
+            done
+            if ((status > 128)); then
+                status=0
+                wait "$child" 2>/dev/null || status=$?
+            fi
+            child=""
             echo "$status" >"$dir/exit/$name"
-            [[ -e "$dir/stopping" ]] && exit 0
+            if ((stop)) || [[ -e "$dir/stopping" ]]; then
+                break
+            fi
             echo "cluster-up: $name exited $status; starting it again" >>"$dir/logs/$name.log"
             printf 'cluster-up: %s exited %s; starting it again\n' "$name" "$status"
             sleep 1
@@ -201,7 +215,7 @@ until "$HOLDPOINT" setup --nats-url "$(urls setup)" --replicas 3 >>"$dir/logs/se
     fi
     sleep 1
 done
-log "$(tail -1 "$dir/logs/setup.log")"
+log "$(grep "^holdpoint setup:" "$dir/logs/setup.log" | tail -1)"
 
 for ((i = 1; i <= workers; i++)); do
     supervise "worker-$i" "$HOLDPOINT" worker --nats-url "$(urls worker)" --replicas 3 \

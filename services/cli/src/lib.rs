@@ -25,6 +25,8 @@
 //!   (`holdpoint_notifier`), and `up` runs them too.
 //! - [`natsconfig`]: `holdpoint nats-config`, the NATS user of one organisation's
 //!   runtime or events reader.
+//! - [`status`]: `holdpoint status`, streams, partitions and their workers,
+//!   backlogs and dead letters, by the topology's names.
 //! - [`health`]: `holdpoint health`, a service's readiness from its admin listener
 //!   (the container image's health check).
 //! - [`terminal`]: what is printed never holds a raw control character.
@@ -42,6 +44,7 @@ pub mod natsconfig;
 pub mod operator;
 pub mod runtime_cmd;
 pub mod serve;
+pub mod status;
 pub mod terminal;
 pub mod webhooks_cmd;
 
@@ -105,6 +108,10 @@ pub enum Verb {
     Audit(operator::AuditArgs),
     /// Follow your organisation's events as they happen (optionally one task or type).
     Tail(operator::TailArgs),
+    /// Show the streams, the command partitions and their workers, consumer
+    /// backlogs and dead letters (what the `nats` CLI would show, by Holdpoint's
+    /// names).
+    Status(status::StatusArgs),
     /// Print a NATS user for one organisation (its agent runtime, or its events
     /// reader) to add to the servers' configuration.
     NatsConfig(natsconfig::NatsConfigArgs),
@@ -154,6 +161,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Verb::Rules(args) => operator::rules(args).await,
         Verb::Audit(args) => operator::audit(args).await,
         Verb::Health(args) => health::run(args).await,
+        Verb::Status(args) => status::run(args).await,
         Verb::NatsConfig(args) => {
             print!("{}", natsconfig::run(&args)?);
             Ok(())
