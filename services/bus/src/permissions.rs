@@ -209,12 +209,12 @@ mod tests {
         assert!(!reply_allowed("hp.cmd.acme.t.open", &acme));
         assert!(!reply_allowed("$KV.HP_INTERACTIONS.acme.x", &acme));
         // An id that is no plain token has its base64url token in the prefix.
-        let odd = org("acme corp");
+        let odd = org("acme/corp");
         assert!(reply_allowed(
             &format!("{}.x.1", org_inbox_prefix(&odd)),
             &odd
         ));
-        assert!(!reply_allowed("_INBOX.org-acme corp.x.1", &odd));
+        assert!(!reply_allowed("_INBOX.org-acme/corp.x.1", &odd));
     }
 
     #[test]

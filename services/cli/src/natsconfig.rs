@@ -208,9 +208,9 @@ mod tests {
 
     #[test]
     fn an_odd_organisation_id_is_its_subject_token_and_a_quoted_word() {
-        let odd = OrgId::parse("acme corp").expect("org");
+        let odd = OrgId::parse("acme/corp").expect("org");
         let block = render(&Topology::default(), &odd, OrgRole::Events, None, "pw");
-        assert!(block.contains("--org 'acme corp'"), "{block}");
+        assert!(block.contains("--org 'acme/corp'"), "{block}");
         assert!(
             block.contains(&format!("hp.evt.{}.>", odd.token())),
             "{block}"
