@@ -4,8 +4,12 @@
 //! creates the topology, the others only bind) and causes no permission violation
 //! at all, (b, c) a tenant's streaming user reads its own organisation's events and
 //! nothing else: no other organisation's events, no consumer without its
-//! organisation's filter, no KV bucket, no shared inbox, no command; and a service
-//! that finds a stream it may not update binds to it as it is.
+//! organisation's filter, no KV bucket, no shared inbox, no command; (d) an
+//! organisation's runtime user (`holdpoint nats-config --role runtime`, whose
+//! output the file holds, checked here too) runs its own interactions and cannot
+//! open, close or finish another organisation's, read its events or records, nor
+//! answer anything; and a service that finds a stream it may not update binds to
+//! it as it is.
 //!
 //! A publish NATS refuses is dropped by the server, which tells the client with an
 //! asynchronous `-ERR 'Permissions Violation …'`; a request then simply gets no
@@ -543,7 +547,7 @@ async fn a_tenant_reads_its_own_events_and_nothing_else() {
     let globex = Runtime::with_bus(runtime_bus, "globex")
         .await
         .expect("runtime");
-    let (tenant, mut errors) = raw_client(&server, "tenant-acme", Some("_INBOX_acme")).await;
+    let (tenant, mut errors) = raw_client(&server, "events-acme", Some("_INBOX.org-acme")).await;
     let mut tenant_js = jetstream::new(tenant.clone());
     tenant_js.set_timeout(REFUSED_WAIT);
     let worker_js = jetstream::new(client_as(&server, "worker").await);
@@ -890,5 +894,352 @@ async fn a_reply_header_cannot_make_the_worker_write_into_a_stream() {
         matches!(&record, Ok(l) if l.value.as_ref().is_some_and(|i| i.id == q_id)),
         "the question's record was overwritten: {record:?}"
     );
+    worker.stop().await;
+}
+
+/// The blocks `holdpoint nats-config` prints for organisation acme are the ones in
+/// ops/nats/holdpoint.conf (between `# nats-config:start <role> acme` and
+/// `# nats-config:end`, indented), so the file the tests run is the command's
+/// output.
+#[test]
+fn the_configs_organisation_users_are_the_commands_output() {
+    use holdpoint_cli::natsconfig::{OrgRole, render};
+    let conf = std::fs::read_to_string(config_file()).expect("holdpoint.conf");
+    let acme = OrgId::parse("acme").expect("org");
+    for (role, name) in [(OrgRole::Runtime, "runtime"), (OrgRole::Events, "events")] {
+        let start = format!("# nats-config:start {name} acme\n");
+        let from = conf
+            .find(&start)
+            .unwrap_or_else(|| panic!("no {start:?} in holdpoint.conf"))
+            + start.len();
+        let to = from + conf[from..].find("# nats-config:end").expect("end marker");
+        let have: String = conf[from..to]
+            .lines()
+            .map(|l| format!("{}\n", l.strip_prefix("      ").unwrap_or(l)))
+            .collect::<String>();
+        let want = render(
+            &Topology::default(),
+            &acme,
+            role,
+            None,
+            &format!("{name}-acme-dev-only"),
+        );
+        assert_eq!(
+            have.trim_end(),
+            want.trim_end(),
+            "holdpoint.conf's {name} block for acme differs from `holdpoint nats-config \
+             --org acme --role {name} --password {name}-acme-dev-only`"
+        );
+    }
+}
+
+/// Waits until the worker acked the commands stored at `sequences` (HP_COMMANDS
+/// is a work queue: an acked command leaves it; its deadline schedules stay).
+async fn acked(admin: &Bus, sequences: &[u64]) {
+    wait_for(DEADLINE, "the worker to ack the commands", || {
+        let js = admin.js.clone();
+        async move {
+            let stream = js.get_stream_no_info("HP_COMMANDS").await.ok()?;
+            for seq in sequences {
+                if stream.get_raw_message(*seq).await.is_ok() {
+                    return None;
+                }
+            }
+            Some(())
+        }
+    })
+    .await;
+}
+
+/// A command envelope of `org` closing interaction `id` of `task`.
+fn close_envelope(org: &str, id: &str, task: &str) -> holdpoint_domain::CommandEnvelope {
+    holdpoint_domain::CommandEnvelope {
+        org: OrgId::parse(org).expect("org"),
+        command: holdpoint_domain::Command::Close {
+            interaction_id: InteractionId::parse(id).expect("id"),
+            reason: holdpoint_domain::CloseReason::Canceled,
+            by_message: None,
+            task_id: Some(holdpoint_domain::TaskId::parse(task).expect("task")),
+        },
+    }
+}
+
+#[tokio::test]
+async fn an_organisations_runtime_reaches_its_own_interactions_and_nothing_else() {
+    let server = start_server().await;
+    let admin = bus_as(&server, "setup").await;
+    // The notifier's durable reads every organisation's events.
+    admin.notifier_consumer().await.expect("notifier durable");
+    let worker = Worker::start(bus_as(&server, "worker").await);
+    let (base, _admin_base, stop_ingress) = start_ingress(bus_as(&server, "ingress").await).await;
+    let http = reqwest::Client::new();
+    // Organisation B (globex) runs on the shared runtime user.
+    let globex = Runtime::with_bus(bus_as(&server, "runtime").await, "globex")
+        .await
+        .expect("runtime");
+    let (globex_at, globex_effect) = open_approval(&globex).await;
+    let (globex_q_at, globex_q) = open_question(&globex, SessionMode::Blocking).await;
+
+    // (d) Organisation A (acme) runs on its own user, as a runtime connects
+    // (Runtime::connect: credentials in the URL, the organisation's inbox prefix).
+    let mark = server.log_contents().len();
+    let acme = Runtime::connect(&server.url_as(&role("runtime-acme")), "acme")
+        .await
+        .expect("acme's runtime connects with its own user");
+    let mut finished = acme
+        .follow(EventFilter {
+            name: Some("tool-call-finished".into()),
+            ..EventFilter::default()
+        })
+        .await
+        .expect("acme follows its events");
+    let (_, effect) = open_approval(&acme).await;
+    let (status, body) = ana(
+        &http,
+        reqwest::Method::POST,
+        format!("{base}/v1/interactions/{effect}/approve"),
+        Some(json!({"approved": true})),
+    )
+    .await;
+    assert_eq!(status, 204, "{body}");
+    acme.report_tool_result(
+        &effect,
+        CallResult::Ok {
+            output: json!({"ok": true}),
+        },
+    )
+    .await
+    .expect("acme reports its tool result");
+    let (_, own_q) = open_question(&acme, SessionMode::Blocking).await;
+    acme.set_deadline(
+        &own_q,
+        holdpoint_client::Expiry {
+            expires_in: Some(600),
+            ..holdpoint_client::Expiry::default()
+        },
+    )
+    .await
+    .expect("acme moves its own deadline");
+    acme.close_interaction(&own_q, holdpoint_domain::CloseReason::Canceled)
+        .await
+        .expect("acme closes its own question");
+    let mut waiting = vec![effect.clone(), own_q.clone()];
+    while !waiting.is_empty() {
+        let next = tokio::time::timeout(DEADLINE, finished.next())
+            .await
+            .unwrap_or_else(|_| panic!("no tool-call-finished for {waiting:?} in time"))
+            .expect("events end")
+            .expect("event");
+        assert_eq!(next.event.orgid.as_str(), "acme", "{next:?}");
+        if let EventData::ToolCallFinished { interaction_id, .. } = &next.event.body {
+            waiting.retain(|w| w != interaction_id.as_str());
+        }
+    }
+    let seen = violations(&server, mark);
+    assert!(
+        seen.is_empty(),
+        "acme's runtime needed subjects `holdpoint nats-config --role runtime` does not grant:\n{}",
+        seen.join("\n")
+    );
+
+    // Now as a raw client of the same user: every step outside acme is refused.
+    let (raw, mut errors) = raw_client(&server, "runtime-acme", Some("_INBOX.org-acme")).await;
+    let mut js = jetstream::new(raw.clone());
+    js.set_timeout(REFUSED_WAIT);
+    let commands = last_sequence(&admin, &admin.topo.commands_stream()).await;
+    let (gt, qt) = (globex_at.task_id.as_str(), globex_q_at.task_id.as_str());
+    // Open, close or report a result for globex; answer anything, anywhere.
+    for subject in [
+        format!("hp.cmd.globex.{gt}.open"),
+        format!("hp.cmd.globex.{qt}.close"),
+        format!("hp.cmd.globex.{gt}.tool-result"),
+        format!("hp.cmd.globex.{gt}.answer"),
+        format!("hp.cmd.acme.{gt}.answer"),
+        format!("hp.cmd.acme.{gt}.message"),
+        format!("hp.cmd.acme.{gt}.expire"),
+    ] {
+        assert_publish_refused(&js, &subject).await;
+        errors.expect("publish", &subject).await;
+    }
+    assert_eq!(
+        last_sequence(&admin, &admin.topo.commands_stream()).await,
+        commands,
+        "a refused command reached HP_COMMANDS"
+    );
+    // A command on acme's own subject whose body names globex is stored, but the
+    // worker decides nothing from it (the body must match the subject).
+    let forged = close_envelope("globex", &globex_q, qt);
+    let body = serde_json::to_vec(&forged).expect("json");
+    let forged_at = js
+        .publish(format!("hp.cmd.acme.{qt}.close"), body.into())
+        .await
+        .expect("publish")
+        .await
+        .expect("acme's own subject is stored")
+        .sequence;
+    acked(&admin, &[forged_at]).await;
+    let org_b = OrgId::parse("globex").expect("org");
+    for id in [&globex_q, &globex_effect] {
+        let id = InteractionId::parse(id.as_str()).expect("id");
+        let record = admin.load_interaction(&org_b, &id).await.expect("load");
+        assert_eq!(
+            record.value.map(|i| i.state),
+            Some(State::Pending),
+            "globex's {id} no longer waits"
+        );
+    }
+
+    // Globex's events: no core subscription, no consumer with its filter or none,
+    // none created through the notifier's durable, no pull from that durable
+    // (it reads every organisation's events).
+    let _theirs = raw.subscribe("hp.evt.globex.>").await.expect("subscribe");
+    errors.expect("subscription", "hp.evt.globex.>").await;
+    let _inbox = raw.subscribe("_INBOX.>").await.expect("subscribe");
+    errors.expect("subscription", "_INBOX.>").await;
+    for (name, filter) in [("x1", "hp.evt.globex.>"), ("x2", "hp.evt.>"), ("x3", "")] {
+        let made = js
+            .create_consumer_on_stream(
+                consumer::pull::OrderedConfig {
+                    name: Some(name.into()),
+                    filter_subject: filter.into(),
+                    ..Default::default()
+                },
+                "HP_EVENTS",
+            )
+            .await;
+        assert!(made.is_err(), "consumer {name} ({filter:?}) was made");
+        let subject = if filter.is_empty() {
+            format!("$JS.API.CONSUMER.CREATE.HP_EVENTS.{name}")
+        } else {
+            format!("$JS.API.CONSUMER.CREATE.HP_EVENTS.{name}.{filter}")
+        };
+        errors.expect("publish", &subject).await;
+    }
+    let unnamed = js
+        .create_consumer_on_stream(consumer::pull::OrderedConfig::default(), "HP_EVENTS")
+        .await;
+    assert!(unnamed.is_err(), "an unnamed consumer was made");
+    errors
+        .expect("publish", "$JS.API.CONSUMER.CREATE.HP_EVENTS")
+        .await;
+    // The allowed form with a body that asks for more than the subject says.
+    let reply = raw
+        .request(
+            "$JS.API.CONSUMER.CREATE.HP_EVENTS.x4.hp.evt.acme.>",
+            json!({"stream_name": "HP_EVENTS", "config": {"name": "x4", "filter_subject": "hp.evt.globex.>"}})
+                .to_string()
+                .into(),
+        )
+        .await
+        .expect("JetStream answers the allowed subject");
+    let body: Value = serde_json::from_slice(&reply.payload).expect("json");
+    assert!(
+        body["error"].is_object(),
+        "a foreign body filter was accepted: {body}"
+    );
+    let notifier = admin.topo.notifier_consumer();
+    let hijack = format!("$JS.API.CONSUMER.CREATE.HP_EVENTS.{notifier}.hp.evt.acme.>");
+    assert!(
+        raw.request(hijack.clone(), json!({"stream_name": "HP_EVENTS", "config": {"durable_name": notifier, "filter_subject": "hp.evt.acme.>"}}).to_string().into())
+            .await
+            .is_err(),
+        "the notifier's durable was re-filtered"
+    );
+    errors.expect("publish", &hijack).await;
+    let pull = format!("$JS.API.CONSUMER.MSG.NEXT.HP_EVENTS.{notifier}");
+    assert!(
+        raw.request(
+            pull.clone(),
+            json!({"batch": 1, "expires": 500_000_000u64})
+                .to_string()
+                .into()
+        )
+        .await
+        .is_err(),
+        "acme's runtime pulled from the notifier's durable"
+    );
+    errors.expect("publish", &pull).await;
+    let info = admin
+        .js
+        .get_consumer_from_stream::<consumer::pull::Config, _, _>(&notifier, "HP_EVENTS")
+        .await
+        .expect("the notifier's durable")
+        .cached_info()
+        .clone();
+    assert_eq!(info.config.filter_subject, "hp.evt.>", "{info:?}");
+    assert_eq!(
+        info.num_ack_pending, 0,
+        "someone pulled from the notifier's durable"
+    );
+
+    // Globex's records: neither by key (direct get) nor through the message API.
+    let direct =
+        format!("$JS.API.DIRECT.GET.KV_HP_INTERACTIONS.$KV.HP_INTERACTIONS.globex.{globex_q}");
+    assert!(raw.request(direct.clone(), "".into()).await.is_err());
+    errors.expect("publish", &direct).await;
+    let msg_get = "$JS.API.STREAM.MSG.GET.KV_HP_INTERACTIONS";
+    assert!(
+        raw.request(
+            msg_get,
+            json!({"last_by_subj": format!("$KV.HP_INTERACTIONS.globex.{globex_q}")})
+                .to_string()
+                .into()
+        )
+        .await
+        .is_err()
+    );
+    errors.expect("publish", msg_get).await;
+
+    // Replies: the worker sends acme's outcome to acme's prefix, and never to
+    // globex's, whatever the command's reply header says.
+    let spy = admin
+        .client
+        .subscribe("_INBOX.org-globex.>")
+        .await
+        .expect("spy");
+    let mut own_inbox = raw.subscribe("_INBOX.org-acme.probe.>").await.expect("own");
+    let mut spy = spy;
+    let mut probes = Vec::new();
+    for (reply_to, n) in [
+        ("_INBOX.org-globex.probe.1", "s-probe-1"),
+        ("_INBOX.org-acme.probe.1", "s-probe-2"),
+    ] {
+        let env = holdpoint_domain::CommandEnvelope {
+            org: OrgId::parse("acme").expect("org"),
+            command: holdpoint_domain::Command::SessionOpen {
+                session: holdpoint_domain::SessionId::parse(n).expect("id"),
+                mode: SessionMode::Blocking,
+                lane_capacity: None,
+            },
+        };
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(holdpoint_bus::REPLY_HEADER, reply_to);
+        headers.insert("Nats-Msg-Id", env.command_id().to_string().as_str());
+        let at = js
+            .publish_with_headers(
+                admin.topo.command_subject(&env),
+                headers,
+                serde_json::to_vec(&env).expect("json").into(),
+            )
+            .await
+            .expect("publish")
+            .await
+            .expect("stored")
+            .sequence;
+        probes.push(at);
+    }
+    tokio::time::timeout(DEADLINE, own_inbox.next())
+        .await
+        .expect("acme's own inbox gets its outcome")
+        .expect("subscription open");
+    // Both acked: the worker replies before it acks, so a reply to globex's prefix
+    // would be on the spy's connection before the answer that shows the ack.
+    acked(&admin, &probes).await;
+    assert!(
+        !matches!(spy.next().now_or_never(), Some(Some(_))),
+        "the worker replied acme's outcome into globex's inbox"
+    );
+
+    stop_ingress.cancel();
     worker.stop().await;
 }

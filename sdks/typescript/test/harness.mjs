@@ -106,7 +106,11 @@ export class Holdpoint {
     this.dir = mkdtempSync(join(tmpdir(), 'holdpoint-sdk-'));
     this.bin = holdpointBinary();
     this.procs = [];
-    this.env = { ...process.env, HOLDPOINT_NATS_SERVER: natsBinary(), NO_COLOR: '1', RUST_LOG: 'info' };
+    // The development key of `dev-token` and `--dev-jwt`: this test's own.
+    this.env = {
+      ...process.env, HOLDPOINT_NATS_SERVER: natsBinary(), NO_COLOR: '1', RUST_LOG: 'info',
+      HOLDPOINT_DEV_JWT_DIR: join(this.dir, '.holdpoint', 'dev-jwt'),
+    };
   }
 
   spawn(name, args) {

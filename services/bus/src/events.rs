@@ -142,8 +142,15 @@ impl Bus {
                 start_sequence: sequence.max(1),
             },
         };
+        // Named, so the create request carries the filter in its subject
+        // (`CONSUMER.CREATE.<stream>.<name>.<filter>`): an organisation's own users
+        // may create consumers only in that form, with their filter. The name is
+        // random (the last token of a fresh inbox: a nuid), so nobody can guess it.
+        let inbox = self.client.new_inbox();
+        let name = inbox.rsplit('.').next().unwrap_or(&inbox).to_owned();
         let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
             .create_consumer(consumer::pull::OrderedConfig {
+                name: Some(name),
                 filter_subject: filter.to_owned(),
                 deliver_policy,
                 ..Default::default()

@@ -13,6 +13,8 @@
 //! - [`outcome`]: publishing a command and waiting, bounded, for its outcome.
 //! - [`webhooks`]: webhook endpoints, their delivery queues, attempts and the
 //!   notifier's consumer of the events stream.
+//! - [`permissions`]: the NATS permissions of an organisation's own users (its
+//!   runtime, its events reader), from the topology's names.
 //! - [`connect`]: connects and refuses a nats-server older than [`MIN_SERVER`].
 //!
 //! Every subject token is a validated id passed through
@@ -24,6 +26,7 @@ pub mod error;
 pub mod events;
 pub mod outcome;
 pub mod partitions;
+pub mod permissions;
 pub mod records;
 pub mod relayed;
 pub mod rules;
@@ -71,6 +74,20 @@ pub const TRACEPARENT_HEADER: &str = "traceparent";
 /// exhausted), [`BusError::ServerTooOld`] for a server older than [`MIN_SERVER`],
 /// [`BusError::Nats`] for a URL that does not parse.
 pub async fn connect(url: &str, name: &str) -> Result<async_nats::Client, BusError> {
+    connect_with_inbox(url, name, None).await
+}
+
+/// [`connect`], with the client's inboxes under `inbox_prefix` when given (an
+/// organisation's own users may subscribe only to their prefix:
+/// [`permissions::org_inbox_prefix`]).
+///
+/// # Errors
+/// As [`connect`].
+pub async fn connect_with_inbox(
+    url: &str,
+    name: &str,
+    inbox_prefix: Option<&str>,
+) -> Result<async_nats::Client, BusError> {
     let shown = redact_url(url);
     let mut servers = Vec::new();
     let mut auth = None;
@@ -90,6 +107,9 @@ pub async fn connect(url: &str, name: &str) -> Result<async_nats::Client, BusErr
         Some((user, Some(password))) => options = options.user_and_password(user, password),
         Some((token, None)) => options = options.token(token),
         None => {}
+    }
+    if let Some(prefix) = inbox_prefix {
+        options = options.custom_inbox_prefix(prefix);
     }
     let client = options
         .name(name)

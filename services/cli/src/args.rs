@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use clap::Args;
 use clap::builder::BoolishValueParser;
 use figment::providers::Serialized;
-use holdpoint_telemetry::LogFormat;
+use holdpoint_telemetry::{LogFormat, LogOutput};
 use holdpoint_worker::Failpoint;
 use serde::{Serialize, Serializer};
 
@@ -151,6 +151,29 @@ impl NotifierArgs {
     }
 }
 
+/// `holdpoint setup`: the NATS settings only.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct SetupArgs {
+    /// Configuration file, logs.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub service: ServiceArgs,
+    /// NATS settings.
+    #[command(flatten)]
+    pub nats: NatsArgs,
+}
+
+impl SetupArgs {
+    /// The configuration these arguments (and the file and environment) make (as a
+    /// worker's: `nats.url` is required).
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the key at fault.
+    pub fn config(&self) -> Result<Config, ConfigError> {
+        Config::load(self.service.config.as_deref(), layer(self), Service::Worker)
+    }
+}
+
 /// The given arguments as a configuration layer (see the module docs).
 fn layer<T: Serialize>(args: &T) -> Serialized<&T> {
     Serialized::defaults(args)
@@ -193,6 +216,11 @@ pub struct LogArgs {
     #[arg(long, env = "HOLDPOINT_LOG_FORMAT", value_name = "text|json")]
     #[serde(rename = "format", skip_serializing_if = "Option::is_none")]
     pub log_format: Option<LogFormat>,
+    /// Where logs go: stderr or stdout (default stderr; the container image sets
+    /// stdout).
+    #[arg(long, env = "HOLDPOINT_LOG_OUTPUT", value_name = "stderr|stdout")]
+    #[serde(rename = "output", skip_serializing_if = "Option::is_none")]
+    pub log_output: Option<LogOutput>,
     /// Log filter, e.g. `info` or `holdpoint_worker=debug,info` (default info;
     /// RUST_LOG overrides).
     #[arg(long, env = "HOLDPOINT_LOG_LEVEL")]
@@ -341,7 +369,8 @@ pub struct JwtArgs {
     #[arg(long, env = "HOLDPOINT_JWKS_COOLDOWN_SECS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jwks_cooldown_secs: Option<u64>,
-    /// Development: verify tokens from `holdpoint dev-token` (the JWKS in .holdpoint/dev-jwt).
+    /// Development: verify tokens from `holdpoint dev-token` (its JWKS, in
+    /// $HOLDPOINT_DEV_JWT_DIR or ~/.local/state/holdpoint/dev-jwt).
     #[arg(long, env = "HOLDPOINT_DEV_JWT", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = BoolishValueParser::new(), value_name = "BOOL")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -526,7 +555,7 @@ impl InboxLinkArgs {
     /// # Errors
     /// When the development key cannot be read or made, or signing fails.
     pub fn link(&self, api: SocketAddr, org_claim: &str) -> anyhow::Result<String> {
-        let key = devtoken::DevKey::load_or_create(std::path::Path::new(devtoken::DEV_DIR))?;
+        let key = devtoken::DevKey::load_or_create(&devtoken::default_dir())?;
         let token = key.token(&self.inbox_org, &self.inbox_person, org_claim, 12 * 3600)?;
         let mut at = api;
         if at.ip().is_unspecified() {
@@ -548,9 +577,11 @@ pub struct DevTokenArgs {
     /// Person (`sub`).
     #[arg(long)]
     pub person: String,
-    /// Directory of the development key and JWKS.
-    #[arg(long, default_value = devtoken::DEV_DIR)]
-    pub dir: PathBuf,
+    /// Directory of the development key and JWKS (default:
+    /// $XDG_STATE_HOME/holdpoint/dev-jwt, else ~/.local/state/holdpoint/dev-jwt;
+    /// `up --dev-jwt` reads the same).
+    #[arg(long, env = "HOLDPOINT_DEV_JWT_DIR")]
+    pub dir: Option<PathBuf>,
     /// The organisation claim's name.
     #[arg(long, default_value = "org")]
     pub org_claim: String,

@@ -85,7 +85,7 @@ impl Config {
             ..IdentityMode::default()
         };
         let (issuer, source, audience) = if a.dev_jwt {
-            let key = devtoken::DevKey::load_or_create(std::path::Path::new(devtoken::DEV_DIR))?;
+            let key = devtoken::DevKey::load_or_create(&devtoken::default_dir())?;
             (
                 Some(devtoken::DEV_ISSUER.to_owned()),
                 Some(JwksSource::File(key.jwks)),

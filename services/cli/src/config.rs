@@ -21,6 +21,7 @@
 //! `validate` (in `config/validate.rs`): the checks; [`crate::compose`]: what the
 //! services are given.
 
+pub mod reference;
 mod validate;
 
 use validate::redact_http_url;
@@ -34,7 +35,7 @@ use std::time::Duration;
 use figment::providers::{Format as _, Serialized, Toml};
 use figment::{Figment, Provider};
 use holdpoint_bus::{Topology, redact_url};
-use holdpoint_telemetry::LogFormat;
+use holdpoint_telemetry::{LogFormat, LogOutput};
 use serde::{Deserialize, Serialize};
 
 /// The admin listener of `up` and `ingress` when `admin.listen` is not set.
@@ -257,7 +258,8 @@ pub struct AuthConfig {
     pub jwks_ttl_secs: u64,
     /// Least time between refetches caused by unknown `kid`s, in seconds.
     pub jwks_cooldown_secs: u64,
-    /// Development: verify `holdpoint dev-token` tokens (the JWKS in `.holdpoint/dev-jwt`).
+    /// Development: verify `holdpoint dev-token` tokens (the JWKS in
+    /// [`crate::devtoken::default_dir`]).
     pub dev_jwt: bool,
     /// INSECURE, local development only: trust `X-Holdpoint-Org` / `X-Holdpoint-Person`.
     pub insecure_dev_identity: bool,
@@ -374,6 +376,8 @@ impl DeadlinesSection {
 pub struct LogConfig {
     /// `text` or `json`.
     pub format: LogFormat,
+    /// `stderr` or `stdout`.
+    pub output: LogOutput,
     /// Filter directives (`info`, `holdpoint_worker=debug,info`); `RUST_LOG` overrides.
     pub level: String,
 }
@@ -382,6 +386,7 @@ impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
             format: LogFormat::Text,
+            output: LogOutput::Stderr,
             level: "info".into(),
         }
     }

@@ -1,8 +1,12 @@
 //! `holdpoint dev-token`: for the local quick start only. Creates (once) an Ed25519
-//! signing key and the matching JWKS file under a directory Holdpoint owns, and
-//! prints a JWT for a person of an organisation, signed with that key. `holdpoint up
-//! --dev-jwt` verifies against the same JWKS, exactly as it would against a real
-//! identity provider's.
+//! signing key and the matching JWKS file in one directory per user
+//! ([`default_dir`]: `$HOLDPOINT_DEV_JWT_DIR`, else
+//! `$XDG_STATE_HOME/holdpoint/dev-jwt`, else `~/.local/state/holdpoint/dev-jwt`),
+//! whatever the working directory, and prints a JWT for a person of an
+//! organisation, signed with that key. `holdpoint up --dev-jwt` (and `ingress
+//! --dev-jwt`) verifies against the same JWKS, exactly as it would against a real
+//! identity provider's, so a token made in one folder works with a server started
+//! in another.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -19,8 +23,25 @@ use serde_json::json;
 pub const DEV_ISSUER: &str = "holdpoint-dev";
 /// The audience of development tokens.
 pub const DEV_AUDIENCE: &str = "holdpoint";
-/// Default directory of the development key.
-pub const DEV_DIR: &str = ".holdpoint/dev-jwt";
+/// The variable naming the development key's directory.
+pub const DEV_DIR_ENV: &str = "HOLDPOINT_DEV_JWT_DIR";
+
+/// The development key's directory: `$HOLDPOINT_DEV_JWT_DIR`, else
+/// `$XDG_STATE_HOME/holdpoint/dev-jwt`, else `$HOME/.local/state/holdpoint/dev-jwt`,
+/// else (no home) `.holdpoint/dev-jwt` in the working directory.
+pub fn default_dir() -> PathBuf {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(dir) = var(DEV_DIR_ENV) {
+        return PathBuf::from(dir);
+    }
+    if let Some(state) = var("XDG_STATE_HOME") {
+        return PathBuf::from(state).join("holdpoint/dev-jwt");
+    }
+    if let Some(home) = var("HOME") {
+        return PathBuf::from(home).join(".local/state/holdpoint/dev-jwt");
+    }
+    PathBuf::from(".holdpoint/dev-jwt")
+}
 
 /// A development signing key and its JWKS file.
 #[derive(Debug)]
@@ -39,18 +60,27 @@ impl DevKey {
     pub fn load_or_create(dir: &Path) -> anyhow::Result<Self> {
         let key_path = dir.join("signing-key.pk8");
         let jwks = dir.join("jwks.json");
-        let pkcs8 = if key_path.exists() {
-            std::fs::read(&key_path).with_context(|| format!("reading {}", key_path.display()))?
-        } else {
-            std::fs::create_dir_all(dir)?;
+        if !key_path.exists() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
             let rng = ring::rand::SystemRandom::new();
             let doc = Ed25519KeyPair::generate_pkcs8(&rng)
                 .map_err(|_| anyhow::anyhow!("key generation failed"))?;
-            std::fs::write(&key_path, doc.as_ref())?;
-            std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600))?;
-            doc.as_ref().to_vec()
-        };
+            // Written aside, then linked into place: of two processes creating the
+            // key at once, one link wins and both use its key.
+            let tmp = tempfile::Builder::new()
+                .prefix(".signing-key")
+                .tempfile_in(dir)?;
+            std::fs::write(tmp.path(), doc.as_ref())?;
+            std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o600))?;
+            match std::fs::hard_link(tmp.path(), &key_path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e).with_context(|| format!("writing {}", key_path.display())),
+            }
+        }
+        let pkcs8 =
+            std::fs::read(&key_path).with_context(|| format!("reading {}", key_path.display()))?;
         let pair = Ed25519KeyPair::from_pkcs8(&pkcs8)
             .map_err(|_| anyhow::anyhow!("{} is not an Ed25519 PKCS#8 key", key_path.display()))?;
         let public = pair.public_key().as_ref();
@@ -59,7 +89,11 @@ impl DevKey {
             "kty": "OKP", "crv": "Ed25519", "use": "sig", "alg": "EdDSA",
             "kid": kid, "x": URL_SAFE_NO_PAD.encode(public),
         }]});
-        std::fs::write(&jwks, serde_json::to_vec_pretty(&doc)?)?;
+        // Replaced whole (rename), so a server reading it never sees half a file.
+        let tmp = tempfile::Builder::new().prefix(".jwks").tempfile_in(dir)?;
+        std::fs::write(tmp.path(), serde_json::to_vec_pretty(&doc)?)?;
+        tmp.persist(&jwks)
+            .with_context(|| format!("writing {}", jwks.display()))?;
         Ok(DevKey { pkcs8, kid, jwks })
     }
 

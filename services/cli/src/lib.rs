@@ -23,6 +23,12 @@
 //! - [`webhooks_cmd`]: `holdpoint webhooks …`, an organisation's webhook endpoints
 //!   over the HTTP API; `holdpoint notifier` runs the deliveries
 //!   (`holdpoint_notifier`), and `up` runs them too.
+//! - [`natsconfig`]: `holdpoint nats-config`, the NATS user of one organisation's
+//!   runtime or events reader.
+//! - [`status`]: `holdpoint status`, streams, partitions and their workers,
+//!   backlogs and dead letters, by the topology's names.
+//! - [`health`]: `holdpoint health`, a service's readiness from its admin listener
+//!   (the container image's health check).
 //! - [`terminal`]: what is printed never holds a raw control character.
 //!
 //! `main.rs` only parses arguments and calls [`run`].
@@ -32,16 +38,21 @@ pub mod compose;
 pub mod config;
 pub mod demo;
 pub mod devtoken;
+pub mod health;
 pub mod localnats;
+pub mod natsconfig;
 pub mod operator;
 pub mod runtime_cmd;
 pub mod serve;
+pub mod status;
 pub mod terminal;
 pub mod webhooks_cmd;
 
 use clap::{Parser, Subcommand};
 
-use crate::args::{DemoArgs, DevTokenArgs, IngressArgs, NotifierArgs, UpArgs, WorkerArgs};
+use crate::args::{
+    DemoArgs, DevTokenArgs, IngressArgs, NotifierArgs, SetupArgs, UpArgs, WorkerArgs,
+};
 use crate::config::Service;
 use crate::serve::init_tracing;
 
@@ -63,6 +74,10 @@ pub enum Verb {
     Ingress(IngressArgs),
     /// Run a worker against an existing NATS (run as many as you like).
     Worker(WorkerArgs),
+    /// Create or update every stream, bucket and consumer Holdpoint uses (with a
+    /// NATS user allowed to: `setup` in ops/nats/holdpoint.conf), then exit. Run it
+    /// once per deploy that changes the topology; the services only bind.
+    Setup(SetupArgs),
     /// Run the webhook notifier against an existing NATS (deliver signed events to
     /// registered endpoints; run one or more).
     Notifier(NotifierArgs),
@@ -93,6 +108,16 @@ pub enum Verb {
     Audit(operator::AuditArgs),
     /// Follow your organisation's events as they happen (optionally one task or type).
     Tail(operator::TailArgs),
+    /// Show the streams, the command partitions and their workers, consumer
+    /// backlogs and dead letters (what the `nats` CLI would show, by Holdpoint's
+    /// names).
+    Status(status::StatusArgs),
+    /// Print a NATS user for one organisation (its agent runtime, or its events
+    /// reader) to add to the servers' configuration.
+    NatsConfig(natsconfig::NatsConfigArgs),
+    /// Ask a running service's admin listener whether it is ready (GET /readyz):
+    /// exit 0 when it is (the container image's health check).
+    Health(health::HealthArgs),
 }
 
 /// Runs the parsed command line.
@@ -108,20 +133,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             serve::worker(args.config()?, failpoint).await
         }
         Verb::Notifier(args) => serve::notifier(args.config()?).await,
+        Verb::Setup(args) => serve::setup(args.config()?).await,
         Verb::Webhooks(args) => webhooks_cmd::run(args).await,
         Verb::Config(args) => {
             print!("{}", args.config(Service::Up)?.to_toml()?);
             Ok(())
         }
         Verb::DevToken(args) => {
-            let key = devtoken::DevKey::load_or_create(&args.dir)?;
+            let dir = args.dir.clone().unwrap_or_else(devtoken::default_dir);
+            let key = devtoken::DevKey::load_or_create(&dir)?;
             println!(
                 "{}",
                 key.token(&args.org, &args.person, &args.org_claim, args.ttl_secs)?
             );
             eprintln!(
                 "dev-token: signed with {} (JWKS {}); `holdpoint up --dev-jwt` verifies it",
-                args.dir.join("signing-key.pk8").display(),
+                dir.join("signing-key.pk8").display(),
                 key.jwks.display()
             );
             Ok(())
@@ -133,6 +160,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Verb::Tail(args) => operator::tail(args).await,
         Verb::Rules(args) => operator::rules(args).await,
         Verb::Audit(args) => operator::audit(args).await,
+        Verb::Health(args) => health::run(args).await,
+        Verb::Status(args) => status::run(args).await,
+        Verb::NatsConfig(args) => {
+            print!("{}", natsconfig::run(&args)?);
+            Ok(())
+        }
         Verb::Runtime(args) => {
             init_tracing("warn");
             runtime_cmd::run(args).await

@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use holdpoint_bus::{Bus, Topology, redact_url};
 use holdpoint_ingress::{AppState, Listeners};
-use holdpoint_telemetry::{LogFormat, Metrics};
+use holdpoint_telemetry::{LogFormat, LogOutput, Metrics};
 use holdpoint_worker::Failpoint;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -33,7 +33,19 @@ use crate::localnats;
 /// Installs the tracing subscriber for the verbs that are not services: text,
 /// `RUST_LOG` overriding `default`.
 pub fn init_tracing(default: &str) {
-    let _ = holdpoint_telemetry::logs::init(LogFormat::Text, default, None);
+    let _ = holdpoint_telemetry::logs::init(LogFormat::Text, LogOutput::Stderr, default, None);
+}
+
+/// A service's start-up line (where it listens): on stdout for the person who
+/// started it, or, when the logs go to stdout themselves (`log.output = stdout`,
+/// the container image), as an `info` log event, so stdout stays one log format
+/// (JSON lines with `log.format = json`).
+pub fn announce(cfg: &Config, line: &str) {
+    if cfg.log.output == LogOutput::Stdout {
+        info!("{line}");
+    } else {
+        println!("{line}");
+    }
 }
 
 /// Installs the tracing subscriber a service's configuration asks for.
@@ -47,7 +59,7 @@ pub fn init_service_tracing(cfg: &Config, service_name: &str) -> anyhow::Result<
             service_name,
         }
     });
-    holdpoint_telemetry::logs::init(cfg.log.format, &cfg.log.level, export)?;
+    holdpoint_telemetry::logs::init(cfg.log.format, cfg.log.output, &cfg.log.level, export)?;
     Ok(())
 }
 
@@ -219,33 +231,51 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         Some(url) => (url.clone(), None),
         None => {
             let nats = localnats::LocalNats::start(&cfg.local.store, cfg.local.nats_port).await?;
-            println!("nats-server: {} (store {})", nats.url, nats.store.display());
+            announce(
+                &cfg,
+                &format!("nats-server: {} (store {})", nats.url, nats.store.display()),
+            );
             (nats.url.clone(), Some(nats))
         }
     };
     let bus = connect_bus(&url, "holdpoint-up", cfg.topology()).await?;
     let services = start_services(bus, &cfg, args.worker.failpoint, 1, shutdown.clone()).await?;
-    println!("holdpoint nats:  {}", redact_url(&url));
-    println!("holdpoint api:   http://{}", services.api);
-    println!("holdpoint admin: http://{}/readyz", services.admin);
+    announce(&cfg, &format!("holdpoint nats:  {}", redact_url(&url)));
+    announce(&cfg, &format!("holdpoint api:   http://{}", services.api));
+    announce(
+        &cfg,
+        &format!("holdpoint admin: http://{}/readyz", services.admin),
+    );
     if let Some(p) = &cfg.socket.path {
-        println!("holdpoint socket: {}", p.display());
+        announce(&cfg, &format!("holdpoint socket: {}", p.display()));
     }
     if cfg.auth.dev_jwt {
-        println!("identity: development JWTs (holdpoint dev-token --org ORG --person NAME)");
+        announce(
+            &cfg,
+            "identity: development JWTs (holdpoint dev-token --org ORG --person NAME)",
+        );
         // Printed for the person at the terminal only, never logged: the token is in
-        // the fragment, which the browser keeps to itself.
-        println!(
+        // the fragment, which the browser keeps to itself. On stderr when stdout
+        // carries the logs.
+        let link = format!(
             "inbox: {} ({} of {})",
             args.inbox.link(services.api, &cfg.auth.org_claim)?,
             args.inbox.inbox_person,
             args.inbox.inbox_org
         );
+        if cfg.log.output == LogOutput::Stdout {
+            eprintln!("{link}");
+        } else {
+            println!("{link}");
+        }
     }
     if cfg.auth.insecure_dev_identity {
-        println!("identity: INSECURE development headers X-Holdpoint-Org / X-Holdpoint-Person");
+        announce(
+            &cfg,
+            "identity: INSECURE development headers X-Holdpoint-Org / X-Holdpoint-Person",
+        );
     }
-    println!("press Ctrl-C to stop");
+    announce(&cfg, "press Ctrl-C to stop");
     info!("up");
     let result = services.wait().await;
     if let Some(nats) = local {
@@ -274,9 +304,12 @@ pub async fn ingress(cfg: Config) -> anyhow::Result<()> {
     .await?;
     let listeners = bind(&cfg, Service::Ingress).await?;
     let (api, admin) = addresses(&listeners)?;
-    println!(
-        "holdpoint ingress: api http://{api} admin http://{admin} (NATS {})",
-        redact_url(&url)
+    announce(
+        &cfg,
+        &format!(
+            "holdpoint ingress: api http://{api} admin http://{admin} (NATS {})",
+            redact_url(&url)
+        ),
     );
     holdpoint_ingress::serve(state, listeners, shutdown).await?;
     let _ = tokio::time::timeout(Duration::from_secs(5), bus.client.flush()).await;
@@ -298,15 +331,40 @@ pub async fn worker(cfg: Config, failpoint: Option<Failpoint>) -> anyhow::Result
     let bus = connect_bus(&url, "holdpoint-worker", cfg.topology()).await?;
     let metrics = Arc::new(Metrics::new());
     let admin = serve_admin(&cfg, Service::Worker, &bus, &metrics, &shutdown).await?;
-    println!(
-        "holdpoint worker: pulling commands from {}",
-        redact_url(&url)
+    announce(
+        &cfg,
+        &format!(
+            "holdpoint worker: pulling commands from {}",
+            redact_url(&url)
+        ),
     );
     holdpoint_worker::run(bus, cfg.worker_config(metrics, failpoint), shutdown).await?;
     if let Some(t) = admin {
         t.await??;
     }
     holdpoint_telemetry::otlp::shutdown();
+    Ok(())
+}
+
+/// `holdpoint setup`: creates or updates every stream and bucket of the configured
+/// topology (`Bus::setup`), and the notifier's durable consumer, then returns.
+///
+/// # Errors
+/// When NATS is unreachable or refuses (a user without the JetStream API).
+pub async fn setup(cfg: Config) -> anyhow::Result<()> {
+    init_service_tracing(&cfg, "holdpoint-setup")?;
+    let url = cfg.nats.url.clone().context("nats.url is required")?;
+    let topo = cfg.topology();
+    let bus = connect_bus(&url, "holdpoint-setup", topo.clone()).await?;
+    bus.notifier_consumer().await?;
+    let _ = tokio::time::timeout(Duration::from_secs(5), bus.client.flush()).await;
+    println!(
+        "holdpoint setup: {} streams at {} replica(s), {} partitions, on {}",
+        topo.stream_names().len(),
+        topo.replicas,
+        topo.partitions,
+        redact_url(&url)
+    );
     Ok(())
 }
 
@@ -324,9 +382,12 @@ pub async fn notifier(cfg: Config) -> anyhow::Result<()> {
     let bus = connect_bus(&url, "holdpoint-notifier", cfg.topology()).await?;
     let metrics = Arc::new(Metrics::new());
     let admin = serve_admin(&cfg, Service::Notifier, &bus, &metrics, &shutdown).await?;
-    println!(
-        "holdpoint notifier: delivering webhooks from {}",
-        redact_url(&url)
+    announce(
+        &cfg,
+        &format!(
+            "holdpoint notifier: delivering webhooks from {}",
+            redact_url(&url)
+        ),
     );
     holdpoint_notifier::run(
         bus,
@@ -360,7 +421,10 @@ async fn serve_admin(
         Service::Notifier => "notifier",
         _ => "worker",
     };
-    println!("holdpoint {name}: admin http://{}", admin.local_addr()?);
+    announce(
+        cfg,
+        &format!("holdpoint {name}: admin http://{}", admin.local_addr()?),
+    );
     let admin_state = holdpoint_ingress::admin::Admin {
         bus: Arc::new(bus.clone()),
         metrics: metrics.clone(),

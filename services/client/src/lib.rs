@@ -195,7 +195,13 @@ impl Runtime {
     /// # Errors
     /// [`ClientError`] when NATS is unreachable, too old, or `org` is not a valid id.
     pub async fn connect(url: &str, org: &str) -> Result<Self, ClientError> {
-        let client = holdpoint_bus::connect(url, "holdpoint-runtime").await?;
+        let org_id = OrgId::parse(org)?;
+        // The organisation's own inbox prefix: a NATS user made for this
+        // organisation alone (`holdpoint nats-config --role runtime`) may subscribe
+        // to nothing else; the shared `runtime` user may subscribe to every inbox.
+        let prefix = holdpoint_bus::permissions::org_inbox_prefix(&org_id);
+        let client =
+            holdpoint_bus::connect_with_inbox(url, "holdpoint-runtime", Some(&prefix)).await?;
         // Attach, never update: the operator's settings (duplicate window, replicas)
         // are the services' to set, not a runtime's defaults.
         let bus = Bus::attach(client, Topology::default()).await?;

@@ -692,10 +692,19 @@ fn another_key_after_resolution_is_already_settled() {
         &["interaction-resolved", "tool-call-released", "task-status"],
     );
     let recorded = s.interaction(APPROVAL).resolution.clone();
-    refuse(
+    let d = refuse(
         &mut s,
         &answer(APPROVAL, "k-2", approved(false)),
         ErrorCode::AlreadySettled,
+    );
+    // The message says when, in the one timestamp format (three fractional
+    // digits and `Z`, as every record and event shows it).
+    let at = holdpoint_domain::timestamp::format(recorded.as_ref().expect("resolved").at);
+    assert!(at.ends_with(".000Z"), "{at}");
+    assert!(
+        matches!(&d.outcome.result, Err(r) if r.message.contains(&format!("already answered at {at} "))),
+        "{:?}",
+        d.outcome
     );
     accept(
         &mut s,

@@ -20,5 +20,5 @@ pub mod otlp;
 pub mod trace;
 
 pub use context::TraceContext;
-pub use logs::LogFormat;
+pub use logs::{LogFormat, LogOutput};
 pub use metrics::Metrics;

@@ -1,8 +1,8 @@
 //! The tracing subscriber: one setup for every `holdpoint` verb.
 //!
-//! Logs go to stderr, as text (the default, for people) or JSON lines (for log
-//! collectors: one object per event with its span's fields, `trace_id` included).
-//! `RUST_LOG` overrides the configured level.
+//! Logs go to stderr (the default) or stdout ([`LogOutput`]), as text (the default,
+//! for people) or JSON lines (for log collectors: one object per event with its
+//! span's fields, `trace_id` included). `RUST_LOG` overrides the configured level.
 
 use std::str::FromStr;
 
@@ -36,6 +36,51 @@ impl std::fmt::Display for LogFormat {
             LogFormat::Text => "text",
             LogFormat::Json => "json",
         })
+    }
+}
+
+/// Where log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogOutput {
+    /// Standard error (the default: a verb's own output stays alone on stdout).
+    #[default]
+    Stderr,
+    /// Standard output (containers, whose runtimes collect stdout).
+    Stdout,
+}
+
+impl FromStr for LogOutput {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "stderr" => Ok(LogOutput::Stderr),
+            "stdout" => Ok(LogOutput::Stdout),
+            other => Err(format!("unknown log output {other:?} (stderr, stdout)")),
+        }
+    }
+}
+
+impl std::fmt::Display for LogOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LogOutput::Stderr => "stderr",
+            LogOutput::Stdout => "stdout",
+        })
+    }
+}
+
+/// The writer of [`LogOutput`], a `tracing_subscriber` `MakeWriter`.
+#[derive(Debug, Clone, Copy)]
+struct Writer(LogOutput);
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Writer {
+    type Writer = Box<dyn std::io::Write + 'a>;
+    fn make_writer(&'a self) -> Self::Writer {
+        match self.0 {
+            LogOutput::Stderr => Box::new(std::io::stderr()),
+            LogOutput::Stdout => Box::new(std::io::stdout()),
+        }
     }
 }
 
@@ -85,13 +130,18 @@ pub enum InitError {
     Otlp(#[from] crate::otlp::OtlpError),
 }
 
-/// Installs the global subscriber: `format` on stderr, filtered by `RUST_LOG` if
-/// set, else by `level`; with `export`, spans also go to an OTLP collector (a
+/// Installs the global subscriber: `format` on `output`, filtered by `RUST_LOG`
+/// if set, else by `level`; with `export`, spans also go to an OTLP collector (a
 /// build with the `otlp` feature). A second call does nothing (tests, the demo).
 ///
 /// # Errors
 /// When `level` does not parse, or export is asked of a build without it.
-pub fn init(format: LogFormat, level: &str, export: Option<Export<'_>>) -> Result<(), InitError> {
+pub fn init(
+    format: LogFormat,
+    output: LogOutput,
+    level: &str,
+    export: Option<Export<'_>>,
+) -> Result<(), InitError> {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     check_level(level)?;
@@ -101,17 +151,21 @@ pub fn init(format: LogFormat, level: &str, export: Option<Export<'_>>) -> Resul
             level: level.to_owned(),
             message: e.to_string(),
         })?;
+    let terminal = match output {
+        LogOutput::Stderr => std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        LogOutput::Stdout => std::io::IsTerminal::is_terminal(&std::io::stdout()),
+    };
     let text = (format == LogFormat::Text).then(|| {
         tracing_subscriber::fmt::layer()
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .with_writer(std::io::stderr)
+            .with_ansi(terminal)
+            .with_writer(Writer(output))
     });
     let json = (format == LogFormat::Json).then(|| {
         tracing_subscriber::fmt::layer()
             .json()
             .with_current_span(true)
             .with_span_list(false)
-            .with_writer(std::io::stderr)
+            .with_writer(Writer(output))
     });
     let registry = tracing_subscriber::registry()
         .with(filter)

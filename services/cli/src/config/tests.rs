@@ -79,6 +79,7 @@ fn every_flag_sets_its_key() {
         "up",
         "--admin-listen=127.0.0.1:9181",
         "--log-format=json",
+        "--log-output=stdout",
         "--log-level=debug",
         "--nats-url=nats://n:4222",
         "--replicas=3",
@@ -175,6 +176,7 @@ fn every_flag_sets_its_key() {
         },
         log: LogConfig {
             format: LogFormat::Json,
+            output: holdpoint_telemetry::LogOutput::Stdout,
             level: "debug".into(),
         },
         telemetry: TelemetryConfig::default(),

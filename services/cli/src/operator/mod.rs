@@ -188,6 +188,10 @@ pub struct TailArgs {
     /// Replay from the start of what the events stream keeps.
     #[arg(long)]
     pub from_start: bool,
+    /// Stop (exit 0) once this many events are printed; without it, follow until
+    /// interrupted.
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
 }
 
 /// Parses one `--answer` value: `0,2` or `2:free text` or `:free text`.

@@ -42,6 +42,7 @@ const IDLE: Duration = Duration::from_secs(3 * holdpoint_ingress::sse::KEEP_ALIV
 pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
     let c = Client::new(&args.api)?;
     let mut printed = Printed::new(args.api.json);
+    printed.limit = args.count;
     let mut out = std::io::stdout();
     let mut connected = false;
     let mut attempt: i64 = 0;
@@ -51,6 +52,9 @@ pub async fn tail(args: TailArgs) -> anyhow::Result<()> {
                 connected = true;
                 let before = printed.count;
                 let lost = print_events(resp.bytes_stream(), IDLE, &mut printed, &mut out).await?;
+                if printed.done() {
+                    return Ok(());
+                }
                 if printed.count > before {
                     attempt = 0;
                 }
@@ -146,7 +150,12 @@ where
             Err(_) => return Ok(anyhow!("no data for {} s", idle.as_secs())),
             Ok(None) => return Ok(anyhow!("the server closed the stream")),
             Ok(Some(Err(e))) => return Ok(anyhow!("the stream broke: {e}")),
-            Ok(Some(Ok(event))) => printed.print(&event, out)?,
+            Ok(Some(Ok(event))) => {
+                printed.print(&event, out)?;
+                if printed.done() {
+                    return Ok(anyhow!("printed {} events", printed.count));
+                }
+            }
         }
     }
 }
@@ -160,6 +169,8 @@ struct Printed {
     count: u64,
     /// `--json`: one CloudEvent per line instead of text.
     json: bool,
+    /// `--count`: stop once this many events are printed.
+    limit: Option<u64>,
 }
 
 impl Printed {
@@ -168,7 +179,13 @@ impl Printed {
             last: None,
             count: 0,
             json,
+            limit: None,
         }
+    }
+
+    /// Whether `--count` events are printed.
+    fn done(&self) -> bool {
+        self.limit.is_some_and(|n| self.count >= n)
     }
 
     /// Prints `event` unless its sequence is not above the last one printed (or it

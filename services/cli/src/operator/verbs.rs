@@ -170,10 +170,14 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<()> {
         j(&v["mode"])
     );
     if let Some(qs) = v["detail"]["questions"].as_array() {
+        // Numbered from 1, as the prompt numbers them; options by the index
+        // `--answer` takes.
         for (i, q) in qs.iter().enumerate() {
             println!(
-                "  question {i}: {}",
-                terminal::line(q["text"].as_str().unwrap_or(""))
+                "  question {}: {}  ({})",
+                i + 1,
+                terminal::line(q["text"].as_str().unwrap_or("")),
+                takes(q)
             );
             for (n, o) in q["options"]
                 .as_array()
@@ -185,6 +189,15 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<()> {
                 println!("    [{n}] {}", terminal::line(o.as_str().unwrap_or("")));
             }
         }
+    }
+    if v["detail"]["questions"]
+        .as_array()
+        .is_some_and(|q| !q.is_empty())
+    {
+        println!(
+            "  answer: one --answer per question, in order: the option numbers in [ ], \
+             comma-separated, then :text where text is allowed (--answer 0 --answer \"2:text\")"
+        );
     }
     if !v["call"].is_null() {
         println!(
@@ -203,6 +216,22 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// What a question takes, from its `options`, `multiple` and `allowText`: `one
+/// option`, `one or more options`, `text`, each with `, or text` where text is
+/// allowed beside the options.
+pub fn takes(q: &serde_json::Value) -> &'static str {
+    let options = q["options"].as_array().is_some_and(|o| !o.is_empty());
+    let multiple = q["multiple"].as_bool().unwrap_or(false);
+    let text = q["allowText"].as_bool().unwrap_or(false);
+    match (options, multiple, text) {
+        (false, _, _) => "text",
+        (true, false, false) => "one option",
+        (true, false, true) => "one option, or text",
+        (true, true, false) => "one or more options",
+        (true, true, true) => "one or more options, or text",
+    }
 }
 
 /// `holdpoint answer`.
@@ -439,6 +468,21 @@ pub async fn audit(args: AuditArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_question_says_what_it_takes() {
+        let q = |v: serde_json::Value| takes(&v);
+        assert_eq!(q(serde_json::json!({"options": ["a", "b"]})), "one option");
+        assert_eq!(
+            q(serde_json::json!({"options": ["a"], "multiple": true, "allowText": true})),
+            "one or more options, or text"
+        );
+        assert_eq!(
+            q(serde_json::json!({"options": ["a"], "allowText": true})),
+            "one option, or text"
+        );
+        assert_eq!(q(serde_json::json!({"text": "Why?"})), "text");
+    }
 
     #[test]
     fn time_left_reads_as_a_span() {

@@ -8,7 +8,6 @@
 //! recorded answer once and answers as the first did.
 
 use serde_json::Value;
-use time::format_description::well_known::Rfc3339;
 
 use crate::Admission;
 use crate::error::ErrorCode;
@@ -120,9 +119,10 @@ fn addressed<'a>(
     Ok(i)
 }
 
-/// The conflict for an interaction that no longer waits, saying since when.
+/// The conflict for an interaction that no longer waits, saying since when (in
+/// the one timestamp format, [`crate::timestamp::format`]).
 fn settled(ctx: &Ctx, i: &Interaction) -> Option<Decision> {
-    let when = |t: time::OffsetDateTime| t.format(&Rfc3339).unwrap_or_default();
+    let when = crate::timestamp::format;
     let message = match (i.state, &i.resolution, &i.closure) {
         (State::Pending, ..) => return None,
         (State::Closed, _, Some(c)) if c.reason == crate::CloseReason::Expired => format!(

@@ -50,10 +50,6 @@ use crate::{Failpoint, WorkerConfig};
 /// How many times a batch decides again the commands that lost a race.
 pub const CONFLICT_ROUNDS: usize = 4;
 
-/// Where outcome replies may go (`Hp-Reply-To`): the default inboxes, as
-/// `holdpoint_bus::outcome::Waiter` makes them.
-const REPLY_INBOX_PREFIX: &str = "_INBOX.";
-
 /// The state a partition runner keeps between batches.
 #[derive(Debug)]
 pub struct Runner {
@@ -247,14 +243,15 @@ impl Runner {
                     .is_some_and(|rest| rest.is_empty() || rest.starts_with("-r"))
             })
             .unwrap_or_else(|| ctx.command_id.to_string());
-        // Outcomes go to inboxes only: the worker may publish into every stream and
-        // bucket, and the header is the publisher's to choose.
+        // Outcomes go to inboxes only, and never to another organisation's own
+        // prefix: the worker may publish into every stream and bucket, and the
+        // header is the publisher's to choose.
         let reply = reply.filter(|r| {
-            let inbox = r.starts_with(REPLY_INBOX_PREFIX);
-            if !inbox {
-                warn!(reply = %r, "reply subject is not an inbox; not replying");
+            let allowed = holdpoint_bus::permissions::reply_allowed(r, &env.org);
+            if !allowed {
+                warn!(reply = %r, "reply subject is not this organisation's inbox; not replying");
             }
-            inbox
+            allowed
         });
         Some(Cmd {
             delivery,
