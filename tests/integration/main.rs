@@ -7,6 +7,7 @@ mod a2a_conformance;
 mod adversary;
 mod answers;
 mod auth;
+mod backup;
 mod clocks;
 mod cluster;
 mod common;
