@@ -36,4 +36,5 @@ mod shutdown;
 mod streams;
 mod task_view;
 mod text;
+mod upgrades;
 mod webhooks;
