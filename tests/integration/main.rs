@@ -33,6 +33,7 @@ mod rpc;
 mod schemas;
 mod seen;
 mod shutdown;
+mod skew;
 mod streams;
 mod task_view;
 mod text;
