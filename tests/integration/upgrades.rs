@@ -8,6 +8,21 @@ use std::time::Duration;
 use holdpoint_bus::{Bus, STORE_FORMAT, STORE_FORMAT_KEY, store_format_of};
 use holdpoint_tests::app::{TestApp, holdpoint_binary};
 
+/// `holdpoint status --json`'s `storeFormat`.
+fn status_store_format(app: &TestApp) -> serde_json::Value {
+    let out = std::process::Command::new(holdpoint_binary())
+        .args(["status", "--json", "--nats-url", &app.nats.url()])
+        .output()
+        .expect("run holdpoint status");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    status["storeFormat"].clone()
+}
+
 async fn set_store_format(app: &TestApp, format: &str) {
     let js = &app.bus.js;
     let mut stream = js
@@ -39,9 +54,15 @@ async fn a_store_of_a_newer_format_is_refused_at_start_and_a_rollback_starts_aga
         "{metadata:?}"
     );
 
-    // What a setup of the next format would leave.
+    assert_eq!(status_store_format(&app), serde_json::json!(STORE_FORMAT));
+
+    // What a setup of the next format would leave; status still reads it.
     let newer = (STORE_FORMAT + 1).to_string();
     set_store_format(&app, &newer).await;
+    assert_eq!(
+        status_store_format(&app),
+        serde_json::json!(STORE_FORMAT + 1)
+    );
     let refused = Bus::setup(app.nats.connect().await, app.bus.topo.clone())
         .await
         .map(|_| ())
