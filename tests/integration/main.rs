@@ -35,4 +35,5 @@ mod shutdown;
 mod streams;
 mod task_view;
 mod text;
+mod vectors;
 mod webhooks;
