@@ -1,0 +1,235 @@
+"""The runtime side against a real Holdpoint (``holdpoint up``, or a nats-server
+with workers started and stopped by the test): hold a call, a person approves over
+REST, the tool result is reported, ``tool-call-finished`` arrives once; a command
+retried after a timeout is decided once; ``follow`` resumes from a sequence."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+import holdpoint
+from holdpoint import (
+    AgentManifest,
+    ConnectionsDisabled,
+    Expiry,
+    HoldpointRest,
+    OutcomeTimeout,
+    Placement,
+    Question,
+    Runtime,
+    tool_ok,
+)
+
+from .conftest import Holdpoint, collect, until
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def named(events: list[holdpoint.Followed], type_: str, interaction: str) -> list[holdpoint.Followed]:
+    """The followed events of ``type_`` about ``interaction``."""
+    out = []
+    for f in events:
+        data = f.event.get("data") or {}
+        about = {f.event.get("subject"), data.get("interactionId"), data.get("callId")}
+        if f.name == type_ and interaction in about:
+            assert f.type == f"dev.holdpoint.{type_}"
+            out.append(f)
+    return out
+
+
+async def test_hold_approve_report_finishes_once(up: Holdpoint) -> None:
+    rt = await Runtime.connect(up.nats_url, "acme")
+    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    session, task = unique("sess"), unique("task")
+    effect, call = unique("eff"), unique("call")
+    at = Placement(session, "main", task, unique("ctx"))
+    seen: list[holdpoint.Followed] = []
+    follower = asyncio.create_task(collect(rt.follow(task=task), seen))
+    try:
+        assert await rt.open_session(session) == "opened"
+        arguments = {"title": "Fix — ünïcode", "n": 12345678901234567890123, "x": [1.5, {"b": 2, "a": 1}]}
+        assert await rt.hold_for_approval(
+            at, effect_id=effect, call_id=call, server="github",
+            tool="create_pull_request", arguments=arguments, reason="writes to a repository",
+        ) == effect
+        # The same hold again is a replay of the first: no second opening.
+        assert await rt.hold_for_approval(
+            at, effect_id=effect, call_id=call, server="github",
+            tool="create_pull_request", arguments=arguments, reason="writes to a repository",
+        ) == effect
+
+        view = await rest.get(effect)
+        assert view["state"] == "pending"
+        digest = view["call"]["argumentsDigest"]
+        assert digest == holdpoint.arguments_digest(arguments)
+        pending = [i["interactionId"] async for i in rest.pending()]
+        assert effect in pending
+
+        # A digest the person did not see is refused and releases nothing.
+        with pytest.raises(holdpoint.ArgumentsChangedError) as refused:
+            await rest.approve(effect, approved=True, arguments_digest="0" * 64)
+        assert refused.value.status == 409
+        key = unique("key")
+        await rest.approve(effect, approved=True, arguments_digest=digest, idempotency_key=key)
+        # The same press again (same key) is the same answer; another key conflicts.
+        await rest.approve(effect, approved=True, arguments_digest=digest, idempotency_key=key)
+        with pytest.raises(holdpoint.NoLongerWaitingError):
+            await rest.approve(effect, approved=False, retry_for=0)
+
+        await until("the release", lambda: named(seen, "interaction-resolved", effect))
+        assert await rt.report_tool_result(effect, tool_ok({"url": "https://example.test/pr/1"})) == "finished"
+        # Reported again: the same command, decided once.
+        assert await rt.report_tool_result(effect, tool_ok({"url": "https://example.test/pr/1"})) == "finished"
+        finished = await until("tool-call-finished", lambda: named(seen, "tool-call-finished", call))
+        assert finished[0].event["data"]["result"] == {"status": "ok", "output": {"url": "https://example.test/pr/1"}}
+        assert len(named(seen, "approval-requested", effect)) == 1
+
+        # Stored once: a follower from the start of the stream sees one of each.
+        replay: list[holdpoint.Followed] = []
+        again = asyncio.create_task(collect(rt.follow(task=task, from_start=True), replay))
+        try:
+            await until("the replay", lambda: named(replay, "tool-call-finished", call))
+            await asyncio.sleep(0.3)
+            assert len(named(replay, "tool-call-finished", call)) == 1
+            assert len(named(replay, "approval-requested", effect)) == 1
+        finally:
+            again.cancel()
+        assert [f.sequence for f in replay] == sorted({f.sequence for f in replay})
+
+        audit = await rest.audit()
+        assert any(effect in str(r) for r in audit.get("items", [])), audit
+    finally:
+        follower.cancel()
+        await rest.aclose()
+        await rt.close()
+    assert len(named(seen, "tool-call-finished", call)) == 1
+
+
+async def test_follow_resumes_after_a_sequence(up: Holdpoint) -> None:
+    rt = await Runtime.connect(up.nats_url, "acme")
+    try:
+        session, task = unique("sess"), unique("task")
+        await rt.open_session(session)
+        at = Placement(session, "main", task, unique("ctx"))
+        first: list[holdpoint.Followed] = []
+        follower = asyncio.create_task(collect(rt.follow(task=task, name="approval-requested"), first))
+        e1 = await rt.hold_for_approval(at, effect_id=unique("eff"), call_id=unique("call"), server="s", tool="t", arguments={})
+        await until("the first opening", lambda: named(first, "approval-requested", e1))
+        follower.cancel()
+        resume_after = first[-1].sequence
+
+        e2 = await rt.hold_for_approval(at, effect_id=unique("eff"), call_id=unique("call"), server="s", tool="t", arguments={})
+        e3 = await rt.hold_for_approval(at, effect_id=unique("eff"), call_id=unique("call"), server="s", tool="t", arguments={})
+        resumed: list[holdpoint.Followed] = []
+        follower = asyncio.create_task(collect(rt.follow(task=task, name="approval-requested", after=resume_after), resumed))
+        try:
+            await until("both later openings", lambda: named(resumed, "approval-requested", e3))
+            await asyncio.sleep(0.3)
+        finally:
+            follower.cancel()
+        got = [f.event["subject"] for f in resumed]
+        assert got == [e2, e3], got
+        assert all(f.sequence > resume_after for f in resumed)
+    finally:
+        await rt.close()
+
+
+async def test_questions_connections_close_and_deadlines(up: Holdpoint, tmp_path: Any) -> None:
+    rt = await Runtime.connect(up.nats_url, "acme")
+    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    try:
+        session, task = unique("sess"), unique("task")
+        await rt.open_session(session)
+        at = Placement(session, "main", task, unique("ctx"))
+        qid = await rt.ask_user(
+            at, call_id=unique("call"),
+            questions=[Question("Which database?", ["Postgres", "SQLite"]), {"text": "Anything else?", "allowText": True}],
+        )
+        await rest.answer_question(qid, [{"options": [1]}, {"options": [], "text": "no"}])
+        assert (await rest.get(qid))["state"] == "finished"
+
+        off = AgentManifest.from_markdown("---\nname: coder\n---\n")
+        with pytest.raises(ConnectionsDisabled):
+            await rt.request_connection(off, at, call_id=unique("call"), app="calendar", reason="why")
+        agent_md = tmp_path / "AGENT.md"
+        agent_md.write_text("---\nname: coder\nloop: {connections: true}\n---\n# Coder\n", encoding="utf-8")
+        on = AgentManifest.from_path(agent_md)
+        long_app, long_reason = "A" * 100, "r" * 300
+        con = await rt.request_connection(on, at, call_id=unique("call"), app=long_app, reason=long_reason)
+        view = await rest.get(con)
+        assert view["kind"] == "connection"
+        text = str(view)
+        assert "A" * 80 in text and "A" * 81 not in text
+        assert "r" * 280 in text and "r" * 281 not in text
+        await rest.respond(con, {"connected": True})
+        assert (await rest.get(con))["state"] == "finished"
+
+        held = await rt.hold_for_approval(at, effect_id=unique("eff"), call_id=unique("call"), server="s", tool="t", arguments=[1])
+        try:
+            assert await rt.set_deadline(held, Expiry(expires_in=600)) == "rescheduled"
+        except holdpoint.DeadlinesNotAvailableError:
+            pass  # a nats-server before 2.12 has no message schedules
+        assert await rt.close_interaction(held, "canceled") == "closed"
+        assert (await rest.get(held))["state"] == "closed"
+        # Closing what is closed already changes nothing and says so.
+        assert await rt.close_interaction(held, "interrupted") == "closed"
+        with pytest.raises(holdpoint.NotFoundError):
+            await rt.report_tool_result(unique("eff"), tool_ok(1))
+        with pytest.raises(holdpoint.InvalidId):
+            Placement("has space", "main", "t", "c")
+    finally:
+        await rest.aclose()
+        await rt.close()
+
+
+async def test_a_command_retried_after_a_timeout_is_decided_once(split: Holdpoint) -> None:
+    worker = split.worker()  # makes the streams and buckets
+    worker.stop()
+    rt = await Runtime.connect(split.nats_url, "acme", timeout=1.0)
+    try:
+        session, task = unique("sess"), unique("task")
+        with pytest.raises(OutcomeTimeout):
+            await rt.open_session(session)
+        assert rt.last_publish_duplicate is False
+        split.worker()
+        # The retry carries the same Nats-Msg-Id: JetStream drops it as a duplicate
+        # and the outcome is read from the record the first publish wrote.
+        rt.timeout = 15.0
+        assert await rt.open_session(session) == "opened"
+        assert rt.last_publish_duplicate is True
+
+        at = Placement(session, "main", task, unique("ctx"))
+        effect = unique("eff")
+        hold: dict[str, Any] = dict(effect_id=effect, call_id=unique("call"), server="s", tool="t", arguments={"a": 1})
+        split.procs[-1].stop()
+        with pytest.raises(OutcomeTimeout):
+            await _with_timeout(rt, 1.0, rt.hold_for_approval(at, **hold))
+        split.worker()
+        assert await rt.hold_for_approval(at, **hold) == effect
+        assert rt.last_publish_duplicate is True
+        opened: list[holdpoint.Followed] = []
+        follower = asyncio.create_task(collect(rt.follow(task=task, from_start=True), opened))
+        try:
+            await until("the opening", lambda: named(opened, "approval-requested", effect))
+            await asyncio.sleep(0.3)
+        finally:
+            follower.cancel()
+        assert len(named(opened, "approval-requested", effect)) == 1
+    finally:
+        await rt.close()
+
+
+async def _with_timeout(rt: Runtime, seconds: float, call: Any) -> Any:
+    """Runs ``call`` with the runtime's outcome timeout set to ``seconds``."""
+    before = rt.timeout
+    rt.timeout = seconds
+    try:
+        return await call
+    finally:
+        rt.timeout = before
