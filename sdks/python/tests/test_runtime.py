@@ -6,6 +6,7 @@ retried after a timeout is decided once; ``follow`` resumes from a sequence."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from typing import Any
 
@@ -24,7 +25,7 @@ from holdpoint import (
     tool_ok,
 )
 
-from .conftest import Holdpoint, collect, until
+from .conftest import ROOT, Holdpoint, collect, until
 
 
 def unique(prefix: str) -> str:
@@ -50,7 +51,7 @@ async def test_hold_approve_report_finishes_once(up: Holdpoint) -> None:
     effect, call = unique("eff"), unique("call")
     at = Placement(session, "main", task, unique("ctx"))
     seen: list[holdpoint.Followed] = []
-    follower = asyncio.create_task(collect(rt.follow(task=task), seen))
+    follower = asyncio.create_task(collect(await rt.follow(task=task), seen))
     try:
         assert await rt.open_session(session) == "opened"
         arguments = {"title": "Fix — ünïcode", "n": 12345678901234567890123, "x": [1.5, {"b": 2, "a": 1}]}
@@ -92,7 +93,7 @@ async def test_hold_approve_report_finishes_once(up: Holdpoint) -> None:
 
         # Stored once: a follower from the start of the stream sees one of each.
         replay: list[holdpoint.Followed] = []
-        again = asyncio.create_task(collect(rt.follow(task=task, from_start=True), replay))
+        again = asyncio.create_task(collect(await rt.follow(task=task, from_start=True), replay))
         try:
             await until("the replay", lambda: named(replay, "tool-call-finished", call))
             await asyncio.sleep(0.3)
@@ -118,7 +119,7 @@ async def test_follow_resumes_after_a_sequence(up: Holdpoint) -> None:
         await rt.open_session(session)
         at = Placement(session, "main", task, unique("ctx"))
         first: list[holdpoint.Followed] = []
-        follower = asyncio.create_task(collect(rt.follow(task=task, name="approval-requested"), first))
+        follower = asyncio.create_task(collect(await rt.follow(task=task, name="approval-requested"), first))
         e1 = await rt.hold_for_approval(at, effect_id=unique("eff"), call_id=unique("call"), server="s", tool="t", arguments={})
         await until("the first opening", lambda: named(first, "approval-requested", e1))
         follower.cancel()
@@ -127,7 +128,7 @@ async def test_follow_resumes_after_a_sequence(up: Holdpoint) -> None:
         e2 = await rt.hold_for_approval(at, effect_id=unique("eff"), call_id=unique("call"), server="s", tool="t", arguments={})
         e3 = await rt.hold_for_approval(at, effect_id=unique("eff"), call_id=unique("call"), server="s", tool="t", arguments={})
         resumed: list[holdpoint.Followed] = []
-        follower = asyncio.create_task(collect(rt.follow(task=task, name="approval-requested", after=resume_after), resumed))
+        follower = asyncio.create_task(collect(await rt.follow(task=task, name="approval-requested", after=resume_after), resumed))
         try:
             await until("both later openings", lambda: named(resumed, "approval-requested", e3))
             await asyncio.sleep(0.3)
@@ -214,7 +215,7 @@ async def test_a_command_retried_after_a_timeout_is_decided_once(split: Holdpoin
         assert await rt.hold_for_approval(at, **hold) == effect
         assert rt.last_publish_duplicate is True
         opened: list[holdpoint.Followed] = []
-        follower = asyncio.create_task(collect(rt.follow(task=task, from_start=True), opened))
+        follower = asyncio.create_task(collect(await rt.follow(task=task, from_start=True), opened))
         try:
             await until("the opening", lambda: named(opened, "approval-requested", effect))
             await asyncio.sleep(0.3)
@@ -233,3 +234,40 @@ async def _with_timeout(rt: Runtime, seconds: float, call: Any) -> Any:
         return await call
     finally:
         rt.timeout = before
+
+
+async def test_the_readme_quick_start_runs_as_pasted(up: Holdpoint) -> None:
+    """README.md's "Python runtime quick start" block is examples/approval_runtime.py,
+    and it runs: it holds, a person approves over REST, the tool runs once and its
+    tool-call-finished arrives once."""
+    example = ROOT / "sdks" / "python" / "examples" / "approval_runtime.py"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Python runtime quick start", 1)[1]
+    block = section.split("```python\n", 1)[1].split("\n```", 1)[0] + "\n"
+    assert block == example.read_text(encoding="utf-8"), "README's block differs from the example"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(example), up.nats_url, "acme",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    assert proc.stdout is not None
+    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    lines: list[str] = []
+    try:
+        held = await asyncio.wait_for(proc.stdout.readline(), 20)
+        lines.append(held.decode())
+        effect = held.decode().split()[1].rstrip(":")
+        view = await rest.get(effect)
+        await rest.approve(effect, approved=True, arguments_digest=view["call"]["argumentsDigest"])
+        out, _ = await asyncio.wait_for(proc.communicate(), 20)
+        lines.append(out.decode())
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        await rest.aclose()
+    text = "".join(lines)
+    assert proc.returncode == 0, text
+    assert text.count("tool-call-released") == 1, text
+    assert text.count(" tool-call-finished") == 1, text
+    finished = next(line for line in text.splitlines() if line.startswith("finished: "))
+    assert "'status': 'ok'" in finished and "'title': 'Fix the build'" in finished, finished

@@ -700,7 +700,11 @@ class Runtime:
         named pull consumer without acks (what an organisation's own NATS user may
         create); when it fails or NATS reconnects, a new one starts after the last
         sequence delivered, so nothing repeats and nothing is skipped. The iterator
-        never ends by itself: stop reading (``break``) to stop."""
+        never ends by itself: stop reading (``break``) to stop.
+
+        The start is pinned when this returns (``events = await rt.follow(...)``),
+        so an event stored after that is delivered even when iterating begins
+        later."""
         org = _wire.subject_token(self.org)
         task_token = "*" if task is None else _wire.subject_token(task)
         subject = f"{self._prefix}.evt.{org}.{task_token}.{name or '*'}"
@@ -710,6 +714,9 @@ class Runtime:
             next_seq = 1
         else:
             next_seq = await self.last_event_sequence() + 1
+        return self._follow(subject, next_seq, batch)
+
+    async def _follow(self, subject: str, next_seq: int, batch: int) -> AsyncIterator[Followed]:
         stream = f"{self._name}_EVENTS"
         while True:
             consumer = uuid.uuid4().hex
