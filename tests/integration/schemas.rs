@@ -69,7 +69,8 @@ fn schemas_match_the_code() {
     let orphans: Vec<_> = present
         .iter()
         .filter(|p| {
-            !generated.contains(*p) && !["errors.json", "command-vectors.json"].contains(&p.as_str())
+            !generated.contains(*p)
+                && !["errors.json", "command-vectors.json"].contains(&p.as_str())
         })
         .collect();
     assert!(

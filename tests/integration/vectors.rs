@@ -40,6 +40,10 @@ const INPUTS: &[(&str, &str)] = &[
         r#"{"org":"acme","command":{"type":"open","interactionId":"eff_1","session":"sess-1","lane":"main","taskId":"task-1","contextId":"ctx-1","callId":"call_1","request":{"kind":"approval","server":"github","tool":"create_pull_request","arguments":{"title":"Überprüfe „Zitate“ 🚀 \"quoted\"\n\ttab \u0001 \u007f \u2028","z":[1,-7,12345678901234567890123,-12345678901234567890123,18446744073709551615,-9223372036854775808,1.50,1e2,2.0,0.1,1e-7,1.5e300,-0.0,123456789012345680000.0,3.14159],"a":{"nested":{"deeper":[{"k":null,"b":true,"f":false}],"empty":{},"list":[]}},"B":"upper before lower"},"reason":"writes to a repository"}}}"#,
     ),
     (
+        "open approval, numbers at the edges of serde_json's fixed notation",
+        r#"{"org":"acme","command":{"type":"open","interactionId":"eff_4","session":"sess-1","lane":"main","taskId":"task-1","contextId":"ctx-1","callId":"call_6","request":{"kind":"approval","server":"s","tool":"t","arguments":[1e-5,1e-6,0.000123,1e15,1e16,123456789012345.6,5e-324,1.7976931348623157e308,-1e-5,1E3,0.0,-0,9007199254740993,4.35,2.5e-3]}}}"#,
+    ),
+    (
         "open approval for an agent, expiresIn, onExpiry close",
         r#"{"org":"acme","command":{"type":"open","interactionId":"eff_2","session":"sess-1","lane":"main","taskId":"task.2","contextId":"ctx-1","callId":"call_2","agent":"coder","request":{"kind":"approval","server":"fs","tool":"rm","arguments":[]},"expiresIn":600,"onExpiry":"close"}}"#,
     ),

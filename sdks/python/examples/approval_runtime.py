@@ -5,7 +5,7 @@ import uuid
 from holdpoint import Placement, Runtime, tool_ok
 
 
-def create_pull_request(title: str) -> dict:
+def create_pull_request(title: str) -> dict[str, str]:
     """The tool itself: runs once, with the arguments the person approved."""
     return {"url": "https://github.example/acme/app/pull/42", "title": title}
 

@@ -168,9 +168,38 @@ class Holdpoint:
                 time.sleep(0.05)
         return proc
 
-    def worker(self) -> Proc:
-        """``holdpoint worker`` against this test's NATS, once it pulls commands."""
-        w = self.spawn("holdpoint worker", ["worker", "--nats-url", self.nats_url])
+    def nats_with_roles(self) -> Proc:
+        """A nats-server with ops/nats/holdpoint.conf (one user per role, an
+        organisation's own users; development passwords ``<user>-dev-only``), its
+        streams made by ``holdpoint setup`` as the ``setup`` user."""
+        port = free_port()
+        proc = Proc(
+            "nats-server (roles)",
+            [
+                nats_binary(), "-c", str(ROOT / "ops" / "nats" / "holdpoint.conf"), "-js",
+                "-a", "127.0.0.1", "-p", str(port), "-sd", str(Path(self.dir) / "nats"),
+            ],
+            self.dir,
+            self.env,
+        )
+        self.procs.append(proc)
+        proc.line(r"Server is ready")
+        self.nats_url = f"nats://127.0.0.1:{port}"
+        subprocess.run(
+            [self.bin, "setup", "--nats-url", self.url_as("setup")],
+            cwd=self.dir, env=self.env, capture_output=True, text=True, check=True, timeout=60,
+        )
+        return proc
+
+    def url_as(self, user: str) -> str:
+        """This test's NATS URL with ``user`` and its development password."""
+        return self.nats_url.replace("nats://", f"nats://{user}:{user}-dev-only@")
+
+    def worker(self, user: str | None = None) -> Proc:
+        """``holdpoint worker`` against this test's NATS (as ``user`` of the roles
+        configuration when given), once it pulls commands."""
+        url = self.nats_url if user is None else self.url_as(user)
+        w = self.spawn("holdpoint worker", ["worker", "--nats-url", url])
         w.line(r"pulling commands")
         return w
 
@@ -204,6 +233,17 @@ def split() -> Iterator[Holdpoint]:
     hp = Holdpoint()
     try:
         hp.nats()
+        yield hp
+    finally:
+        hp.close()
+
+
+@pytest.fixture
+def split_roles() -> Iterator[Holdpoint]:
+    """A nats-server with the roles configuration, set up; no worker yet."""
+    hp = Holdpoint()
+    try:
+        hp.nats_with_roles()
         yield hp
     finally:
         hp.close()

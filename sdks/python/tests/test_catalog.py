@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+from typing import Any
 
 import holdpoint
 from holdpoint import ERRORS_BY_CODE, HoldpointError, error_for
@@ -16,7 +17,7 @@ from .conftest import ROOT
 HERE = ROOT / "sdks" / "python"
 
 
-def load_generator():  # type: ignore[no-untyped-def]
+def load_generator() -> Any:
     spec = importlib.util.spec_from_file_location("generate_errors", HERE / "scripts" / "generate_errors.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

@@ -271,3 +271,39 @@ async def test_the_readme_quick_start_runs_as_pasted(up: Holdpoint) -> None:
     assert text.count(" tool-call-finished") == 1, text
     finished = next(line for line in text.splitlines() if line.startswith("finished: "))
     assert "'status': 'ok'" in finished and "'title': 'Fix the build'" in finished, finished
+
+
+async def test_an_organisations_own_nats_user_is_enough(split_roles: Holdpoint) -> None:
+    """With the user `holdpoint nats-config --org acme --role runtime` makes (in
+    ops/nats/holdpoint.conf), every runtime verb works: publishes, replies under
+    the organisation's inbox prefix, record reads, duplicate replays and follow."""
+    hp = split_roles
+    hp.worker("worker")
+    rt = await Runtime.connect(hp.nats_url, "acme", user="runtime-acme", password="runtime-acme-dev-only")
+    try:
+        session, task = unique("sess"), unique("task")
+        assert await rt.open_session(session) == "opened"
+        events = await rt.follow(task=task)
+        seen: list[holdpoint.Followed] = []
+        follower = asyncio.create_task(collect(events, seen))
+        at = Placement(session, "main", task, unique("ctx"))
+        hold: dict[str, Any] = dict(effect_id=unique("eff"), call_id=unique("call"), server="s", tool="t", arguments={"k": "v"})
+        effect = await rt.hold_for_approval(at, **hold)
+        # Again: a JetStream duplicate, answered from the records it may read.
+        assert await rt.hold_for_approval(at, **hold) == effect
+        assert rt.last_publish_duplicate is True
+        assert await rt.close_interaction(effect, "interrupted") == "closed"
+        try:
+            await until("the close", lambda: named(seen, "interaction-closed", effect))
+        finally:
+            follower.cancel()
+        assert len(named(seen, "approval-requested", effect)) == 1
+        # The log check below can fail: a publish outside acme is one violation.
+        await rt._nc.publish("hp.cmd.beta.task-x.open", b"{}")
+        await rt._nc.flush()
+        server = hp.procs[0]
+        await until("the refused publish in the log", lambda: "hp.cmd.beta.task-x.open" in server.out)
+    finally:
+        await rt.close()
+    violations = [line for line in hp.procs[0].out.splitlines() if "Violation" in line]
+    assert len(violations) == 1 and "hp.cmd.beta.task-x.open" in violations[0], violations

@@ -16,7 +16,16 @@ from holdpoint.runtime import Expiry, Placement
 
 from .conftest import ROOT
 
-VECTORS = json.loads((ROOT / "schemas" / "command-vectors.json").read_text(encoding="utf-8"))
+def _int(text: str) -> int | float:
+    """An integer as the domain reads it: ``-0`` is the float ``-0.0`` (its
+    canonical form), which a Python ``int`` cannot hold. A Python caller never
+    sends ``-0``: ``json.dumps`` writes its own values, which read back as written."""
+    return -0.0 if text == "-0" else int(text)
+
+
+VECTORS = json.loads(
+    (ROOT / "schemas" / "command-vectors.json").read_text(encoding="utf-8"), parse_int=_int
+)
 
 
 def ids(v: dict[str, Any]) -> str:
@@ -68,9 +77,9 @@ def rebuild(c: dict[str, Any]) -> dict[str, Any]:
     if t == "close":
         return runtime.close_command(c["interactionId"], c["reason"], c.get("taskId"))
     if t == "deadline":
-        at = c.get("expiresAt")
+        when = c.get("expiresAt")
         expiry = Expiry(
-            expires_at=_wire.parse_timestamp(at) if at else None, expires_in=c.get("expiresIn")
+            expires_at=_wire.parse_timestamp(when) if when else None, expires_in=c.get("expiresIn")
         )
         return runtime.deadline_command(c["interactionId"], expiry, c.get("taskId"))
     if t == "tool-result":

@@ -203,6 +203,13 @@ def _question_wire(q: Question | Mapping[str, Any]) -> dict[str, Any]:
     ).to_wire()
 
 
+def _outcome(value: Any) -> dict[str, Any] | None:
+    """``value`` when it is an outcome object (``{"commandId", "result"}``)."""
+    if isinstance(value, dict) and isinstance(value.get("result"), dict):
+        return value
+    return None
+
+
 def _is_decision(outcome: Mapping[str, Any]) -> bool:
     err = outcome.get("result", {}).get("Err")
     return not (isinstance(err, Mapping) and err.get("code") in PROVISIONAL_CODES)
@@ -400,7 +407,8 @@ class Runtime:
         except (ValueError, UnicodeDecodeError):
             return
         fut = self._pending.pop(token, None)
-        if fut is not None and not fut.done() and isinstance(outcome, dict):
+        outcome = _outcome(outcome)
+        if fut is not None and not fut.done() and outcome is not None:
             fut.set_result(outcome)
 
     async def close(self) -> None:
@@ -469,7 +477,7 @@ class Runtime:
             try:
                 ack = await self._js.publish(
                     _wire.command_subject(env, self._prefix),
-                    json.dumps(env, ensure_ascii=False).encode("utf-8"),
+                    json.dumps(env, ensure_ascii=False, allow_nan=False).encode("utf-8"),
                     timeout=remaining,
                     headers=headers,
                 )
@@ -508,7 +516,9 @@ class Runtime:
         finally:
             self._pending.pop(token, None)
 
-    async def _kv_get(self, bucket: str, key: str) -> Any | None:
+    async def _kv_get(self, bucket: str, key: str) -> dict[str, Any] | None:
+        """The JSON object at ``key`` of bucket ``HP_<bucket>``; ``None`` when absent,
+        deleted, or not a JSON object (a record this version cannot read)."""
         kv = self._kv.get(bucket)
         if kv is None:
             kv = await self._js.key_value(f"{self._name}_{bucket}")
@@ -519,12 +529,16 @@ class Runtime:
             return None
         if entry.value is None or entry.operation not in (None, "PUT"):
             return None
-        return json.loads(entry.value)
+        try:
+            value = json.loads(entry.value)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
 
     async def _recorded_outcome(
         self, env: dict[str, Any], cmd: str, msg_id: str
     ) -> dict[str, Any] | None:
-        stored = await self._kv_get("OUTCOMES", msg_id)
+        stored = _outcome(await self._kv_get("OUTCOMES", msg_id))
         if stored is not None and _is_decision(stored):
             return stored
         if cmd != msg_id:
@@ -546,18 +560,20 @@ class Runtime:
             record = await self._kv_get("INTERACTIONS", key)
             resolution = (record or {}).get("resolution")
             if isinstance(resolution, dict) and resolution.get("commandId") == cmd:
-                return resolution.get("outcome")
+                return _outcome(resolution.get("outcome"))
         else:
             return None
-        for transition in (record or {}).get("outbox", []):
-            if transition.get("commandId") == cmd:
-                return transition.get("outcome")
+        outbox = (record or {}).get("outbox", [])
+        for transition in outbox if isinstance(outbox, list) else []:
+            if isinstance(transition, dict) and transition.get("commandId") == cmd:
+                return _outcome(transition.get("outcome"))
         return None
 
     async def _task_of(self, interaction_id: str) -> str | None:
         key = f"{_wire.subject_token(self.org)}.{_wire.subject_token(interaction_id)}"
         record = await self._kv_get("INTERACTIONS", key)
-        return None if record is None else record.get("taskId")
+        task = None if record is None else record.get("taskId")
+        return task if isinstance(task, str) else None
 
     # -- sessions -----------------------------------------------------------------
 
@@ -729,7 +745,7 @@ class Runtime:
                         deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
                         opt_start_seq=max(1, next_seq),
                         ack_policy=AckPolicy.NONE,
-                        inactive_threshold=60.0,
+                        inactive_threshold=30.0,
                         mem_storage=True,
                         num_replicas=1,
                     ),
@@ -763,9 +779,10 @@ class Runtime:
                     if gap:
                         break
             finally:
+                # The consumer goes away by itself once inactive (an organisation's
+                # own NATS user may not delete consumers).
                 try:
                     await sub.unsubscribe()
-                    await self._js.delete_consumer(stream, consumer)
-                except (asyncio.TimeoutError, nats.errors.Error, JsNotFoundError):
+                except nats.errors.Error:
                     pass
 
