@@ -275,15 +275,20 @@ class HoldpointRest:
         value: Any,
         *,
         reason: str | None = None,
+        remember: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
         retry_for: float | None = None,
     ) -> None:
         """Answers with any JSON ``value`` (``POST /v1/interactions/{id}/respond``):
         for a connection ``{"connected": true}`` (or ``True``) connects; for a
-        question ``{"answers": [...]}`` is checked like :meth:`answer_question`."""
+        question ``{"answers": [...]}`` is checked like :meth:`answer_question`.
+        ``remember`` as on :meth:`approve` (approvals only: a question or a
+        connection refuses it with :class:`~holdpoint.NothingToRememberError`)."""
         body: dict[str, Any] = {"value": value}
         if reason is not None:
             body["reason"] = reason
+        if remember is not None:
+            body["remember"] = dict(remember)
         await self._answer(
             f"/v1/interactions/{_path(interaction_id)}/respond", body, idempotency_key, retry_for
         )
