@@ -125,6 +125,7 @@ class Holdpoint:
             "HOLDPOINT_DEV_JWT_DIR": str(Path(self.dir) / ".holdpoint" / "dev-jwt"),
         }
         self.nats_url = ""
+        self.nats_port = 0
         self.api = ""
 
     def spawn(self, name: str, args: list[str]) -> Proc:
@@ -146,9 +147,10 @@ class Holdpoint:
         self.api = up.line(r"^holdpoint api:\s+(\S+)$").group(1)
         return self
 
-    def nats(self) -> Proc:
-        """A nats-server of its own (JetStream, temp store, free port)."""
-        port = free_port()
+    def nats(self, port: int | None = None) -> Proc:
+        """A nats-server of its own (JetStream, temp store, free port unless
+        ``port``: the same store and port again after a restart)."""
+        port = port or free_port()
         proc = Proc(
             "nats-server",
             [nats_binary(), "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", str(Path(self.dir) / "nats")],
@@ -157,6 +159,7 @@ class Holdpoint:
         )
         self.procs.append(proc)
         self.nats_url = f"nats://127.0.0.1:{port}"
+        self.nats_port = port
         deadline = time.monotonic() + 15
         while True:
             try:

@@ -413,12 +413,19 @@ class Runtime:
 
     async def close(self) -> None:
         """Stops waiting for replies and, when :meth:`connect` made the connection,
-        drains and closes it."""
+        drains it (closes it when draining does not end within 5 s)."""
         if self._reply_sub is not None:
-            await self._reply_sub.unsubscribe()
+            try:
+                await self._reply_sub.unsubscribe()
+            except nats.errors.Error:
+                pass
             self._reply_sub = None
         if self._owns and not self._nc.is_closed:
-            await self._nc.drain()
+            # Draining needs the server; a connection still reconnecting is closed.
+            try:
+                await asyncio.wait_for(self._nc.drain(), 5.0)
+            except (asyncio.TimeoutError, nats.errors.Error):
+                await self._nc.close()
 
     async def __aenter__(self) -> Runtime:
         await self._start()
@@ -755,13 +762,19 @@ class Runtime:
                 await asyncio.sleep(0.5)
                 continue
             delivered = 0
+            reconnects = self._nc.stats.get("reconnects", 0)
             try:
                 while True:
                     try:
                         msgs = await sub.fetch(batch, timeout=1.0)
                     except asyncio.TimeoutError:
+                        # A consumer kept in memory is gone after the server
+                        # restarted: after a reconnect, start a new one.
+                        if self._nc.stats.get("reconnects", 0) != reconnects:
+                            break
                         continue
                     except nats.errors.Error:
+                        await asyncio.sleep(0.2)
                         break
                     gap = False
                     for m in msgs:
