@@ -339,3 +339,35 @@ async def test_follow_goes_on_after_the_server_restarts(split: Holdpoint) -> Non
         assert [f.event["subject"] for f in seen] == [before, after]
     finally:
         await rt.close()
+
+
+async def test_turns_on_a_lane(up: Holdpoint) -> None:
+    """start_turn admits a turn once (again: unchanged), another turn conflicts
+    while it runs, finish_turn frees the lane; a session that is not there (or
+    has ended) is NRY-0002."""
+    rt = await Runtime.connect(up.nats_url, "acme")
+    try:
+        session = unique("sess")
+        with pytest.raises(holdpoint.SessionNotFoundError):
+            await rt.start_turn(session, "main", "turn-1")
+        assert await rt.open_session(session, "product", lane_capacity=2) == "opened"
+        # The same command as the refused one: a duplicate whose stored refusal
+        # (NRY-0002) is provisional, so it is published again under a fresh id
+        # and decided anew.
+        assert await rt.start_turn(session, "main", "turn-1") == "admitted"
+        assert rt.last_publish_duplicate is True
+        assert await rt.start_turn(session, "main", "turn-1") == "admitted"  # the same command: replayed
+        with pytest.raises(holdpoint.CommandConflictsWithRecordError):
+            await rt.start_turn(session, "main", "turn-2")
+        assert await rt.finish_turn(session, "main", "turn-1") == "unchanged"
+        # The same command id is the same command: its refusal, a decision, is
+        # replayed even though the lane is free now; another turn is admitted.
+        with pytest.raises(holdpoint.CommandConflictsWithRecordError):
+            await rt.start_turn(session, "main", "turn-2")
+        assert await rt.start_turn(session, "main", "turn-3") == "admitted"
+        assert await rt.close_session(session) == "closed"
+        assert await rt.end_session(session) == "closed"
+        with pytest.raises(holdpoint.SessionNotFoundError):
+            await rt.start_turn(session, "main", "turn-4")
+    finally:
+        await rt.close()
