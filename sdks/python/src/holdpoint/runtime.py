@@ -339,6 +339,11 @@ class Runtime:
     the worker's outcome; a refusal raises the catalog's exception for its code
     (e.g. :class:`~holdpoint.NoLongerWaitingError`), no outcome in time raises
     :class:`~holdpoint.OutcomeTimeout` (retrying the same call is safe).
+
+    Building one on a connection of your own (``Runtime(nc, org)``) works when
+    that connection may subscribe to its inbox prefix: an organisation's own
+    NATS user needs ``inbox_prefix="_INBOX.org-<org>"`` on ``nats.connect``, which
+    :meth:`connect` sets itself.
     """
 
     def __init__(
@@ -509,8 +514,8 @@ class Runtime:
                         self._recorded_outcome(env, cmd, msg_id),
                         max(0.001, deadline - time.monotonic()),
                     )
-                except asyncio.TimeoutError:
-                    found = None
+                except (asyncio.TimeoutError, nats.errors.Error):
+                    found = None  # read again until the deadline
                 if found is not None:
                     return found, duplicate
                 if fut.done():
@@ -577,8 +582,13 @@ class Runtime:
         return None
 
     async def _task_of(self, interaction_id: str) -> str | None:
+        """The interaction's task (its commands' partition), ``None`` when there is
+        no such interaction (the worker then answers ``NRY-0004``)."""
         key = f"{_wire.subject_token(self.org)}.{_wire.subject_token(interaction_id)}"
-        record = await self._kv_get("INTERACTIONS", key)
+        try:
+            record = await self._kv_get("INTERACTIONS", key)
+        except (asyncio.TimeoutError, nats.errors.Error) as e:
+            raise OutcomeTimeout(f"could not read interaction {interaction_id}: {e!r}") from e
         task = None if record is None else record.get("taskId")
         return task if isinstance(task, str) else None
 
