@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import uuid
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -172,10 +173,15 @@ async def test_questions_connections_close_and_deadlines(up: Holdpoint, tmp_path
         assert (await rest.get(con))["state"] == "finished"
 
         held = await rt.hold_for_approval(at, effect_id=unique("eff"), call_id=unique("call"), server="s", tool="t", arguments=[1])
-        try:
-            assert await rt.set_deadline(held, Expiry(expires_in=600)) == "rescheduled"
-        except holdpoint.DeadlinesNotAvailableError:
-            pass  # a nats-server before 2.12 has no message schedules
+        # The pinned nats-server (2.15) has message schedules: set, move, clear.
+        assert await rt.set_deadline(held, Expiry(expires_in=600)) == "rescheduled"
+        at_time = datetime.now(timezone.utc) + timedelta(minutes=30)
+        assert await rt.set_deadline(held, Expiry(expires_at=at_time)) == "rescheduled"
+        assert (await rest.get(held))["expiresAt"] == holdpoint._wire.format_timestamp(at_time)
+        with pytest.raises(holdpoint.DeadlineNotValidError):
+            await rt.set_deadline(held, Expiry(expires_at=datetime.now(timezone.utc) - timedelta(minutes=1)))
+        assert await rt.set_deadline(held, Expiry()) == "rescheduled"
+        assert (await rest.get(held)).get("expiresAt") is None
         assert await rt.close_interaction(held, "canceled") == "closed"
         assert (await rest.get(held))["state"] == "closed"
         # Closing what is closed already changes nothing and says so.
