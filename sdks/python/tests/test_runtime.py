@@ -377,3 +377,28 @@ async def test_turns_on_a_lane(up: Holdpoint) -> None:
             await rt.start_turn(session, "main", "turn-4")
     finally:
         await rt.close()
+
+
+async def test_an_undecodable_event_is_skipped_not_fatal(up: Holdpoint, caplog: pytest.LogCaptureFixture) -> None:
+    rt = await Runtime.connect(up.nats_url, "acme")
+    try:
+        session, task = unique("sess"), unique("task")
+        await rt.open_session(session)
+        # Something that is not a CloudEvent, stored on the task's subject.
+        ack = await rt._nc.jetstream().publish(f"hp.in.evt.acme.{task}.approval-requested", b"\xffnot json")
+        assert ack.stream == "HP_EVENTS"
+        effect = await rt.hold_for_approval(
+            Placement(session, "main", task, unique("ctx")),
+            effect_id=unique("eff"), call_id=unique("call"), server="s", tool="t", arguments={},
+        )
+        seen: list[holdpoint.Followed] = []
+        follower = asyncio.create_task(collect(await rt.follow(task=task, after=ack.seq - 1), seen))
+        try:
+            await until("the opening after the garbage", lambda: named(seen, "approval-requested", effect))
+        finally:
+            follower.cancel()
+        assert all(f.sequence > ack.seq for f in seen)
+        # It was delivered, and skipped with a warning naming its sequence.
+        assert f"undecodable event at sequence {ack.seq} " in caplog.text
+    finally:
+        await rt.close()

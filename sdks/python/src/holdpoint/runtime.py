@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -71,6 +72,8 @@ __all__ = [
     "tool_error",
     "tool_ok",
 ]
+
+_log = logging.getLogger("holdpoint")
 
 REPLY_HEADER = "Hp-Reply-To"
 """The header naming the subject the worker replies the outcome to."""
@@ -798,7 +801,15 @@ class Runtime:
                         if seq < next_seq:
                             continue  # already delivered by an earlier consumer
                         next_seq = seq + 1
-                        yield Followed(sequence=seq, subject=m.subject, event=json.loads(m.data))
+                        try:
+                            event = json.loads(m.data)
+                        except ValueError:
+                            event = None
+                        if not isinstance(event, dict):
+                            # Not a CloudEvent Holdpoint wrote: skipped, never fatal.
+                            _log.warning("skipping undecodable event at sequence %d on %s", seq, m.subject)
+                            continue
+                        yield Followed(sequence=seq, subject=m.subject, event=event)
                     if gap:
                         break
             finally:
