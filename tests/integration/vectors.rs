@@ -44,6 +44,10 @@ const INPUTS: &[(&str, &str)] = &[
         r#"{"org":"acme","command":{"type":"open","interactionId":"eff_4","session":"sess-1","lane":"main","taskId":"task-1","contextId":"ctx-1","callId":"call_6","request":{"kind":"approval","server":"s","tool":"t","arguments":[1e-5,1e-6,0.000123,1e15,1e16,123456789012345.6,5e-324,1.7976931348623157e308,-1e-5,1E3,0.0,-0,9007199254740993,4.35,2.5e-3]}}}"#,
     ),
     (
+        "open approval, object keys that are not ASCII (sorted by their UTF-8 bytes)",
+        r#"{"org":"acme","command":{"type":"open","interactionId":"eff_5","session":"sess-1","lane":"main","taskId":"task-1","contextId":"ctx-1","callId":"call_7","request":{"kind":"approval","server":"s","tool":"t","arguments":{"z":1,"Z":2,"é":3,"e":4,"日本":5,"😀":6,"\uffff":7,"":8,"a\u0000b":9,"a":{"ß":[],"ss":{}}}}}}"#,
+    ),
+    (
         "open approval for an agent, expiresIn, onExpiry close",
         r#"{"org":"acme","command":{"type":"open","interactionId":"eff_2","session":"sess-1","lane":"main","taskId":"task.2","contextId":"ctx-1","callId":"call_2","agent":"coder","request":{"kind":"approval","server":"fs","tool":"rm","arguments":[]},"expiresIn":600,"onExpiry":"close"}}"#,
     ),

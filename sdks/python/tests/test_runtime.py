@@ -6,6 +6,7 @@ retried after a timeout is decided once; ``follow`` resumes from a sequence."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -400,5 +401,35 @@ async def test_an_undecodable_event_is_skipped_not_fatal(up: Holdpoint, caplog: 
         assert all(f.sequence > ack.seq for f in seen)
         # It was delivered, and skipped with a warning naming its sequence.
         assert f"undecodable event at sequence {ack.seq} " in caplog.text
+    finally:
+        await rt.close()
+
+
+async def test_the_worker_records_the_command_under_the_pythons_id(up: Holdpoint) -> None:
+    """On real traffic: the worker computes the command id from the body Python
+    sent (services/worker) and records the opening under it; it is the id Python
+    computed and sent as Nats-Msg-Id, whatever the arguments hold."""
+    rt = await Runtime.connect(up.nats_url, "acme")
+    try:
+        session, task = unique("sess"), unique("task")
+        await rt.open_session(session)
+        at = Placement(session, "main", task, unique("ctx"), agent="coder", expiry=Expiry(expires_in=900, on_expiry="close"))
+        arguments = {
+            "日本": [1e-5, 1e16, 5e-324, -0.0, 2.0, 0.1, 12345678901234567890123, -(2**63)],
+            "😀": {"é": "„Zitat“ \u2028 \x01", "": None, "Z": True},
+            "a": [[[]], {}],
+        }
+        effect = unique("eff")
+        command = holdpoint.runtime.open_command(
+            at, effect, unique("call"), holdpoint.runtime.approval_request("s", "t", arguments, "why ✓")
+        )
+        assert await rt.send(command) == "opened"
+        key = f"acme.{effect}"
+        kv = await rt._js.key_value("HP_INTERACTIONS")
+        record = json.loads((await kv.get(key)).value or b"{}")
+        recorded = [t["commandId"] for t in record["outbox"]]
+        assert holdpoint.command_id(rt.envelope(command)) in recorded, recorded
+        # And the digest the worker bound the approval to is Python's.
+        assert record["spec"]["argumentsDigest"] == holdpoint.arguments_digest(arguments)
     finally:
         await rt.close()
