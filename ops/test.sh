@@ -137,7 +137,7 @@ else
     partition_filter=(-E 'not test(/^(partition|clocks|disk)::/)')
 fi
 
-cargo build --workspace --bins --examples --locked 2>/dev/null || cargo build --workspace --bins --examples
+holdpoint_build >/dev/null
 
 status=0
 if cargo nextest --version >/dev/null 2>&1; then
