@@ -38,4 +38,5 @@ mod streams;
 mod task_view;
 mod text;
 mod upgrades;
+mod vectors;
 mod webhooks;
