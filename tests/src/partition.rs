@@ -75,11 +75,14 @@ pub enum FaultKind {
     SkewedWorker,
     /// The ingress restarted with its wall clock 30 s or 10 min off, either way.
     SkewedIngress,
+    /// The notifier cut from every node (it comes back to consumers whose pull
+    /// requests and acks were lost, and to leaders that moved).
+    NotifierCut,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::LeaderIsolated,
         FaultKind::MajorityWithoutLeader,
         FaultKind::ZombieWorker,
@@ -88,6 +91,7 @@ impl FaultKind {
         FaultKind::SlowNodes,
         FaultKind::SkewedWorker,
         FaultKind::SkewedIngress,
+        FaultKind::NotifierCut,
     ];
 
     /// Its name in the report.
@@ -101,6 +105,7 @@ impl FaultKind {
             FaultKind::SlowNodes => "slow-node-links",
             FaultKind::SkewedWorker => "skewed-worker-clock",
             FaultKind::SkewedIngress => "skewed-ingress-clock",
+            FaultKind::NotifierCut => "notifier-cut",
         }
     }
 
@@ -111,6 +116,7 @@ impl FaultKind {
                 | FaultKind::MajorityWithoutLeader
                 | FaultKind::ZombieWorker
                 | FaultKind::Asymmetric
+                | FaultKind::NotifierCut
         )
     }
 }
@@ -565,6 +571,10 @@ async fn apply(
             let w = WORKERS[rng.below(2) as usize];
             lab.split(&[w], &NODES)?;
             (Active::Cut, format!("{w} cut from every node"))
+        }
+        FaultKind::NotifierCut => {
+            lab.split(&[NOTIFIER], &NODES)?;
+            (Active::Cut, "the notifier cut from every node".to_owned())
         }
         FaultKind::Asymmetric => {
             let l = leader_of("HP_COMMANDS")

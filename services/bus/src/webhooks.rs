@@ -97,26 +97,63 @@ impl Bus {
     /// Every endpoint of every organisation (for the notifier) and the bucket
     /// stream's last sequence when read: a later write has a higher one.
     ///
+    /// Read from the bucket stream's leader only: its stream info with the keys'
+    /// subjects (and the last sequence, from the same answer), then each key's last
+    /// message by `STREAM.MSG.GET`. A direct get, or the ordered consumer behind a KV
+    /// key listing, may be answered by a replica still catching up after a
+    /// partition, which can know fewer endpoints than there are; the notifier's
+    /// router would then queue an organisation's events for nobody.
+    ///
     /// # Errors
-    /// Transient on NATS failure.
+    /// Transient on NATS failure (no leader, a timeout); corrupt when a record does
+    /// not decode.
     pub async fn all_webhooks(&self) -> Result<(Vec<WebhookEndpoint>, u64), BusError> {
-        let seq = self.webhooks_sequence().await?;
-        let mut out = Vec::new();
-        let mut keys = self
-            .webhooks
-            .keys()
+        let bucket = self.topo.webhooks_bucket();
+        let stream = self
+            .js
+            .get_stream_no_info(format!("KV_{bucket}"))
             .await
             .map_err(|e| BusError::transient("list webhooks", e))?;
+        let prefix = format!("$KV.{bucket}.");
+        let mut subjects = stream
+            .info_with_subjects(format!("{prefix}>"))
+            .await
+            .map_err(|e| BusError::transient("list webhooks", e))?;
+        let seq = subjects.info.state.last_sequence;
         let mut names = Vec::new();
-        while let Some(k) = tokio::time::timeout(Duration::from_secs(5), keys.next())
+        while let Some(s) = tokio::time::timeout(Duration::from_secs(5), subjects.next())
             .await
             .map_err(|_| BusError::transient("list webhooks", "timed out"))?
         {
-            names.push(k.map_err(|e| BusError::transient("list webhooks", e))?);
+            names.push(s.map_err(|e| BusError::transient("list webhooks", e))?.0);
         }
-        for key in names {
-            let loaded: Loaded<WebhookEndpoint> = self.load(Bucket::Webhooks, key).await?;
-            out.extend(loaded.value);
+        let mut out = Vec::new();
+        for subject in names {
+            let msg = match stream.get_last_raw_message_by_subject(&subject).await {
+                Ok(m) => m,
+                // Gone since the listing (its last message removed).
+                Err(e)
+                    if e.kind()
+                        == async_nats::jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
+                {
+                    continue;
+                }
+                Err(e) => return Err(BusError::transient("list webhooks", e)),
+            };
+            let op = msg
+                .headers
+                .get("KV-Operation")
+                .map(|v| v.as_str().to_owned());
+            if matches!(op.as_deref(), Some("DEL" | "PURGE")) {
+                continue;
+            }
+            let key = subject.strip_prefix(&prefix).unwrap_or(&subject).to_owned();
+            let e: WebhookEndpoint =
+                serde_json::from_slice(&msg.payload).map_err(|err| BusError::Corrupt {
+                    key,
+                    message: err.to_string(),
+                })?;
+            out.push(e);
         }
         Ok((out, seq))
     }

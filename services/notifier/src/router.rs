@@ -5,7 +5,11 @@
 //! organisation that wants its type ([`holdpoint_bus::Bus::enqueue_delivery`]);
 //! then acks the event. An endpoint registered before an event was stored sees
 //! that event: the router reloads the endpoints whenever the bucket moved on since
-//! it last read it, before routing.
+//! it last read it, before routing, and in any case once its view is
+//! [`MAX_VIEW_AGE`] old, so no one read lasts (the endpoints are read from the
+//! bucket's leader, [`Bus::all_webhooks`]; a view read from a replica still catching
+//! up after a partition once stopped every delivery for good: RELIABILITY.md,
+//! "Partitions").
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -19,18 +23,25 @@ use holdpoint_domain::{Event, OrgId};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-/// The endpoints as last read, by organisation, and the bucket sequence read at.
+/// How long the router routes on one read of the endpoints when the bucket did
+/// not move on.
+pub const MAX_VIEW_AGE: Duration = Duration::from_secs(5);
+
+/// The endpoints as last read, by organisation, the bucket sequence read at, and
+/// when.
 #[derive(Default)]
 struct Endpoints {
     by_org: HashMap<OrgId, Vec<WebhookEndpoint>>,
     sequence: Option<u64>,
+    read_at: Option<tokio::time::Instant>,
 }
 
 impl Endpoints {
-    /// Reloads when the bucket moved on since the last read.
+    /// Reloads when the bucket moved on since the last read, or that read is
+    /// [`MAX_VIEW_AGE`] old.
     async fn refresh(&mut self, bus: &Bus) -> Result<(), holdpoint_bus::BusError> {
-        let now = bus.webhooks_sequence().await?;
-        if self.sequence == Some(now) {
+        let fresh = self.read_at.is_some_and(|t| t.elapsed() < MAX_VIEW_AGE);
+        if fresh && self.sequence == Some(bus.webhooks_sequence().await?) {
             return Ok(());
         }
         let (all, sequence) = bus.all_webhooks().await?;
@@ -39,6 +50,7 @@ impl Endpoints {
             self.by_org.entry(e.org.clone()).or_default().push(e);
         }
         self.sequence = Some(sequence);
+        self.read_at = Some(tokio::time::Instant::now());
         Ok(())
     }
 }
