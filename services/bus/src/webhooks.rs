@@ -40,6 +40,32 @@ pub const ATTEMPTS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Attempts kept per endpoint (the oldest are dropped).
 pub const ATTEMPTS_PER_ENDPOINT: i64 = 200;
 
+/// A notifier's stream of pulled messages.
+pub type PullStream = consumer::pull::Stream;
+
+/// How often a notifier's pull request must show signs of life (a message or an
+/// idle heartbeat) from the consumer's leader; two missed make the stream yield
+/// a `missed idle heartbeat` error, and the notifier then pulls afresh.
+pub const PULL_HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// The messages of `consumer`, pulled with [`PULL_HEARTBEAT`] and 30 s pull
+/// requests: a pull request lost in a partition or a leader change shows as an
+/// error within seconds instead of silence.
+///
+/// # Errors
+/// Transient when JetStream does not answer.
+pub async fn pull_messages(
+    consumer: &consumer::PullConsumer,
+) -> Result<consumer::pull::Stream, BusError> {
+    consumer
+        .stream()
+        .expires(Duration::from_secs(30))
+        .heartbeat(PULL_HEARTBEAT)
+        .messages()
+        .await
+        .map_err(|e| BusError::transient("pull", e))
+}
+
 fn encode<T: serde::Serialize>(v: &T) -> Result<Bytes, BusError> {
     serde_json::to_vec(v)
         .map(Bytes::from)
@@ -237,16 +263,13 @@ impl Bus {
             .map_err(|e| BusError::transient("notifier consumer", e))
     }
 
-    /// The messages of [`Bus::notifier_consumer`].
+    /// The messages of [`Bus::notifier_consumer`], pulled as [`pull_messages`]
+    /// does.
     ///
     /// # Errors
     /// Transient when JetStream does not answer.
     pub async fn notifier_events(&self) -> Result<consumer::pull::Stream, BusError> {
-        self.notifier_consumer()
-            .await?
-            .messages()
-            .await
-            .map_err(|e| BusError::transient("notifier consumer", e))
+        pull_messages(&self.notifier_consumer().await?).await
     }
 
     /// Queues `payload` (a CloudEvent) for endpoint `e`, once per `(endpoint,

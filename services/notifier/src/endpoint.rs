@@ -50,7 +50,7 @@ pub async fn run(
                 }
             }
         };
-        let mut messages = match consumer.messages().await {
+        let mut messages = match holdpoint_bus::webhooks::pull_messages(&consumer).await {
             Ok(m) => m,
             Err(err) => {
                 debug!(webhook = %e.id.as_str(), error = %err, "endpoint consumer not ready");

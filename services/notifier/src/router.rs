@@ -69,39 +69,56 @@ pub async fn run(bus: Bus, shutdown: CancellationToken) {
                 }
             }
         };
-        loop {
-            let msg = tokio::select! {
-                () = shutdown.cancelled() => return,
-                m = messages.next() => m,
-            };
-            let msg = match msg {
-                Some(Ok(m)) => m,
-                Some(Err(e)) => {
-                    debug!(error = %e, "events consumer error");
-                    continue;
+        pull(&bus, &mut endpoints, &mut messages, &shutdown).await;
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(Backoff::CONSUMER_ENDED.delay(1)) => {}
+        }
+    }
+}
+
+/// Routes what `messages` yields until it errs or ends (or `shutdown`).
+async fn pull(
+    bus: &Bus,
+    endpoints: &mut Endpoints,
+    messages: &mut holdpoint_bus::webhooks::PullStream,
+    shutdown: &CancellationToken,
+) {
+    loop {
+        let msg = tokio::select! {
+            () = shutdown.cancelled() => return,
+            m = messages.next() => m,
+        };
+        let msg = match msg {
+            Some(Ok(m)) => m,
+            Some(Err(e)) => {
+                // A missed heartbeat (the pull request lost with a leader or a
+                // link), no responders, a deleted consumer: pull afresh from a
+                // re-made consumer rather than wait on this stream.
+                warn!(error = %e, "events consumer error; pulling afresh");
+                break;
+            }
+            None => break,
+        };
+        let event: Event = match serde_json::from_slice(&msg.payload) {
+            Ok(e) => e,
+            Err(e) => {
+                warn!(subject = %msg.subject, error = %e, "an event that does not decode is not delivered to webhooks");
+                let _ = msg.ack_with(AckKind::Term).await;
+                continue;
+            }
+        };
+        match route(bus, endpoints, &event, &msg.payload).await {
+            Ok(()) => {
+                if let Err(e) = msg.double_ack().await {
+                    debug!(error = %e, "event ack lost; it will be routed again (deduplicated)");
                 }
-                None => break,
-            };
-            let event: Event = match serde_json::from_slice(&msg.payload) {
-                Ok(e) => e,
-                Err(e) => {
-                    warn!(subject = %msg.subject, error = %e, "an event that does not decode is not delivered to webhooks");
-                    let _ = msg.ack_with(AckKind::Term).await;
-                    continue;
-                }
-            };
-            match route(&bus, &mut endpoints, &event, &msg.payload).await {
-                Ok(()) => {
-                    if let Err(e) = msg.double_ack().await {
-                        debug!(error = %e, "event ack lost; it will be routed again (deduplicated)");
-                    }
-                }
-                Err(e) => {
-                    warn!(event = %event.id, error = %e, "cannot queue an event for webhooks; retrying");
-                    let _ = msg
-                        .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-                        .await;
-                }
+            }
+            Err(e) => {
+                warn!(event = %event.id, error = %e, "cannot queue an event for webhooks; retrying");
+                let _ = msg
+                    .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                    .await;
             }
         }
     }
