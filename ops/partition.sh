@@ -4,7 +4,8 @@
 # workers, an ingress, a notifier and the load, each in a network namespace of its
 # own on one bridge, through a seeded schedule of faults (leader isolated, 1-2
 # split, zombie worker, asymmetric cut, 200 ms / 5 % loss / reordering links,
-# worker and ingress clocks 30 s or 10 min off), then the checker over the history.
+# worker and ingress clocks 30 s or 10 min off, the notifier cut from every node),
+# then the checker over the history.
 #
 #   ops/partition.sh --minutes 10 --seed 42     # one long run
 #   ops/partition.sh --minutes 5                # a random seed (printed)

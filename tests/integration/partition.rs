@@ -15,10 +15,9 @@ use std::sync::Arc;
 use holdpoint_tests::chaos::Rng;
 use holdpoint_tests::lab::Lab;
 use holdpoint_tests::netcluster::{FAKETIME_LIB, HOSTS, LOAD, in_namespace};
-use holdpoint_tests::partition::{self, ScheduleOptions};
+use holdpoint_tests::partition::{self, FaultKind, ScheduleOptions};
 
-#[test]
-fn every_fault_kind_once_loses_nothing_and_duplicates_nothing() {
+fn require_lab() {
     let why_not = Lab::unavailable().or_else(|| {
         (!std::path::Path::new(FAKETIME_LIB).is_file())
             .then(|| format!("{FAKETIME_LIB} is missing (Debian package faketime)"))
@@ -29,10 +28,11 @@ fn every_fault_kind_once_loses_nothing_and_duplicates_nothing() {
              (and says so) when HOLDPOINT_SKIP_LAB=1"
         );
     }
-    let (_, seed) = Rng::from_env("HOLDPOINT_FAULT_SEED");
-    println!("seed {seed} (HOLDPOINT_FAULT_SEED replays it)");
+}
+
+/// Runs `opts` in a lab of its own, checks the history and that the lab is gone.
+fn run_checked(opts: ScheduleOptions) {
     let lab = Arc::new(Lab::create(&HOSTS).expect("the lab"));
-    let opts = ScheduleOptions::short(seed);
     let l = lab.clone();
     let (_, report) = in_namespace(&lab, LOAD, move || partition::run(l, opts))
         .expect("the load's namespace")
@@ -51,4 +51,28 @@ fn every_fault_kind_once_loses_nothing_and_duplicates_nothing() {
         .map(str::to_owned)
         .collect();
     assert!(left.is_empty(), "namespaces left behind: {left:?}");
+}
+
+#[test]
+fn every_fault_kind_once_loses_nothing_and_duplicates_nothing() {
+    require_lab();
+    let (_, seed) = Rng::from_env("HOLDPOINT_FAULT_SEED");
+    println!("seed {seed} (HOLDPOINT_FAULT_SEED replays it)");
+    run_checked(ScheduleOptions::short(seed));
+}
+
+/// The notifier cut from every node (its consumers' pull requests and acks lost,
+/// its reads of the endpoints failing), then healed: every event stored reaches
+/// the webhook receiver, once per `webhook-id` (the checker's webhook reader), and
+/// the rest of the history is clean. Under a minute.
+#[test]
+fn a_notifier_cut_off_delivers_every_event_after_the_heal() {
+    require_lab();
+    let (_, seed) = Rng::from_env("HOLDPOINT_FAULT_SEED");
+    println!("seed {seed} (HOLDPOINT_FAULT_SEED replays it)");
+    run_checked(ScheduleOptions {
+        faults: vec![FaultKind::NotifierCut],
+        agents: 3,
+        ..ScheduleOptions::short(seed)
+    });
 }

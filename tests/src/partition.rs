@@ -10,7 +10,7 @@
 //! own `Idempotency-Key` (retrying `503`s and transport errors with the same key; one
 //! answer in seven races a second one from another person), and report the result of
 //! an approved call. One opening in twelve asks for a deadline of 5-12 s and is left
-//! unanswered (none while a worker's clock is skewed, none from the last fault on). Four readers follow the events: a core subscriber, a durable consumer,
+//! unanswered (also while a worker's clock is skewed; none from the last fault on). Four readers follow the events: a core subscriber, a durable consumer,
 //! `GET /v1/events` per organisation (resumed with `Last-Event-ID`) and a webhook
 //! endpoint per organisation (the receiver listens on the notifier's loopback).
 //!
@@ -75,11 +75,14 @@ pub enum FaultKind {
     SkewedWorker,
     /// The ingress restarted with its wall clock 30 s or 10 min off, either way.
     SkewedIngress,
+    /// The notifier cut from every node (it comes back to consumers whose pull
+    /// requests and acks were lost, and to leaders that moved).
+    NotifierCut,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::LeaderIsolated,
         FaultKind::MajorityWithoutLeader,
         FaultKind::ZombieWorker,
@@ -88,6 +91,7 @@ impl FaultKind {
         FaultKind::SlowNodes,
         FaultKind::SkewedWorker,
         FaultKind::SkewedIngress,
+        FaultKind::NotifierCut,
     ];
 
     /// Its name in the report.
@@ -101,6 +105,7 @@ impl FaultKind {
             FaultKind::SlowNodes => "slow-node-links",
             FaultKind::SkewedWorker => "skewed-worker-clock",
             FaultKind::SkewedIngress => "skewed-ingress-clock",
+            FaultKind::NotifierCut => "notifier-cut",
         }
     }
 
@@ -111,6 +116,7 @@ impl FaultKind {
                 | FaultKind::MajorityWithoutLeader
                 | FaultKind::ZombieWorker
                 | FaultKind::Asymmetric
+                | FaultKind::NotifierCut
         )
     }
 }
@@ -185,13 +191,8 @@ struct Load {
     stop: AtomicBool,
     last_ok: std::sync::Mutex<Option<Instant>>,
     ok: AtomicU64,
-    /// While set, agents open no interaction with a deadline (a skewed worker clock
-    /// moves deadlines: see RELIABILITY.md, "Clocks").
-    no_deadlines: AtomicBool,
     /// Set from the last fault on: no more deadlines, so the run ends soon after.
     winding_down: AtomicBool,
-    /// Openings with a deadline under way (sent, not accepted yet).
-    deadline_opens: AtomicU64,
     http: reqwest::Client,
     base: String,
     request_bound: Duration,
@@ -275,9 +276,7 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
         stop: AtomicBool::new(false),
         last_ok: std::sync::Mutex::new(None),
         ok: AtomicU64::new(0),
-        no_deadlines: AtomicBool::new(false),
         winding_down: AtomicBool::new(false),
-        deadline_opens: AtomicU64::new(0),
         http: reqwest::Client::builder().build()?,
         base: base.clone(),
         request_bound: opts.cluster.outcome_timeout + Duration::from_secs(7),
@@ -331,7 +330,7 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
         } else {
             rng.between(opts.other_hold.0, opts.other_hold.1)
         };
-        let (active, detail) = apply(kind, &mut cluster, &js, &mut rng, &load).await?;
+        let (active, detail) = apply(kind, &mut cluster, &js, &mut rng).await?;
         let start = Instant::now();
         println!(
             "partition: {:>6.1} s {} ({detail}) for {:.1} s",
@@ -523,7 +522,6 @@ async fn apply(
     cluster: &mut NetCluster,
     js: &jetstream::Context,
     rng: &mut Rng,
-    load: &Load,
 ) -> Result<(Active, String)> {
     let lab = cluster.lab.clone();
     let leader_of = |stream: &'static str| {
@@ -574,6 +572,10 @@ async fn apply(
             lab.split(&[w], &NODES)?;
             (Active::Cut, format!("{w} cut from every node"))
         }
+        FaultKind::NotifierCut => {
+            lab.split(&[NOTIFIER], &NODES)?;
+            (Active::Cut, "the notifier cut from every node".to_owned())
+        }
         FaultKind::Asymmetric => {
             let l = leader_of("HP_COMMANDS")
                 .await
@@ -606,14 +608,8 @@ async fn apply(
         FaultKind::SkewedWorker => {
             let w = WORKERS[rng.below(2) as usize];
             let skew = [-600, -30, 30, 600][rng.below(4) as usize];
-            // No deadline is opened while a worker's clock is off (its offset moves
-            // the deadline: RELIABILITY.md, "Clocks"); openings under way finish first.
-            load.no_deadlines.store(true, Ordering::SeqCst);
-            wait_until(Duration::from_secs(120), || {
-                load.deadline_opens.load(Ordering::SeqCst) == 0
-            })
-            .await
-            .context("openings with a deadline did not finish in 120 s")?;
+            // Deadlines go on being opened: a worker counts them on the server's
+            // clock, whatever its own (RELIABILITY.md, "Clocks").
             cluster.restart(w, skew).await?;
             (
                 Active::Skew(w.to_owned()),
@@ -645,7 +641,6 @@ async fn heal(active: Active, cluster: &mut NetCluster, load: &Load) -> Result<(
         }
         Active::Skew(host) => {
             cluster.restart(&host, 0).await?;
-            load.no_deadlines.store(false, Ordering::SeqCst);
         }
     }
     Ok(())
@@ -706,16 +701,7 @@ async fn agent(
             TargetKind::Approval
         };
         let expires_in = rng.chance(1.0 / 12.0).then(|| 5 + rng.below(8));
-        let expires_in = expires_in.filter(|_| {
-            // Counted before the flag is read: a skewed-clock fault waits for it.
-            load.deadline_opens.fetch_add(1, Ordering::SeqCst);
-            let ok = !load.no_deadlines.load(Ordering::SeqCst)
-                && !load.winding_down.load(Ordering::SeqCst);
-            if !ok {
-                load.deadline_opens.fetch_sub(1, Ordering::SeqCst);
-            }
-            ok
-        });
+        let expires_in = expires_in.filter(|_| !load.winding_down.load(Ordering::SeqCst));
         let task = format!("task-{}", short_id());
         let Ok(mut at) = Placement::new(&session, "main", &task, "ctx-1") else {
             continue;
@@ -753,9 +739,6 @@ async fn agent(
                 .map(|_| effect)
             }
         };
-        if expires_in.is_some() {
-            load.deadline_opens.fetch_sub(1, Ordering::SeqCst);
-        }
         let Ok(id) = opened else { continue };
         let target = {
             let mut h = load.history.lock().await;

@@ -40,6 +40,32 @@ pub const ATTEMPTS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Attempts kept per endpoint (the oldest are dropped).
 pub const ATTEMPTS_PER_ENDPOINT: i64 = 200;
 
+/// A notifier's stream of pulled messages.
+pub type PullStream = consumer::pull::Stream;
+
+/// How often a notifier's pull request must show signs of life (a message or an
+/// idle heartbeat) from the consumer's leader; two missed make the stream yield
+/// a `missed idle heartbeat` error, and the notifier then pulls afresh.
+pub const PULL_HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// The messages of `consumer`, pulled with [`PULL_HEARTBEAT`] and 30 s pull
+/// requests: a pull request lost in a partition or a leader change shows as an
+/// error within seconds instead of silence.
+///
+/// # Errors
+/// Transient when JetStream does not answer.
+pub async fn pull_messages(
+    consumer: &consumer::PullConsumer,
+) -> Result<consumer::pull::Stream, BusError> {
+    consumer
+        .stream()
+        .expires(Duration::from_secs(30))
+        .heartbeat(PULL_HEARTBEAT)
+        .messages()
+        .await
+        .map_err(|e| BusError::transient("pull", e))
+}
+
 fn encode<T: serde::Serialize>(v: &T) -> Result<Bytes, BusError> {
     serde_json::to_vec(v)
         .map(Bytes::from)
@@ -97,26 +123,63 @@ impl Bus {
     /// Every endpoint of every organisation (for the notifier) and the bucket
     /// stream's last sequence when read: a later write has a higher one.
     ///
+    /// Read from the bucket stream's leader only: its stream info with the keys'
+    /// subjects (and the last sequence, from the same answer), then each key's last
+    /// message by `STREAM.MSG.GET`. A direct get, or the ordered consumer behind a KV
+    /// key listing, may be answered by a replica still catching up after a
+    /// partition, which can know fewer endpoints than there are; the notifier's
+    /// router would then queue an organisation's events for nobody.
+    ///
     /// # Errors
-    /// Transient on NATS failure.
+    /// Transient on NATS failure (no leader, a timeout); corrupt when a record does
+    /// not decode.
     pub async fn all_webhooks(&self) -> Result<(Vec<WebhookEndpoint>, u64), BusError> {
-        let seq = self.webhooks_sequence().await?;
-        let mut out = Vec::new();
-        let mut keys = self
-            .webhooks
-            .keys()
+        let bucket = self.topo.webhooks_bucket();
+        let stream = self
+            .js
+            .get_stream_no_info(format!("KV_{bucket}"))
             .await
             .map_err(|e| BusError::transient("list webhooks", e))?;
+        let prefix = format!("$KV.{bucket}.");
+        let mut subjects = stream
+            .info_with_subjects(format!("{prefix}>"))
+            .await
+            .map_err(|e| BusError::transient("list webhooks", e))?;
+        let seq = subjects.info.state.last_sequence;
         let mut names = Vec::new();
-        while let Some(k) = tokio::time::timeout(Duration::from_secs(5), keys.next())
+        while let Some(s) = tokio::time::timeout(Duration::from_secs(5), subjects.next())
             .await
             .map_err(|_| BusError::transient("list webhooks", "timed out"))?
         {
-            names.push(k.map_err(|e| BusError::transient("list webhooks", e))?);
+            names.push(s.map_err(|e| BusError::transient("list webhooks", e))?.0);
         }
-        for key in names {
-            let loaded: Loaded<WebhookEndpoint> = self.load(Bucket::Webhooks, key).await?;
-            out.extend(loaded.value);
+        let mut out = Vec::new();
+        for subject in names {
+            let msg = match stream.get_last_raw_message_by_subject(&subject).await {
+                Ok(m) => m,
+                // Gone since the listing (its last message removed).
+                Err(e)
+                    if e.kind()
+                        == async_nats::jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
+                {
+                    continue;
+                }
+                Err(e) => return Err(BusError::transient("list webhooks", e)),
+            };
+            let op = msg
+                .headers
+                .get("KV-Operation")
+                .map(|v| v.as_str().to_owned());
+            if matches!(op.as_deref(), Some("DEL" | "PURGE")) {
+                continue;
+            }
+            let key = subject.strip_prefix(&prefix).unwrap_or(&subject).to_owned();
+            let e: WebhookEndpoint =
+                serde_json::from_slice(&msg.payload).map_err(|err| BusError::Corrupt {
+                    key,
+                    message: err.to_string(),
+                })?;
+            out.push(e);
         }
         Ok((out, seq))
     }
@@ -200,16 +263,13 @@ impl Bus {
             .map_err(|e| BusError::transient("notifier consumer", e))
     }
 
-    /// The messages of [`Bus::notifier_consumer`].
+    /// The messages of [`Bus::notifier_consumer`], pulled as [`pull_messages`]
+    /// does.
     ///
     /// # Errors
     /// Transient when JetStream does not answer.
     pub async fn notifier_events(&self) -> Result<consumer::pull::Stream, BusError> {
-        self.notifier_consumer()
-            .await?
-            .messages()
-            .await
-            .map_err(|e| BusError::transient("notifier consumer", e))
+        pull_messages(&self.notifier_consumer().await?).await
     }
 
     /// Queues `payload` (a CloudEvent) for endpoint `e`, once per `(endpoint,

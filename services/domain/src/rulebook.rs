@@ -9,14 +9,14 @@
 //! pure: matching ([`pick`]) is a function of the rules, the held call and the clock.
 //!
 //! **Which rule decides.** A rule matches a held call when it is live (not revoked,
-//! not expired at the deciding worker's clock), belongs to the call's organisation,
-//! names the call's `server` and `tool`, its scope covers the call (a `session` rule
-//! the same session, an `agent` rule the same agent, an `organisation` rule any call
-//! of the organisation) and, when it is narrowed to an arguments digest, the call's
-//! arguments have that digest. Of the matching rules the most specific scope wins
-//! (`session`, then `agent`, then `organisation`); at the same scope a deny beats an
-//! allow; among equals the oldest rule (then the smallest id) decides, so every
-//! worker picks the same one.
+//! not expired at the server's time, as the deciding worker estimates it), belongs
+//! to the call's organisation, names the call's `server` and `tool`, its scope
+//! covers the call (a `session` rule the same session, an `agent` rule the same
+//! agent, an `organisation` rule any call of the organisation) and, when it is
+//! narrowed to an arguments digest, the call's arguments have that digest. Of the
+//! matching rules the most specific scope wins (`session`, then `agent`, then
+//! `organisation`); at the same scope a deny beats an allow; among equals the oldest
+//! rule (then the smallest id) decides, so every worker picks the same one.
 //!
 //! [`Snapshot::rules`]: crate::decide::Snapshot::rules
 

@@ -50,7 +50,7 @@ pub async fn run(
                 }
             }
         };
-        let mut messages = match consumer.messages().await {
+        let mut messages = match holdpoint_bus::webhooks::pull_messages(&consumer).await {
             Ok(m) => m,
             Err(err) => {
                 debug!(webhook = %e.id.as_str(), error = %err, "endpoint consumer not ready");
@@ -117,9 +117,9 @@ async fn handle(
         }
     };
     let Some(current) = current.value else {
-        // Removed: its queue is being purged.
-        let _ = msg.ack_with(AckKind::Term).await;
-        return;
+        // Removed (its queue is purged and its consumer deleted with it), or read
+        // from a replica that does not have it yet: kept, never dropped on one read.
+        return nak(&msg, Duration::from_secs(5)).await;
     };
     if current.disabled_at.is_some() || event.orgid != current.org {
         // Disabled: kept queued for when it is enabled again.

@@ -5,7 +5,11 @@
 //! organisation that wants its type ([`holdpoint_bus::Bus::enqueue_delivery`]);
 //! then acks the event. An endpoint registered before an event was stored sees
 //! that event: the router reloads the endpoints whenever the bucket moved on since
-//! it last read it, before routing.
+//! it last read it, before routing, and in any case once its view is
+//! [`MAX_VIEW_AGE`] old, so no one read lasts (the endpoints are read from the
+//! bucket's leader, [`Bus::all_webhooks`]; a view read from a replica still catching
+//! up after a partition once stopped every delivery for good: RELIABILITY.md,
+//! "Partitions").
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -19,18 +23,25 @@ use holdpoint_domain::{Event, OrgId};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-/// The endpoints as last read, by organisation, and the bucket sequence read at.
+/// How long the router routes on one read of the endpoints when the bucket did
+/// not move on.
+pub const MAX_VIEW_AGE: Duration = Duration::from_secs(5);
+
+/// The endpoints as last read, by organisation, the bucket sequence read at, and
+/// when.
 #[derive(Default)]
 struct Endpoints {
     by_org: HashMap<OrgId, Vec<WebhookEndpoint>>,
     sequence: Option<u64>,
+    read_at: Option<tokio::time::Instant>,
 }
 
 impl Endpoints {
-    /// Reloads when the bucket moved on since the last read.
+    /// Reloads when the bucket moved on since the last read, or that read is
+    /// [`MAX_VIEW_AGE`] old.
     async fn refresh(&mut self, bus: &Bus) -> Result<(), holdpoint_bus::BusError> {
-        let now = bus.webhooks_sequence().await?;
-        if self.sequence == Some(now) {
+        let fresh = self.read_at.is_some_and(|t| t.elapsed() < MAX_VIEW_AGE);
+        if fresh && self.sequence == Some(bus.webhooks_sequence().await?) {
             return Ok(());
         }
         let (all, sequence) = bus.all_webhooks().await?;
@@ -39,6 +50,7 @@ impl Endpoints {
             self.by_org.entry(e.org.clone()).or_default().push(e);
         }
         self.sequence = Some(sequence);
+        self.read_at = Some(tokio::time::Instant::now());
         Ok(())
     }
 }
@@ -57,39 +69,56 @@ pub async fn run(bus: Bus, shutdown: CancellationToken) {
                 }
             }
         };
-        loop {
-            let msg = tokio::select! {
-                () = shutdown.cancelled() => return,
-                m = messages.next() => m,
-            };
-            let msg = match msg {
-                Some(Ok(m)) => m,
-                Some(Err(e)) => {
-                    debug!(error = %e, "events consumer error");
-                    continue;
+        pull(&bus, &mut endpoints, &mut messages, &shutdown).await;
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(Backoff::CONSUMER_ENDED.delay(1)) => {}
+        }
+    }
+}
+
+/// Routes what `messages` yields until it errs or ends (or `shutdown`).
+async fn pull(
+    bus: &Bus,
+    endpoints: &mut Endpoints,
+    messages: &mut holdpoint_bus::webhooks::PullStream,
+    shutdown: &CancellationToken,
+) {
+    loop {
+        let msg = tokio::select! {
+            () = shutdown.cancelled() => return,
+            m = messages.next() => m,
+        };
+        let msg = match msg {
+            Some(Ok(m)) => m,
+            Some(Err(e)) => {
+                // A missed heartbeat (the pull request lost with a leader or a
+                // link), no responders, a deleted consumer: pull afresh from a
+                // re-made consumer rather than wait on this stream.
+                warn!(error = %e, "events consumer error; pulling afresh");
+                break;
+            }
+            None => break,
+        };
+        let event: Event = match serde_json::from_slice(&msg.payload) {
+            Ok(e) => e,
+            Err(e) => {
+                warn!(subject = %msg.subject, error = %e, "an event that does not decode is not delivered to webhooks");
+                let _ = msg.ack_with(AckKind::Term).await;
+                continue;
+            }
+        };
+        match route(bus, endpoints, &event, &msg.payload).await {
+            Ok(()) => {
+                if let Err(e) = msg.double_ack().await {
+                    debug!(error = %e, "event ack lost; it will be routed again (deduplicated)");
                 }
-                None => break,
-            };
-            let event: Event = match serde_json::from_slice(&msg.payload) {
-                Ok(e) => e,
-                Err(e) => {
-                    warn!(subject = %msg.subject, error = %e, "an event that does not decode is not delivered to webhooks");
-                    let _ = msg.ack_with(AckKind::Term).await;
-                    continue;
-                }
-            };
-            match route(&bus, &mut endpoints, &event, &msg.payload).await {
-                Ok(()) => {
-                    if let Err(e) = msg.double_ack().await {
-                        debug!(error = %e, "event ack lost; it will be routed again (deduplicated)");
-                    }
-                }
-                Err(e) => {
-                    warn!(event = %event.id, error = %e, "cannot queue an event for webhooks; retrying");
-                    let _ = msg
-                        .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-                        .await;
-                }
+            }
+            Err(e) => {
+                warn!(event = %event.id, error = %e, "cannot queue an event for webhooks; retrying");
+                let _ = msg
+                    .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                    .await;
             }
         }
     }

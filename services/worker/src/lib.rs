@@ -37,6 +37,7 @@ pub mod delivery;
 pub mod relay;
 pub mod rules;
 pub mod runner;
+pub mod server_clock;
 pub mod watch;
 pub mod working;
 

@@ -203,6 +203,7 @@ pub async fn run(
         checkpoint: None,
         swept: partition.is_none(),
         fence: None,
+        server_clock: crate::server_clock::ServerClock::default(),
     };
     let mut own = Ownership::default();
     let mut attempt = 0;

@@ -257,9 +257,15 @@ fn blocked_call_result(
     match (&i.spec, answer) {
         (Spec::Approval { .. }, Answer::Approval { approved, reason }) => {
             if let Some(remember) = &a.remember {
-                let rule =
-                    rulebook::rule_for(i, remember, *approved, &a.by, &ctx.command_id, ctx.now)
-                        .map_err(|r| Box::new(Decision::reply(ctx.outcome(Err(r)))))?;
+                let rule = rulebook::rule_for(
+                    i,
+                    remember,
+                    *approved,
+                    &a.by,
+                    &ctx.command_id,
+                    ctx.server_now,
+                )
+                .map_err(|r| Box::new(Decision::reply(ctx.outcome(Err(r)))))?;
                 effects.audit.push(rulebook::written_event(&rule, ctx.now));
                 effects.rules.push(rule);
             }

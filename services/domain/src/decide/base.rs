@@ -41,8 +41,13 @@ pub struct Ctx {
     pub org: OrgId,
     /// [`CommandEnvelope::command_id`] of the command, computed once.
     pub command_id: CommandId,
-    /// The deciding worker's clock.
+    /// The deciding worker's clock: the time stamped on events and records.
     pub now: OffsetDateTime,
+    /// The server's clock at the decision, as the worker estimates it (by default
+    /// [`Ctx::now`]). Deadlines are counted and checked on it, since the server's
+    /// message schedule fires them by its own clock: `expiresIn`, the default
+    /// deadline, the `warning` lead, and the lifetime of a remembered rule.
+    pub server_now: OffsetDateTime,
     /// The command partition (stamped on the transition; `None` unpartitioned).
     pub partition: Option<u32>,
     /// How deadlines are kept (none supported by default; the worker sets it).
@@ -56,9 +61,16 @@ impl Ctx {
             org: env.org.clone(),
             command_id: env.command_id(),
             now,
+            server_now: now,
             partition,
             deadlines: Deadlines::default(),
         }
+    }
+
+    /// This context, counting deadlines from `server_now` (the server's time).
+    pub fn with_server_now(mut self, server_now: OffsetDateTime) -> Self {
+        self.server_now = server_now;
+        self
     }
 
     /// This context, deciding with `deadlines`.

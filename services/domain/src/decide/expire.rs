@@ -61,11 +61,11 @@ pub(super) fn requested(
                 "expiresIn must be 1 to {MAX_EXPIRES_IN_SECS} seconds (got {secs})"
             )));
         }
-        (None, Some(secs)) => ctx.now + Duration::from_secs(secs),
+        (None, Some(secs)) => ctx.server_now + Duration::from_secs(secs),
         (None, None) => {
             return Ok(default
                 .filter(|_| ctx.deadlines.supported)
-                .map(|d| ctx.now + d));
+                .map(|d| ctx.server_now + d));
         }
     };
     if !ctx.deadlines.supported {
@@ -75,7 +75,7 @@ pub(super) fn requested(
              keeps deadlines): open the interaction without expiresAt or expiresIn",
         ));
     }
-    if at <= ctx.now {
+    if at <= ctx.server_now {
         return Err(invalid(format!(
             "the deadline {} is already past",
             crate::timestamp::format(at)
@@ -86,7 +86,7 @@ pub(super) fn requested(
             .max
             .unwrap_or(Duration::from_secs(MAX_EXPIRES_IN_SECS)),
     );
-    if at > ctx.now + limit {
+    if at > ctx.server_now + limit {
         return Err(invalid(format!(
             "the deadline {} is further than the configured maximum of {} seconds",
             crate::timestamp::format(at),
@@ -115,7 +115,7 @@ pub(super) fn schedules(ctx: &Ctx, i: &Interaction) -> Vec<Scheduled> {
     let mut out = Vec::new();
     if let Some(lead) = ctx.deadlines.warning {
         let warn = at - lead;
-        if warn > ctx.now {
+        if warn > ctx.server_now {
             out.push(Scheduled {
                 at: warn,
                 command: tick(DeadlineStage::Warn),

@@ -88,7 +88,7 @@ pub(super) fn open(ctx: &Ctx, snap: Snapshot<'_>, open: &OpenInteraction) -> Dec
         result: None,
         outbox: Default::default(),
     };
-    if let Some(rule) = rulebook::pick(snap.rules, &interaction, ctx.now) {
+    if let Some(rule) = rulebook::pick(snap.rules, &interaction, ctx.server_now) {
         return by_rule(ctx, interaction, task, rule);
     }
     let (lane, superseded) = if blocks(&interaction) {

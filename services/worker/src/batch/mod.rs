@@ -80,6 +80,9 @@ pub struct Runner {
     /// committed after that moment is not known to be confirmed, so the runner
     /// vouches for nothing later.
     pub fence: Option<OffsetDateTime>,
+    /// The server's clock as the delivered commands show it: deadlines are
+    /// computed on it (see [`crate::server_clock`]).
+    pub server_clock: crate::server_clock::ServerClock,
 }
 
 /// True when some command of the batch is still on its way and writes a record.
@@ -150,6 +153,11 @@ impl Runner {
 
     async fn run_batch(&mut self, msgs: Vec<jetstream::Message>) {
         let mut cmds = Vec::with_capacity(msgs.len());
+        for msg in &msgs {
+            if let Ok(info) = msg.info() {
+                self.server_clock.observe(info.published);
+            }
+        }
         for msg in msgs {
             if let Some(c) = self.admit(msg).await {
                 cmds.push(c);
@@ -158,8 +166,13 @@ impl Runner {
         let mut pending: Vec<Cmd> = cmds;
         for round in 0..CONFLICT_ROUNDS {
             let now = OffsetDateTime::now_utc();
+            // Deadlines on the server's clock; everything else (event times, the
+            // relay's checkpoints) on this worker's.
+            let server_now = self.server_clock.now();
             for c in &mut pending {
-                c.ctx = Ctx::new(&c.env, now, self.partition).with_deadlines(self.cfg.deadlines);
+                c.ctx = Ctx::new(&c.env, now, self.partition)
+                    .with_deadlines(self.cfg.deadlines)
+                    .with_server_now(server_now);
             }
             pending = self.round(pending, now).await;
             let (conflicts, others): (Vec<Cmd>, Vec<Cmd>) = pending
