@@ -211,6 +211,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
                         tool,
                         arguments,
                         reason,
+                        editable: false,
                     },
                 )
                 .await?;
