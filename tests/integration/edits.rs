@@ -325,6 +325,15 @@ async fn a2a_metadata_carries_an_edit() {
     let (at, effect) = held_call(&rt, true).await;
     let digest = arguments_digest(&held());
     let edit = json!({"repo": "acme/app", "title": "Edited over A2A"});
+    // The agent card says the extension takes an edit.
+    let card = app
+        .person("acme", "ana")
+        .get("/.well-known/agent-card.json")
+        .await;
+    let said = card.body["capabilities"]["extensions"][0]["description"]
+        .as_str()
+        .unwrap_or("");
+    assert!(said.contains("editedArguments") && said.contains("NRY-0028"), "{said}");
     let ana = Rpc::new(&app, "acme", "ana");
     let meta = |d: &str, e: Value| {
         Some(
@@ -462,4 +471,59 @@ async fn an_edit_racing_an_approve_and_a_close_resolves_once() {
         winners.push(race_once(&app, &rt).await);
     }
     eprintln!("winners: {winners:?}");
+}
+
+#[tokio::test]
+async fn the_cli_edits_then_approves_with_the_digest_it_showed() {
+    let (app, key, _jwks) = crate::operator::jwt_app().await;
+    let rt = app.runtime("acme").await;
+    let (_, editable) = held_call(&rt, true).await;
+    let (_, fixed) = held_call(&rt, false).await;
+    let token = key.sign(&holdpoint_tests::jwt::claims("acme", "ana"));
+    let run = |args: Vec<String>| {
+        let mut args = args;
+        args.extend([
+            "--url".into(),
+            app.base.clone(),
+            "--token".into(),
+            token.clone(),
+        ]);
+        async move { crate::operator::cli(&args).await }
+    };
+    let approve = |id: &str, edit: &str| {
+        vec![
+            "approve".to_owned(),
+            id.to_owned(),
+            "--edit".to_owned(),
+            edit.to_owned(),
+        ]
+    };
+    // Refused before anything is sent: not JSON, not an object.
+    for bad in ["{repo: 1", "[1, 2]", "\"text\""] {
+        let (ok, _, err) = run(approve(&editable, bad)).await;
+        assert!(!ok && err.contains("--edit"), "{bad}: {err}");
+    }
+    // Refused by the server: the hold does not allow edits.
+    let (ok, _, err) = run(approve(&fixed, r#"{"repo": "x"}"#)).await;
+    assert!(!ok && err.contains("409 NRY-0028"), "{err}");
+    app.wait_idle().await;
+    for effect in [&editable, &fixed] {
+        assert_eq!(state_of(&app, "acme", effect).await, State::Pending);
+    }
+    let (ok, _, err) = run(vec!["show".into(), editable.clone()]).await;
+    assert!(ok && !err.contains("NRY"), "{err}");
+
+    let edit = json!({"repo": "acme/app", "title": "From the CLI"});
+    let (ok, out, err) = run(approve(&editable, &edit.to_string())).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("edited to"), "{out}");
+    app.wait_idle().await;
+    let events = app.events("acme").await;
+    let released = releases(&events, &editable);
+    assert_eq!(released.len(), 1);
+    assert!(matches!(
+        released[0],
+        EventData::ToolCallReleased { edited: true, arguments, arguments_digest: d, .. }
+            if *arguments == edit && *d == arguments_digest(&held())
+    ));
 }
