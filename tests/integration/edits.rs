@@ -333,7 +333,10 @@ async fn a2a_metadata_carries_an_edit() {
     let said = card.body["capabilities"]["extensions"][0]["description"]
         .as_str()
         .unwrap_or("");
-    assert!(said.contains("editedArguments") && said.contains("NRY-0028"), "{said}");
+    assert!(
+        said.contains("editedArguments") && said.contains("NRY-0028"),
+        "{said}"
+    );
     let ana = Rpc::new(&app, "acme", "ana");
     let meta = |d: &str, e: Value| {
         Some(

@@ -73,7 +73,10 @@ pub struct ApproveBody {
     /// the digest is `400 NRY-0029`; with `remember` `400 NRY-0033`. Nothing changes
     /// on a refusal. JSON `null` is an edit that is not an object.
     #[serde(default, deserialize_with = "present")]
-    #[cfg_attr(feature = "schema", schemars(extend("type" = "object")))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(extend("type" = "object", "additionalProperties" = true))
+    )]
     pub edited_arguments: Option<Value>,
     /// Remember this decision as a rule (`scope`, optional `expiresIn` seconds,
     /// optional `argumentsDigest` narrowing): later holds of the same server and tool
