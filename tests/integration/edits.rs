@@ -17,6 +17,7 @@ use holdpoint_domain::digest::arguments_digest;
 use holdpoint_domain::{CloseReason, Event, EventData, SessionMode, State};
 use holdpoint_tests::app::TestApp;
 use serde_json::{Value, json};
+use std::time::Duration;
 
 use crate::common::*;
 use crate::rpc::{Rpc, answer};
@@ -389,8 +390,14 @@ async fn a2a_metadata_carries_an_edit() {
 }
 
 /// One round of the race: an edit-approve (ana), a plain approve (bob) and the
-/// host's close, all at once on one editable hold. Returns which one won.
-async fn race_once(app: &TestApp, rt: &Runtime) -> &'static str {
+/// host's close, all at once on one editable hold (the close, which skips HTTP,
+/// sent `close_after` later, the edit `edit_after` later, so that each may win).
+/// Returns which one won.
+async fn race_once(
+    app: &TestApp,
+    rt: &Runtime,
+    (close_after, edit_after): (Duration, Duration),
+) -> &'static str {
     let (_, effect) = held_call(rt, true).await;
     let digest = arguments_digest(&held());
     let edit = json!({"repo": "acme/app", "title": "Raced edit"});
@@ -400,9 +407,16 @@ async fn race_once(app: &TestApp, rt: &Runtime) -> &'static str {
     let edit_body = json!({"approved": true, "argumentsDigest": digest, "editedArguments": edit});
     let plain_body = json!({"approved": true, "argumentsDigest": digest});
     let (edited, plain, closed) = tokio::join!(
-        ana.post_keyed(&path, "race-edit", &edit_body),
+        async {
+            tokio::time::sleep(edit_after).await;
+            ana.post_keyed(&path, "race-edit", &edit_body).await
+        },
         bob.post_keyed(&path, "race-plain", &plain_body),
-        rt.close_interaction(&effect, CloseReason::Interrupted),
+        async {
+            tokio::time::sleep(close_after).await;
+            rt.close_interaction(&effect, CloseReason::Interrupted)
+                .await
+        },
     );
     app.wait_idle().await;
     let events = app.events("acme").await;
@@ -470,8 +484,10 @@ async fn an_edit_racing_an_approve_and_a_close_resolves_once() {
     .await;
     let rt = app.runtime("acme").await;
     let mut winners = Vec::new();
-    for _ in 0..8 {
-        winners.push(race_once(&app, &rt).await);
+    for i in 0..12u64 {
+        let close_after = Duration::from_millis((i % 4) * 4);
+        let edit_after = Duration::from_millis(if i % 3 == 2 { 3 } else { 0 });
+        winners.push(race_once(&app, &rt, (close_after, edit_after)).await);
     }
     eprintln!("winners: {winners:?}");
 }

@@ -444,6 +444,11 @@ pub enum DeadlineStage {
     Expire,
 }
 
+/// `skip_serializing_if` for a flag whose absence means `false`.
+pub(crate) fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -476,9 +481,4 @@ mod tests {
             "superseded by a message"
         );
     }
-}
-
-/// `skip_serializing_if` for a flag whose absence means `false`.
-pub(crate) fn is_false(b: &bool) -> bool {
-    !*b
 }
