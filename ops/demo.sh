@@ -5,6 +5,6 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source ops/env.sh
-# cargo run finds the binary wherever CARGO_TARGET_DIR puts it; the first build
-# takes a few minutes on 2 cores and shows cargo's progress.
-exec cargo run --bin holdpoint -- demo "$@"
+# The first build takes a few minutes on 2 cores and shows cargo's progress.
+bin="$(holdpoint_build)"
+exec "$bin" demo "$@"

@@ -12,3 +12,13 @@
 bash "$(dirname "${BASH_SOURCE[0]}")/setup.sh" || return
 HOLDPOINT_NATS_SERVER="$(cat "$(dirname "${BASH_SOURCE[0]}")/../.tools/nats-server.path")" || return
 export HOLDPOINT_NATS_SERVER
+
+# Builds the workspace's binaries and examples (cargo's progress on stderr) and
+# prints the path of the `holdpoint` binary. ops/up.sh, ops/demo.sh and ops/test.sh
+# all build this one set: cargo unifies dependency features per build, and
+# `cargo run --bin holdpoint` alone would select another feature set and compile
+# many dependencies a second time (minutes on 2 cores) after the test build.
+holdpoint_build() {
+    cargo build --workspace --bins --examples >&2 || return
+    printf '%s\n' "${CARGO_TARGET_DIR:-$PWD/target}/debug/holdpoint"
+}

@@ -60,6 +60,36 @@ if [[ "${HOLDPOINT_SKIP_PYTHON:-}" != "1" ]]; then
     export HOLDPOINT_SCHEMATHESIS
 fi
 
+# The Python SDK (sdks/python) and its tests: its pinned dependencies and pytest
+# in a venv of their own, then the SDK itself installed from the working tree on
+# every run (a wheel built by hatchling, no build isolation: nothing downloaded).
+# Its tests run after the workspace build, against the binary just built.
+PY_SDK_REQUIREMENTS="nats-py==2.16.0 httpx==0.28.1 PyYAML==6.0.4 hatchling==1.33.0 pytest==9.2.0 pytest-asyncio==1.5.0 standardwebhooks==1.1.0 mypy==2.4.1 types-PyYAML==6.0.12.20261122"
+PY_SDK_VENV=".tools/python-sdk-venv"
+if [[ "${HOLDPOINT_SKIP_PYTHON:-}" != "1" ]]; then
+    py_stamp="$PY_SDK_VENV/.holdpoint-requirements"
+    if [[ ! -x "$PY_SDK_VENV/bin/python" ]]; then
+        python3 -m venv "$PY_SDK_VENV"
+    fi
+    if [[ "$(cat "$py_stamp" 2>/dev/null)" != "$PY_SDK_REQUIREMENTS" ]]; then
+        # shellcheck disable=SC2086 # the list is meant to split into arguments
+        if ! "$PY_SDK_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+            $PY_SDK_REQUIREMENTS >.tools/python-sdk-pip-install.log 2>&1; then
+            cat .tools/python-sdk-pip-install.log >&2
+            echo "test: could not install the Python SDK's dependencies into $PY_SDK_VENV (see above);" \
+                "HOLDPOINT_SKIP_PYTHON=1 skips the Python-driven tests" >&2
+            exit 1
+        fi
+        printf '%s' "$PY_SDK_REQUIREMENTS" >"$py_stamp"
+    fi
+    if ! "$PY_SDK_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+        --no-deps --no-build-isolation --force-reinstall ./sdks/python >.tools/python-sdk-install.log 2>&1; then
+        cat .tools/python-sdk-install.log >&2
+        echo "test: could not install sdks/python into $PY_SDK_VENV (see above)" >&2
+        exit 1
+    fi
+fi
+
 # The TypeScript SDK and the web inbox's browser tests (sdks/typescript, Node's
 # test runner): npm packages from the committed lockfile, and Debian's chromium
 # for playwright-core to drive (never a browser download of its own).
@@ -107,7 +137,7 @@ else
     partition_filter=(-E 'not test(/^(partition|clocks|disk)::/)')
 fi
 
-cargo build --workspace --bins --examples --locked 2>/dev/null || cargo build --workspace --bins --examples
+holdpoint_build >/dev/null
 
 status=0
 if cargo nextest --version >/dev/null 2>&1; then
@@ -117,6 +147,14 @@ else
 fi
 if [[ ${#partition_filter[@]} -gt 0 ]]; then
     echo "test: NOT RUN: the lab tests (partition::, clocks::, disk::; see above)"
+fi
+
+if [[ "${HOLDPOINT_SKIP_PYTHON:-}" != "1" ]]; then
+    # The Python SDK's tests (unit, vectors, and against `holdpoint up`), against
+    # the binary just built; from the SDK's directory so the installed package,
+    # not the source tree, is what they import.
+    py_sdk_python="$PWD/$PY_SDK_VENV/bin/python"
+    (cd sdks/python && "$py_sdk_python" -m pytest -q -p no:cacheprovider tests) || status=$?
 fi
 
 if [[ "${HOLDPOINT_SKIP_NODE:-}" != "1" ]]; then

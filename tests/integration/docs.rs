@@ -211,7 +211,7 @@ fn readme_walkthroughs_run_as_pasted() {
     std::fs::write(keep.join("readme.sh"), &script).expect("write the script");
     let log = std::fs::File::create(keep.join("readme.log")).expect("the log");
     let out = std::process::Command::new("timeout")
-        .args(["200", "unshare", "-n", "bash"])
+        .args(["400", "unshare", "-n", "bash"])
         .arg(keep.join("readme.sh"))
         .stdout(log.try_clone().expect("log"))
         .stderr(std::process::Stdio::piped())

@@ -1243,3 +1243,60 @@ async fn an_organisations_runtime_reaches_its_own_interactions_and_nothing_else(
     stop_ingress.cancel();
     worker.stop().await;
 }
+
+/// `holdpoint backup` and `holdpoint restore` run as the `setup` user of the
+/// shipped configuration (the JetStream API and `$JS.SNAPSHOT.>`), without a
+/// permission violation, from one server into another.
+#[tokio::test]
+async fn the_setup_user_backs_up_and_restores_without_a_violation() {
+    let source = start_server().await;
+    let admin = bus_as(&source, "setup").await;
+    let worker = Worker::start(bus_as(&source, "worker").await);
+    let rt = Runtime::with_bus(bus_as(&source, "runtime").await, "acme")
+        .await
+        .expect("runtime");
+    rt.open_session("s-backup", holdpoint_domain::SessionMode::Blocking)
+        .await
+        .expect("a session");
+    worker.stop().await;
+    let target = start_server().await;
+    let (from_source, from_target) = (source.log_contents().len(), target.log_contents().len());
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("b");
+    let run = |args: Vec<String>| {
+        let o = std::process::Command::new(holdpoint_tests::app::holdpoint_binary())
+            .args(args)
+            .output()
+            .expect("run holdpoint");
+        assert!(
+            o.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let setup = role("setup");
+    run(vec![
+        "backup".into(),
+        "--nats-url".into(),
+        source.url_as(&setup),
+        "--out".into(),
+        out.display().to_string(),
+    ]);
+    run(vec![
+        "restore".into(),
+        "--nats-url".into(),
+        target.url_as(&setup),
+        "--from".into(),
+        out.display().to_string(),
+    ]);
+    assert_eq!(violations(&source, from_source), Vec::<String>::new());
+    assert_eq!(violations(&target, from_target), Vec::<String>::new());
+    let restored = bus_as(&target, "setup").await;
+    let sessions = restored.topo.sessions_bucket();
+    assert_eq!(
+        last_sequence(&restored, &format!("KV_{sessions}")).await,
+        last_sequence(&admin, &format!("KV_{sessions}")).await
+    );
+    assert!(last_sequence(&restored, &format!("KV_{sessions}")).await > 0);
+}

@@ -248,7 +248,11 @@ impl<N: Broker> TestApp<N> {
     /// replicas, partitions), logging at `$HOLDPOINT_WORKER_LOG` (default `warn`)
     /// to stderr.
     fn service_command(&self, verb: &str) -> Command {
-        let mut cmd = Command::new(holdpoint_binary());
+        self.service_command_of(&holdpoint_binary(), verb)
+    }
+
+    fn service_command_of(&self, binary: &std::path::Path, verb: &str) -> Command {
+        let mut cmd = Command::new(binary);
         cmd.arg(verb)
             .arg("--nats-url")
             .arg(self.nats.url())
@@ -314,7 +318,18 @@ impl<N: Broker> TestApp<N> {
         failpoint: Option<&str>,
         env: &[(&str, &str)],
     ) -> usize {
-        let mut cmd = self.service_command("worker");
+        self.spawn_worker_binary(&holdpoint_binary(), failpoint, env)
+    }
+
+    /// Like [`TestApp::spawn_worker_process_with`], running `binary` (another
+    /// release's `holdpoint`, for the version-skew test) instead of this build's.
+    pub fn spawn_worker_binary(
+        &mut self,
+        binary: &std::path::Path,
+        failpoint: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> usize {
+        let mut cmd = self.service_command_of(binary, "worker");
         cmd.envs(env.iter().copied());
         cmd.arg("--ack-wait-ms")
             .arg(self.opts.topo.ack_wait.as_millis().to_string())

@@ -40,6 +40,7 @@ use async_nats::jetstream::{self, kv};
 
 pub use error::{BusError, ErrorKind};
 pub use records::{Cas, Loaded, Page};
+pub use setup::{STORE_FORMAT, STORE_FORMAT_KEY, store_format_of};
 pub use topology::{Capabilities, Topology};
 
 /// Oldest nats-server Holdpoint runs against (2.9, what Debian ships; README "Setup").

@@ -11,6 +11,55 @@ use async_nats::jetstream::{self, kv, stream};
 
 use crate::{Bus, BusError, Capabilities, Topology};
 
+/// The store format this build writes and reads: the layout of the records,
+/// events, subjects and streams that Holdpoint keeps in JetStream. It changes only
+/// when a release cannot read what the previous format wrote, or writes what that
+/// format cannot read; releases of one format run side by side (README.md,
+/// "Upgrades and version skew").
+pub const STORE_FORMAT: u32 = 1;
+
+/// The commands stream's metadata key holding the [`STORE_FORMAT`] the store was
+/// set up with, as a decimal string. A store set up before the key existed reads
+/// as format 1.
+pub const STORE_FORMAT_KEY: &str = "holdpoint.store-format";
+
+/// The store format recorded in the commands stream's `metadata`: 1 when absent.
+///
+/// # Errors
+/// [`BusError::Corrupt`] when the value is not a decimal number.
+pub fn store_format_of(
+    metadata: &std::collections::HashMap<String, String>,
+) -> Result<u32, BusError> {
+    match metadata.get(STORE_FORMAT_KEY) {
+        None => Ok(1),
+        Some(v) => v.parse().map_err(|_| BusError::Corrupt {
+            key: STORE_FORMAT_KEY.to_owned(),
+            message: format!("the store format {v:?} is not a number"),
+        }),
+    }
+}
+
+/// Refuses a store whose commands stream says it was set up by a newer format.
+async fn check_store_format(js: &jetstream::Context, topo: &Topology) -> Result<(), BusError> {
+    let Ok(existing) = js.get_stream(topo.commands_stream()).await else {
+        return Ok(());
+    };
+    let found = store_format_of(&existing.cached_info().config.metadata)?;
+    if found > STORE_FORMAT {
+        return Err(BusError::permanent(
+            "setup",
+            format!(
+                "the store has format {found}, set up by a newer Holdpoint; this one ({}) \
+                 reads format {STORE_FORMAT} only: run a release of format {found}, or \
+                 restore a backup taken before the upgrade (README.md, \"Upgrades and \
+                 version skew\")",
+                env!("CARGO_PKG_VERSION")
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl Bus {
     /// Creates (or updates) every stream and bucket and returns a handle. Idempotent:
     /// every process may call it at start.
@@ -44,6 +93,7 @@ impl Bus {
         }
         let caps = Capabilities::of_version(&client.server_info().version);
         let js = jetstream::new(client.clone());
+        check_store_format(&js, &topo).await?;
         for cfg in stream_configs(&topo, caps) {
             ensure_stream(&js, cfg, update).await?;
         }
@@ -125,6 +175,7 @@ fn stream_configs(topo: &Topology, caps: Capabilities) -> Vec<stream::Config> {
             }),
             allow_message_schedules: caps.schedules,
             allow_rollup: caps.schedules,
+            metadata: [(STORE_FORMAT_KEY.to_owned(), STORE_FORMAT.to_string())].into(),
             ..file(topo.commands_stream(), subjects)
         }
     } else {
@@ -227,6 +278,10 @@ fn same_managed_settings(have: &stream::Config, want: &stream::Config) -> bool {
         && have.republish == want.republish
         && (!want.allow_message_schedules || have.allow_message_schedules)
         && (!want.allow_rollup || have.allow_rollup)
+        && want
+            .metadata
+            .get(STORE_FORMAT_KEY)
+            .is_none_or(|f| have.metadata.get(STORE_FORMAT_KEY) == Some(f))
 }
 
 /// Creates the bucket's backing stream as the KV specification (ADR-8) lays it out,

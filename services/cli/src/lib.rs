@@ -34,6 +34,7 @@
 //! `main.rs` only parses arguments and calls [`run`].
 
 pub mod args;
+pub mod backup;
 pub mod compose;
 pub mod config;
 pub mod demo;
@@ -115,6 +116,11 @@ pub enum Verb {
     /// Print a NATS user for one organisation (its agent runtime, or its events
     /// reader) to add to the servers' configuration.
     NatsConfig(natsconfig::NatsConfigArgs),
+    /// Save every stream and bucket of the topology (JetStream snapshots, with a
+    /// checksummed manifest) into a directory; take it with the services stopped.
+    Backup(backup::BackupArgs),
+    /// Put a `backup` back into a JetStream that has none of Holdpoint's streams.
+    Restore(backup::RestoreArgs),
     /// Ask a running service's admin listener whether it is ready (GET /readyz):
     /// exit 0 when it is (the container image's health check).
     Health(health::HealthArgs),
@@ -161,6 +167,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Verb::Rules(args) => operator::rules(args).await,
         Verb::Audit(args) => operator::audit(args).await,
         Verb::Health(args) => health::run(args).await,
+        Verb::Backup(args) => backup::backup(args).await,
+        Verb::Restore(args) => backup::restore(args).await,
         Verb::Status(args) => status::run(args).await,
         Verb::NatsConfig(args) => {
             print!("{}", natsconfig::run(&args)?);

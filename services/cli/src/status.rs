@@ -47,8 +47,9 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The status as JSON: `server`, `streams`, `partitions`, `workers`, `notifier`,
-/// `deadLetters`.
+/// The status as JSON: `server`, `storeFormat` (the commands stream's recorded
+/// store format, null when it cannot be read), `streams`, `partitions`, `workers`,
+/// `notifier`, `deadLetters`.
 ///
 /// # Errors
 /// As [`run`].
@@ -113,9 +114,15 @@ pub async fn read(args: &StatusArgs) -> anyhow::Result<Value> {
             *dead.entry(org).or_default() += count as u64;
         }
     }
+    let store_format = commands
+        .get_info()
+        .await
+        .ok()
+        .and_then(|i| holdpoint_bus::store_format_of(&i.config.metadata).ok());
     Ok(json!({
         "server": {"name": info.server_name, "version": info.version,
                    "cluster": info.cluster},
+        "storeFormat": store_format,
         "streams": streams,
         "workers": workers,
         "partitions": partitions,
@@ -169,10 +176,12 @@ pub fn render(s: &Value) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "server {} (nats-server {}, cluster {})\n",
+        "server {} (nats-server {}, cluster {}), store format {} (this holdpoint reads {})\n",
         t(&s["server"]["name"]),
         t(&s["server"]["version"]),
-        t(&s["server"]["cluster"])
+        t(&s["server"]["cluster"]),
+        t(&s["storeFormat"]),
+        holdpoint_bus::STORE_FORMAT
     );
     let _ = writeln!(
         out,

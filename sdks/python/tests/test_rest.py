@@ -1,0 +1,130 @@
+"""The people side against ``holdpoint up``: an answer whose fate is unknown (a
+gateway's 504 after the server recorded it) is sent again with the same key and
+recorded once; remembered rules are listed, read and revoked."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+import holdpoint
+from holdpoint import HoldpointRest, Placement, Runtime
+
+from .conftest import Holdpoint, collect, until
+from .test_runtime import named, unique
+
+
+class ImpatientGateway(httpx.AsyncBaseTransport):
+    """Passes every request on; answers the first ``impatient`` answer POSTs with a
+    ``504`` after the server answered them (as a gateway that gave up waiting
+    does), and keeps the ``Idempotency-Key`` of every answer it saw."""
+
+    def __init__(self, impatient: int) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.impatient = impatient
+        self.keys: list[str] = []
+        self.statuses: list[int] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.method == "POST" and "Idempotency-Key" in request.headers:
+            self.keys.append(request.headers["Idempotency-Key"])
+            await response.aread()
+            self.statuses.append(response.status_code)
+            if self.impatient > 0:
+                self.impatient -= 1
+                return httpx.Response(504, text="<html><body><h1>504 Gateway Time-out</h1></body></html>")
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_an_answer_lost_behind_a_504_is_retried_with_its_key_and_recorded_once(up: Holdpoint) -> None:
+    gateway = ImpatientGateway(impatient=2)
+    client = httpx.AsyncClient(transport=gateway, timeout=30)
+    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"), client=client)
+    rt = await Runtime.connect(up.nats_url, "acme")
+    seen: list[holdpoint.Followed] = []
+    try:
+        session, task = unique("sess"), unique("task")
+        await rt.open_session(session)
+        follower = asyncio.create_task(collect(await rt.follow(task=task), seen))
+        effect = await rt.hold_for_approval(
+            Placement(session, "main", task, unique("ctx")),
+            effect_id=unique("eff"), call_id=unique("call"), server="s", tool="t", arguments={"n": 1},
+        )
+        await rest.approve(effect, approved=True)
+        assert len(gateway.keys) == 3 and len(set(gateway.keys)) == 1, gateway.keys
+        # The server answered every attempt 204: the first recorded it, the
+        # retries replayed that answer.
+        assert gateway.statuses == [204, 204, 204]
+        await until("the resolution", lambda: named(seen, "interaction-resolved", effect))
+        await asyncio.sleep(0.3)
+        follower.cancel()
+        assert len(named(seen, "interaction-resolved", effect)) == 1
+        assert len(named(seen, "tool-call-released", effect)) == 1
+
+        # No retry budget: the 504 is the caller's to handle.
+        gateway.impatient = 1
+        other = await rt.hold_for_approval(
+            Placement(session, "main", unique("task"), unique("ctx")),
+            effect_id=unique("eff"), call_id=unique("call"), server="s", tool="t", arguments={},
+        )
+        with pytest.raises(holdpoint.HoldpointError) as lost:
+            await rest.approve(other, approved=False, retry_for=0)
+        assert lost.value.status == 504
+    finally:
+        await rest.aclose()
+        await client.aclose()
+        await rt.close()
+
+
+async def test_remembered_rules_are_listed_read_and_revoked(up: Holdpoint) -> None:
+    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    rt = await Runtime.connect(up.nats_url, "acme")
+    try:
+        session = unique("sess")
+        await rt.open_session(session)
+        at = Placement(session, "main", unique("task"), unique("ctx"))
+        tool = f"tool-{uuid.uuid4().hex[:6]}"
+        effect = await rt.hold_for_approval(
+            at, effect_id=unique("eff"), call_id=unique("call"), server="github", tool=tool, arguments={}
+        )
+        await rest.approve(effect, approved=True, remember={"scope": "session"})
+
+        def written() -> Any:
+            async def check() -> Any:
+                page = await rest.rules()
+                return [r for r in page.get("items", []) if tool in str(r)]
+
+            return check()
+
+        rules = await until("the remembered rule", written)
+        rule_id = rules[0]["id"]
+        assert tool in str(await rest.rule(rule_id))
+
+        async def hold_again() -> str:
+            return await rt.hold_for_approval(
+                at, effect_id=unique("eff"), call_id=unique("call"), server="github", tool=tool, arguments={}
+            )
+
+        # While the rule lives, the same call in the session is decided by it...
+        decided = await hold_again()
+        assert (await rest.get(decided))["state"] != "pending"
+        first = await rest.revoke_rule(rule_id)
+        assert await rest.revoke_rule(rule_id) == first  # revoking is idempotent
+        # ...and once revoked, the next hold waits for a person again.
+        waits = await hold_again()
+        assert (await rest.get(waits))["state"] == "pending"
+
+        question = await rt.ask_user(at, call_id=unique("call"), questions=[holdpoint.Question("ok?", ["yes"])])
+        with pytest.raises(holdpoint.NothingToRememberError):
+            await rest.respond(question, {"answers": [{"options": [0]}]}, remember={"scope": "session"}, retry_for=0)
+    finally:
+        await rest.aclose()
+        await rt.close()
