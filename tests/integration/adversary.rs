@@ -52,6 +52,7 @@ async fn deep_values_are_refused_and_change_nothing() {
                 tool: "t".into(),
                 arguments: deep,
                 reason: None,
+                editable: false,
             },
         )
         .await;

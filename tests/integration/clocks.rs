@@ -207,6 +207,7 @@ async fn deadline_after(
             tool: "merge".into(),
             arguments: json!({}),
             reason: None,
+            editable: false,
         },
     )
     .await?;

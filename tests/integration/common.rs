@@ -69,6 +69,7 @@ pub async fn hold_call(
             tool: tool.into(),
             arguments,
             reason: reason.map(Into::into),
+            editable: false,
         },
     )
     .await
@@ -152,6 +153,7 @@ pub async fn one_effect_in_two_orgs_and_two_tasks(app: &TestApp) -> [(&'static s
                 tool: "merge".into(),
                 arguments: json!({}),
                 reason: None,
+                editable: false,
             },
         )
         .await

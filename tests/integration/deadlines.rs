@@ -150,7 +150,8 @@ async fn each_kind_expires_with_its_default_after_a_warning() {
         r.answer,
         Answer::Approval {
             approved: false,
-            reason: Some("expired".into())
+            reason: Some("expired".into()),
+            edited_arguments: None,
         }
     );
     let fin = finished(&events, &approval);
@@ -502,6 +503,7 @@ async fn a_server_without_schedules_refuses_deadlines_and_does_the_rest() {
                 tool: "merge".into(),
                 arguments: json!({}),
                 reason: None,
+                editable: false,
             },
         )
         .await;

@@ -229,6 +229,7 @@ async fn holding_a_call_again_under_another_effect_id_is_refused() {
         tool: "delete_repo".into(),
         arguments: json!({"repo": "acme/app"}),
         reason: None,
+        editable: false,
     };
     let err = rt
         .hold_for_approval(&at, hold("eff_B"))

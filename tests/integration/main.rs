@@ -16,6 +16,7 @@ mod deadlines;
 mod disk;
 mod docs;
 mod edges;
+mod edits;
 mod effects;
 mod exactly_once;
 mod fault_suite;

@@ -65,6 +65,7 @@ async fn hold(rt: &Runtime, at: &Placement, tool: &str, arguments: Value) -> Str
             tool: tool.into(),
             arguments,
             reason: None,
+            editable: false,
         },
     )
     .await
@@ -805,6 +806,7 @@ async fn a_rule_decision_under_a_dying_worker_is_made_once() {
         tool: TOOL.into(),
         arguments: args(2),
         reason: None,
+        editable: false,
     };
     let eff = call.effect_id.clone();
     let first = rt.hold_for_approval(&s1, call.clone()).await;
@@ -837,6 +839,7 @@ async fn a_rule_decision_under_a_dying_worker_is_made_once() {
             tool: TOOL.into(),
             arguments: args(10 + n),
             reason: None,
+            editable: false,
         };
         more.push(c.clone());
         let rt = rt10.clone();

@@ -398,6 +398,7 @@ fn hold(effect: &str) -> holdpoint_client::HoldCall {
         tool: "merge".into(),
         arguments: json!({"repo": "acme/app"}),
         reason: None,
+        editable: false,
     }
 }
 

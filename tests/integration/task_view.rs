@@ -29,6 +29,7 @@ async fn three_holds(rt: &Runtime) -> (Placement, [String; 3]) {
                 tool: format!("tool_{}", name.to_lowercase()),
                 arguments: json!({"n": name}),
                 reason: None,
+                editable: false,
             },
         )
         .await

@@ -189,6 +189,7 @@ pub async fn open_targets<N: Broker>(
                                 tool: "create_pull_request".into(),
                                 arguments: json!({"repo": "acme/app", "n": n}),
                                 reason: None,
+                                editable: false,
                             },
                         )
                     })
@@ -1149,6 +1150,7 @@ async fn race_one(
                             tool: "merge".into(),
                             arguments: json!({"id": target.id}),
                             reason: None,
+                            editable: false,
                         },
                     )
                 })

@@ -732,6 +732,7 @@ async fn agent(
                             tool: "create_pull_request".into(),
                             arguments: json!({"repo": "acme/app", "agent": me}),
                             reason: None,
+                            editable: false,
                         },
                     )
                 })

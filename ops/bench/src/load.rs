@@ -72,6 +72,7 @@ pub(crate) async fn open_pool(
                             tool: "create_pull_request".into(),
                             arguments: json!({"repo": "acme/app", "n": k}),
                             reason: None,
+                            editable: false,
                         },
                     )
                     .await?;

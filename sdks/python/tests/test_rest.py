@@ -128,3 +128,43 @@ async def test_remembered_rules_are_listed_read_and_revoked(up: Holdpoint) -> No
     finally:
         await rest.aclose()
         await rt.close()
+
+
+async def test_edit_then_approve_releases_the_edit_and_a_fixed_hold_refuses_it(up: Holdpoint) -> None:
+    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    rt = await Runtime.connect(up.nats_url, "acme")
+    seen: list[holdpoint.Followed] = []
+    try:
+        session, task = unique("sess"), unique("task")
+        await rt.open_session(session)
+        follower = asyncio.create_task(collect(await rt.follow(task=task), seen))
+        at = Placement(session, "main", task, unique("ctx"))
+        held = {"repo": "acme/app", "title": "Fix"}
+        editable = await rt.hold_for_approval(
+            at, effect_id=unique("eff"), call_id=unique("call"), server="github", tool="pr",
+            arguments=held, editable=True,
+        )
+        fixed = await rt.hold_for_approval(
+            Placement(session, "main", unique("task"), unique("ctx")),
+            effect_id=unique("eff"), call_id=unique("call"), server="github", tool="pr", arguments=held,
+        )
+        view = await rest.get(editable)
+        assert view["call"]["editable"] is True
+        digest = view["call"]["argumentsDigest"]
+        assert digest == holdpoint.arguments_digest(held)
+        with pytest.raises(holdpoint.CallNotEditableError):
+            await rest.approve(fixed, approved=True, arguments_digest=digest, edited_arguments={"repo": "x"})
+        assert (await rest.get(fixed))["state"] == "pending"
+        with pytest.raises(holdpoint.EditNotValidError):
+            await rest.approve(editable, approved=True, edited_arguments={"repo": "x"})
+        edit = {"repo": "acme/app", "title": "Fix, edited from Python"}
+        await rest.approve(editable, approved=True, arguments_digest=digest, edited_arguments=edit)
+        released = await until("the release", lambda: named(seen, "tool-call-released", editable))
+        follower.cancel()
+        data = released[0].event["data"]
+        assert data["arguments"] == edit and data["edited"] is True
+        assert data["argumentsDigest"] == digest
+        assert data["editedArgumentsDigest"] == holdpoint.arguments_digest(edit)
+    finally:
+        await rest.aclose()
+        await rt.close()

@@ -57,6 +57,17 @@ interface AnswerCommon {
   messageId: string;
   /** Travels with the answer (with a denial: why). */
   reason?: string;
+  /**
+   * An approval only: the held call's `argumentsDigest` the person was shown
+   * (`NRY-0010` when the held arguments differ).
+   */
+  argumentsDigest?: string;
+  /**
+   * Edit, then approve: with `approved: true` and `argumentsDigest`, the
+   * arguments (a JSON object) to release instead of the held ones (refused with
+   * `NRY-0028` when the hold is not editable, `NRY-0029` when not releasable).
+   */
+  editedArguments?: Record<string, unknown>;
 }
 
 /**
@@ -261,6 +272,8 @@ export function answerMessage(params: AnswerParams): Record<string, unknown> {
     throw new TypeError('answer needs one of approved, value or text');
   }
   if (params.reason !== undefined) meta.reason = params.reason;
+  if (params.argumentsDigest !== undefined) meta.argumentsDigest = params.argumentsDigest;
+  if (params.editedArguments !== undefined) meta.editedArguments = params.editedArguments;
   const message: Record<string, unknown> = {
     role: 'ROLE_USER',
     messageId: params.messageId,

@@ -84,6 +84,13 @@ export class InteractionNotNamedError extends InvalidRequestError {}
 export class DeadlineError extends HoldpointError {}
 /** The held call's arguments are not the ones shown (`argumentsDigest` differs; `NRY-0010`). */
 export class ArgumentsChangedError extends ConflictError {}
+/**
+ * An edit of a held call's arguments was refused and nothing was decided: the
+ * hold is not editable (`NRY-0028`, status 409), the edit is not a JSON object,
+ * too large, or sent without `approved: true` or the `argumentsDigest` shown
+ * (`NRY-0029`), or sent with `remember` (`NRY-0033`).
+ */
+export class EditRefusedError extends HoldpointError {}
 /** No valid identity (`NRY-0011`). */
 export class UnauthenticatedError extends HoldpointError {}
 /** Text on an approval (text never approves), or a result for a call never released (`NRY-0020`). */
@@ -122,9 +129,12 @@ export const ERROR_CATALOG: Readonly<Record<ErrorCode, { readonly type: ErrorCla
   'NRY-0025': { type: RuleRefusedError, retryable: false },
   'NRY-0026': { type: RuleRefusedError, retryable: false },
   'NRY-0027': { type: NotFoundError, retryable: false },
+  'NRY-0028': { type: EditRefusedError, retryable: false },
+  'NRY-0029': { type: EditRefusedError, retryable: false },
   'NRY-0030': { type: ConflictError, retryable: false },
   'NRY-0031': { type: ConflictError, retryable: false },
   'NRY-0032': { type: ConflictError, retryable: false },
+  'NRY-0033': { type: EditRefusedError, retryable: false },
   'NRY-0040': { type: WebhookRefusedError, retryable: false },
   'NRY-0041': { type: WebhookRefusedError, retryable: false },
   'NRY-0042': { type: ConflictError, retryable: false },

@@ -28,6 +28,7 @@ export {
 export {
   AnswerDoesNotFitError,
   ArgumentsChangedError,
+  EditRefusedError,
   ConflictError,
   DeadlineError,
   RuleRefusedError,

@@ -42,9 +42,18 @@ export interface ApproveDecision {
   /**
    * The `call.argumentsDigest` the person saw: if the held arguments are not
    * those, the answer is refused with {@link ArgumentsChangedError} (`NRY-0010`)
-   * and nothing is released.
+   * and nothing is released. Required with `editedArguments`.
    */
   argumentsDigest?: string;
+  /**
+   * Edit, then approve: release the call with these arguments (a JSON object)
+   * instead of the held ones; with `approved: true` and the `argumentsDigest` of
+   * the arguments the person was shown and edited. Refused with
+   * {@link EditRefusedError}: the hold is not `call.editable` (`NRY-0028`), the
+   * edit is not an object or too large, or comes without the digest or with a
+   * denial (`NRY-0029`).
+   */
+  editedArguments?: Record<string, unknown>;
 }
 
 /** Options of {@link HoldpointRest.respond}. */
@@ -146,13 +155,20 @@ export class HoldpointRest {
    * Decides an approval (the Runtime's `approve`).
    *
    * @throws {ArgumentsChangedError} `argumentsDigest` is not the held call's (`NRY-0010`).
+   * @throws {EditRefusedError} an edit the hold forbids or that cannot be released (`NRY-0028`, `-0029`, `-0033`).
    * @throws {ConflictError} already answered with another key, or closed (`NRY-0009`).
    * @throws {UnavailableError} no outcome in time, even after retrying for `retryForMs`: retry with the same `idempotencyKey`.
    */
   async approve(id: string, decision: ApproveDecision, options: AnswerOptions = {}): Promise<void> {
-    const body: { approved: boolean; reason?: string; argumentsDigest?: string } = { approved: decision.approved };
+    const body: {
+      approved: boolean;
+      reason?: string;
+      argumentsDigest?: string;
+      editedArguments?: Record<string, unknown>;
+    } = { approved: decision.approved };
     if (decision.reason !== undefined) body.reason = decision.reason;
     if (decision.argumentsDigest !== undefined) body.argumentsDigest = decision.argumentsDigest;
+    if (decision.editedArguments !== undefined) body.editedArguments = decision.editedArguments;
     const key = options.idempotencyKey ?? newIdempotencyKey();
     await withRetries(async () => {
       const { error, response } = await this.api.POST('/v1/interactions/{id}/approve', {

@@ -186,8 +186,9 @@ export class Holdpoint {
   }
 
   /** Holds a call for approval; resolves to the effect id. */
-  async hold(org, { session, task, call, effect, server = 'github', tool = 'create_pull_request', args = {}, reason }) {
+  async hold(org, { session, task, call, effect, server = 'github', tool = 'create_pull_request', args = {}, reason, editable }) {
     const extra = reason ? ['--reason', reason] : [];
+    if (editable) extra.push('--editable');
     return this.runtime(org, 'hold', '--session', session, '--task', task, '--call', call, '--effect', effect,
       '--server', server, '--tool', tool, '--arguments', JSON.stringify(args), ...extra);
   }

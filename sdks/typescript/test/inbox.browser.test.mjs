@@ -13,7 +13,7 @@ import { after, before, describe, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
 
-import { HoldpointRest, UnavailableError } from '../dist/index.js';
+import { EditRefusedError, HoldpointRest, UnavailableError } from '../dist/index.js';
 import { Holdpoint, collect, freePort, impatientProxy, until } from './harness.mjs';
 
 const CHROMIUM = process.env.HOLDPOINT_CHROMIUM ?? '/usr/bin/chromium';
@@ -307,6 +307,87 @@ describe('the inbox in Chromium, against holdpoint up', () => {
     assert.equal(outcome.sink, 'TypeError');
     assert.equal(outcome.ran, false);
     await probe.close();
+  });
+
+  test('Edit, then approve: invalid JSON and non-objects are refused in the page, the diff is shown, the edit goes with the shown digest', async () => {
+    const args = { repo: 'acme/app', title: 'Fix', labels: ['ci'], draft: false };
+    const controller = new AbortController();
+    const events = collect(rest.events({ task: 'te1', after: 0, signal: controller.signal }), controller);
+    const posts = [];
+    const onRequest = (r) => {
+      if (r.method() === 'POST' && r.url().endsWith('/v1/interactions/eff_e1/approve')) posts.push(r);
+    };
+    page.on('request', onRequest);
+    try {
+      await hp.hold('acme', { session: 's1', task: 'te0', call: 'call-e0', effect: 'eff_e0', args });
+      await hp.hold('acme', { session: 's1', task: 'te1', call: 'call-e1', effect: 'eff_e1', args, editable: true });
+      const fixed = card(page, 'eff_e0');
+      const c = card(page, 'eff_e1');
+      await fixed.waitFor();
+      await c.waitFor();
+      assert.equal(await fixed.getByRole('button', { name: 'Edit', exact: true }).count(), 0, 'a hold without editable offers no Edit');
+      const view = await rest.get('eff_e1');
+      assert.equal(view.call.editable, true);
+
+      const edit = c.getByRole('button', { name: 'Edit', exact: true });
+      await edit.click();
+      assert.equal(await edit.getAttribute('aria-expanded'), 'true');
+      const box = c.getByLabel('Edited arguments (JSON object)');
+      assert.deepEqual(JSON.parse(await box.inputValue()), args, 'the editor starts from the held arguments');
+      assert.equal(await c.locator('ul.diff').innerText(), 'No changes.');
+      const go = c.getByRole('button', { name: 'Approve with edits' });
+      const error = c.locator('.edit-error');
+
+      // Refused before sending: not JSON, then JSON that is not an object.
+      for (const [typed, said] of [['{"repo": ', /^Not valid JSON/], ['[1, 2]', /must be a JSON object/], ['null', /must be a JSON object/]]) {
+        await box.fill(typed);
+        assert.match(await error.textContent(), said, typed);
+        assert.equal(await box.getAttribute('aria-invalid'), 'true');
+        await go.click();
+        assert.equal(await c.count(), 1, 'the card stays');
+      }
+      assert.equal(posts.length, 0, 'nothing was sent for an edit the page refused');
+
+      // A real edit: the diff against the held arguments, then the edit with the shown digest.
+      const edited = { repo: 'acme/app', title: 'Fix the <b>login</b> bug', draft: true, reviewers: ['bo'] };
+      await box.fill(JSON.stringify(edited, null, 2));
+      assert.equal(await error.isHidden(), true);
+      const lines = (await c.locator('ul.diff li').allInnerTexts()).map((l) => l.trim());
+      assert.deepEqual(lines.sort(), [
+        '+ reviewers: ["bo"]',
+        '~ draft: false → true',
+        '~ title: "Fix" → "Fix the <b>login</b> bug"',
+        '− labels: ["ci"]',
+      ].sort());
+      assert.equal(await c.locator('ul.diff b').count(), 0, 'the diff is text, never markup');
+      await shot(page, 'inbox-edit');
+      const posted = page.waitForRequest((r) => r.method() === 'POST' && r.url().endsWith('/v1/interactions/eff_e1/approve'));
+      await go.click();
+      const request = await posted;
+      assert.deepEqual(JSON.parse(request.postData()), {
+        approved: true, argumentsDigest: view.call.argumentsDigest, editedArguments: edited,
+      });
+      await c.waitFor({ state: 'detached' });
+      assert.equal(posts.length, 1);
+
+      const released = await events.waitFor('tool-call-released', (e) => e.name === 'tool-call-released');
+      assert.deepEqual(released.event.data.arguments, edited);
+      assert.equal(released.event.data.edited, true);
+      assert.equal(released.event.data.argumentsDigest, view.call.argumentsDigest);
+      assert.match(released.event.data.editedArgumentsDigest, /^[0-9a-f]{64}$/);
+      assert.notEqual(released.event.data.editedArgumentsDigest, view.call.argumentsDigest);
+      assert.deepEqual((await rest.get('eff_e1')).resolution.answer.editedArguments, edited);
+      // The SDK refuses an edit of the hold that forbids it, and nothing is decided.
+      await assert.rejects(
+        rest.approve('eff_e0', { approved: true, argumentsDigest: view.call.argumentsDigest, editedArguments: { repo: 'x' } }),
+        (e) => e instanceof EditRefusedError && e.code === 'NRY-0028',
+      );
+      assert.equal((await rest.get('eff_e0')).state, 'pending');
+      await rest.approve('eff_e0', { approved: false, reason: 'cleanup' });
+    } finally {
+      page.off('request', onRequest);
+      await events.stop();
+    }
   });
 
   test('the page asked for nothing outside the ingress and raised no errors', () => {

@@ -8,6 +8,7 @@ import {
   ArgumentsChangedError,
   AnswerDoesNotFitError,
   ConflictError,
+  EditRefusedError,
   HoldpointA2A,
   HoldpointError,
   HoldpointRest,
@@ -148,6 +149,30 @@ describe('the SDK against holdpoint up', () => {
       assert.equal(count('tool-call-finished'), 1);
       const view = await rest.get('eff_r1');
       assert.equal(view.resolution.answer.approved, true);
+    } finally {
+      await events.stop();
+    }
+  });
+
+  test('A2A: edit, then approve releases the edit; a non-object edit is a typed refusal that changes nothing', async () => {
+    const args = { repo: 'acme/app', title: 'Fix' };
+    await hp.hold(ORG, { session: 's1', task: 'ted1', call: 'call-ed1', effect: 'eff_ed1', args, editable: true });
+    const events = follow('ted1');
+    try {
+      const held = await rest.get('eff_ed1');
+      const params = { taskId: 'ted1', interactionId: 'eff_ed1', approved: true, argumentsDigest: held.call.argumentsDigest };
+      await assert.rejects(
+        a2a.answer({ ...params, editedArguments: ['not', 'an', 'object'], messageId: 'm-ed-bad' }),
+        (e) => e instanceof EditRefusedError && e.code === 'NRY-0029',
+      );
+      assert.equal((await rest.get('eff_ed1')).state, 'pending');
+      const edit = { repo: 'acme/app', title: 'Fixed over A2A' };
+      const answered = await a2a.answer({ ...params, editedArguments: edit, messageId: 'm-ed-1' });
+      assert.equal(answered.status.state, TaskState.TASK_STATE_WORKING);
+      const released = await events.waitFor('tool-call-released', (e) => e.name === 'tool-call-released');
+      assert.deepEqual(released.event.data.arguments, edit);
+      assert.equal(released.event.data.edited, true);
+      assert.equal(released.event.data.argumentsDigest, held.call.argumentsDigest);
     } finally {
       await events.stop();
     }

@@ -282,6 +282,7 @@ async fn script(
                 tool: "create_pull_request".into(),
                 arguments: json!({"repo": "acme/app", "title": "Fix duplicate invoices", "head": "fix/dupes", "base": "main"}),
                 reason: Some("writes to a shared repository".into()),
+                editable: false,
             },
         )
         .await?;
@@ -426,6 +427,8 @@ mod tests {
                 arguments_digest: "d".into(),
                 approved_by: holdpoint_domain::PersonId::parse("ana").expect("person"),
                 rule: None,
+                edited: false,
+                edited_arguments_digest: None,
             },
             EventData::ToolCallFinished {
                 call_id: holdpoint_domain::CallId::parse("call-1").expect("call"),

@@ -93,6 +93,10 @@ pub enum RuntimeVerb {
         /// remembered with scope `agent` match on it, in any session.
         #[arg(long)]
         agent: Option<String>,
+        /// Let the person edit the arguments before approving (README "Edit, then
+        /// approve"): only for an executor that runs the released arguments.
+        #[arg(long)]
+        editable: bool,
     },
     /// ask_user: questions as JSON, e.g. `[{"text":"Which?","options":["a","b"]}]`.
     Ask {
@@ -193,6 +197,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
             arguments,
             reason,
             agent,
+            editable,
         } => {
             let arguments = serde_json::from_str(&arguments).context("--arguments is not JSON")?;
             let mut placement = place(&at)?;
@@ -211,6 +216,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
                         tool,
                         arguments,
                         reason,
+                        editable,
                     },
                 )
                 .await?;

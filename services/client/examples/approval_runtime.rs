@@ -56,6 +56,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tool: "create_pull_request".into(),
             arguments: json!({"repo": "acme/app", "title": "Fix duplicate invoices"}),
             reason: Some("writes to a shared repository".into()),
+            editable: false,
         },
     )
     .await?;

@@ -151,10 +151,15 @@ pub struct HoldCall {
     pub server: String,
     /// The tool of the held call: a one-line name of at most 200 characters.
     pub tool: String,
-    /// Arguments, released exactly as held.
+    /// Arguments, released exactly as held unless the hold is `editable` and the
+    /// person edits them (then `tool-call-released` carries the edit, `edited: true`).
     pub arguments: serde_json::Value,
     /// Why it is held.
     pub reason: Option<String>,
+    /// Let the person edit the arguments before approving. Set it only when the
+    /// executor runs the `arguments` of `tool-call-released` (README "Edit, then
+    /// approve").
+    pub editable: bool,
 }
 
 /// Which events to follow.
@@ -339,6 +344,7 @@ impl Runtime {
                 tool: call.tool,
                 arguments: call.arguments,
                 reason: call.reason,
+                editable: call.editable,
             },
         )
         .await

@@ -237,6 +237,11 @@ pub enum OpenRequest {
         /// Why it is held.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// Whether the person may edit the arguments before approving (README
+        /// "Edit, then approve"). Default `false`: a runtime opts in when it runs
+        /// the arguments `tool-call-released` carries rather than the ones it held.
+        #[serde(default, skip_serializing_if = "crate::vocab::is_false")]
+        editable: bool,
     },
     /// `ask_user`: questions for a person, each with ordered options.
     Question {
@@ -288,13 +293,26 @@ pub enum AnswerInput {
         /// control character but TAB, LF and CR.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
-        /// The arguments digest the person saw; must match when given.
+        /// The arguments digest the person saw; must match when given (required
+        /// with `editedArguments`).
         #[serde(
             default,
             rename = "argumentsDigest",
             skip_serializing_if = "Option::is_none"
         )]
         arguments_digest: Option<String>,
+        /// Edit, then approve: the arguments to release instead of the held ones. A
+        /// JSON object of at most 256 KiB canonical JSON and 32 levels, only with
+        /// `approved: true` and `argumentsDigest`, only on an `editable` hold. A JSON
+        /// `null` stays `Some(Value::Null)` (an edit that is not an object), distinct
+        /// from an absent field.
+        #[serde(
+            default,
+            rename = "editedArguments",
+            deserialize_with = "present",
+            skip_serializing_if = "Option::is_none"
+        )]
+        edited_arguments: Option<Value>,
     },
     /// `value`: any JSON, read by the interaction's kind (README "The HTTP API",
     /// reading rules).
@@ -544,4 +562,10 @@ impl CommandEnvelope {
             _ => None,
         }
     }
+}
+
+/// Reads a field that is present as `Some`, whatever its JSON value (`null`
+/// included); with `#[serde(default)]` an absent field stays `None`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }

@@ -93,6 +93,17 @@ pub enum ErrorCode {
     /// organisation (another organisation's rule looks the same).
     #[serde(rename = "NRY-0027")]
     RuleNotFound,
+    /// `editedArguments` was sent for a held call whose hold does not allow edits
+    /// (its `editable` is `false`, the default): nothing is decided, the call still
+    /// waits for an answer as held.
+    #[serde(rename = "NRY-0028")]
+    NotEditable,
+    /// `editedArguments` that cannot be released: not a JSON object, larger or deeper
+    /// than held arguments may be (256 KiB of canonical JSON, 32 levels), sent
+    /// without `approved: true`, or without the `argumentsDigest` of the arguments
+    /// the person edited. Nothing is decided.
+    #[serde(rename = "NRY-0029")]
+    EditInvalid,
     /// The lane refused the message and kept nothing: session closed or lane full.
     #[serde(rename = "NRY-0030")]
     LaneRefused,
@@ -104,6 +115,10 @@ pub enum ErrorCode {
     /// delivered, and the question is pending again.
     #[serde(rename = "NRY-0032")]
     AnswerNotDelivered,
+    /// `remember` was sent with `editedArguments`: a rule about arguments the agent
+    /// never proposed is not written. Nothing is decided or written.
+    #[serde(rename = "NRY-0033")]
+    EditNotRememberable,
     /// A webhook URL Holdpoint will not call: not `https` (plain `http` only to a
     /// loopback host in local mode), credentials, a fragment or a control character
     /// in it (in the host also percent-encoded), or a literal
@@ -171,9 +186,12 @@ impl ErrorCode {
             ErrorCode::NotRememberable => (400, "NRY-0025", "Nothing to remember"),
             ErrorCode::ScopeUnavailable => (400, "NRY-0026", "Rule scope unavailable"),
             ErrorCode::RuleNotFound => (404, "NRY-0027", "Rule not found"),
+            ErrorCode::NotEditable => (409, "NRY-0028", "Call not editable"),
+            ErrorCode::EditInvalid => (400, "NRY-0029", "Edit not valid"),
             ErrorCode::LaneRefused => (409, "NRY-0030", "Lane refused the message"),
             ErrorCode::LaneBusy => (409, "NRY-0031", "Lane busy; message queued"),
             ErrorCode::AnswerNotDelivered => (409, "NRY-0032", "Answer not delivered"),
+            ErrorCode::EditNotRememberable => (400, "NRY-0033", "Edit not rememberable"),
             ErrorCode::WebhookUrlRefused => (400, "NRY-0040", "Webhook URL refused"),
             ErrorCode::UnknownEventType => (400, "NRY-0041", "Unknown event type"),
             ErrorCode::TooManyWebhooks => (409, "NRY-0042", "Too many webhooks"),

@@ -248,7 +248,8 @@ pub enum EventData {
         /// Why it closed: `interrupted`, `superseded`, `expired` or `canceled`.
         reason: CloseReason,
     },
-    /// An approved call is released for execution, exactly as the person saw it.
+    /// An approved call is released for execution: as the person saw it, or as they
+    /// edited it (`edited`).
     #[serde(rename = "dev.holdpoint.tool-call-released", rename_all = "camelCase")]
     ToolCallReleased {
         /// Effect id (the executor's idempotency key).
@@ -260,11 +261,19 @@ pub enum EventData {
         server: String,
         /// The tool of the held call: a one-line name of at most 200 characters.
         tool: String,
-        /// The approved arguments.
+        /// The arguments to run: the held ones, or the person's edit when `edited`.
         arguments: Value,
-        /// SHA-256 of the canonical JSON of the arguments, 64 lower-case hex digits
-        /// (`argumentsDigest`).
+        /// SHA-256 of the canonical JSON of the held (original) arguments, 64
+        /// lower-case hex digits (`argumentsDigest`, as the hold and the audit name it).
         arguments_digest: String,
+        /// True when the person edited the arguments before approving: `arguments`
+        /// are then the edit, not the held call's.
+        #[serde(default)]
+        edited: bool,
+        /// With `edited`: SHA-256 of the canonical JSON of the released (edited)
+        /// `arguments`, 64 lower-case hex digits.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        edited_arguments_digest: Option<String>,
         /// The approver: the person, or for a remembered rule its author and id
         /// (`alice (rule rul_…)`).
         approved_by: PersonId,
@@ -326,9 +335,16 @@ pub enum EventData {
         /// The tool of the held call: a one-line name of at most 200 characters.
         tool: String,
         /// The held call's arguments digest (hex SHA-256 of their canonical JSON); the
-        /// arguments themselves are never audited.
+        /// held arguments themselves are never audited.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         arguments_digest: Option<String>,
+        /// When the person edited the call before approving: the arguments they
+        /// released (a JSON object; the editor is `approvedBy`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        edited_arguments: Option<Value>,
+        /// With `editedArguments`: their digest (hex SHA-256 of the canonical JSON).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        edited_arguments_digest: Option<String>,
         /// The decision: true when the call was released.
         approved: bool,
         /// `allowed`, `denied`, or `expired` (the approval's deadline passed first).

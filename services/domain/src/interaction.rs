@@ -132,12 +132,14 @@ impl Interaction {
                 tool,
                 arguments,
                 arguments_digest,
+                editable,
                 ..
             } => Some(HeldCall {
                 server: server.clone(),
                 tool: tool.clone(),
                 arguments: arguments.clone(),
                 arguments_digest: arguments_digest.clone(),
+                editable: *editable,
             }),
             _ => None,
         };
@@ -182,10 +184,15 @@ pub struct HeldCall {
     pub server: String,
     /// The tool of the held call: a one-line name of at most 200 characters.
     pub tool: String,
-    /// The exact arguments that approval releases.
+    /// The exact arguments that approval releases (unless the person edits them).
     pub arguments: Value,
-    /// Their digest; send it back as `argumentsDigest` to bind the approval to it.
+    /// Their digest; send it back as `argumentsDigest` to bind the approval to it
+    /// (required with `editedArguments`).
     pub arguments_digest: String,
+    /// Whether the hold allows editing the arguments before approving
+    /// (`editedArguments`; `false` refuses an edit with `NRY-0028`).
+    #[serde(default)]
+    pub editable: bool,
 }
 
 /// Who answered what, when.

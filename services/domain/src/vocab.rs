@@ -114,6 +114,10 @@ pub enum Spec {
         /// Why the policy held the call.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// Whether a person may edit the arguments before approving
+        /// (`editedArguments`); `false` (the default) refuses an edit with `NRY-0028`.
+        #[serde(default, skip_serializing_if = "crate::vocab::is_false")]
+        editable: bool,
     },
     /// An `ask_user` call.
     Question {
@@ -206,6 +210,14 @@ pub enum Answer {
         /// Optional reason travelling with the decision.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// The arguments the person released instead of the held ones (a JSON
+        /// object), when they edited the call before approving.
+        #[serde(
+            default,
+            rename = "editedArguments",
+            skip_serializing_if = "Option::is_none"
+        )]
+        edited_arguments: Option<Value>,
     },
     /// The per-question answers of `POST /v1/questions/{questionId}/answer`, one per
     /// question in the order asked.
@@ -430,6 +442,11 @@ pub enum DeadlineStage {
     Warn,
     /// The deadline: the expiry decides.
     Expire,
+}
+
+/// `skip_serializing_if` for a flag whose absence means `false`.
+pub(crate) fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 #[cfg(test)]

@@ -263,6 +263,8 @@ fn approving_releases_the_exact_call_then_its_result_finishes_it() {
             arguments_digest: arguments_digest(&pr_arguments()),
             approved_by: person(PERSON),
             rule: None,
+            edited: false,
+            edited_arguments_digest: None,
         }
     );
     assert_eq!(names(&d.effects.audit), ["approval-decided"]);
@@ -279,6 +281,8 @@ fn approving_releases_the_exact_call_then_its_result_finishes_it() {
             approved_by: Some(person(PERSON)),
             rule: None,
             reason: None,
+            edited_arguments: None,
+            edited_arguments_digest: None,
         }
     );
     assert_eq!(task_status(&d.effects.events).state, TaskState::Working);
@@ -289,7 +293,8 @@ fn approving_releases_the_exact_call_then_its_result_finishes_it() {
         rec.resolution.as_ref().map(|r| &r.answer),
         Some(&Answer::Approval {
             approved: true,
-            reason: None
+            reason: None,
+            edited_arguments: None,
         })
     );
 
@@ -408,6 +413,8 @@ fn denying_fails_the_call_as_tool_denied_and_the_reason_travels() {
                 approved_by: Some(person(PERSON)),
                 rule: None,
                 reason: reason.map(str::to_owned),
+                edited_arguments: None,
+                edited_arguments_digest: None,
             }]
         );
         let rec = s.interaction(APPROVAL);
@@ -417,7 +424,8 @@ fn denying_fails_the_call_as_tool_denied_and_the_reason_travels() {
             rec.resolution.as_ref().map(|r| &r.answer),
             Some(&Answer::Approval {
                 approved: false,
-                reason: reason.map(str::to_owned)
+                reason: reason.map(str::to_owned),
+                edited_arguments: None,
             })
         );
         // Nothing was released, so nothing waits for a result.
@@ -446,7 +454,8 @@ fn a_boolean_value_reads_as_approved() {
             .map(|r| &r.answer),
         Some(&Answer::Approval {
             approved: true,
-            reason: None
+            reason: None,
+            edited_arguments: None,
         })
     );
 }

@@ -171,7 +171,8 @@ fn an_expired_approval_is_denied_once_and_a_late_answer_is_told_it_expired() {
         r.answer,
         Answer::Approval {
             approved: false,
-            reason: Some("expired".into())
+            reason: Some("expired".into()),
+            edited_arguments: None,
         }
     );
     assert!(matches!(

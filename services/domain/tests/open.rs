@@ -85,6 +85,7 @@ fn open_approval_without_reason_has_server_and_tool_only() {
         tool: "delete".into(),
         arguments: json!({"path": "/tmp/x"}),
         reason: None,
+        editable: false,
     };
     let d = accept(
         &mut s,

@@ -50,8 +50,8 @@ pub struct AnswerBody {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ApproveBody {
-    /// `true` releases the held call exactly as shown; `false` fails it as
-    /// `tool.denied`.
+    /// `true` releases the held call exactly as shown (or as edited, with
+    /// `editedArguments`); `false` fails it as `tool.denied`.
     #[serde(default)]
     pub approved: Option<bool>,
     /// A boolean reads as `approved`; anything else is `NRY-0001`. A JSON `null`
@@ -62,9 +62,22 @@ pub struct ApproveBody {
     #[serde(default)]
     pub reason: Option<String>,
     /// `call.argumentsDigest` of `GET /v1/interactions/{id}`: when the held
-    /// arguments are not those, the answer is `409 NRY-0010`.
+    /// arguments are not those, the answer is `409 NRY-0010`. Required with
+    /// `editedArguments` (the digest of the arguments the person edited).
     #[serde(default)]
     pub arguments_digest: Option<String>,
+    /// Edit, then approve: the arguments to release instead of the held ones, a JSON
+    /// object of at most 262,144 bytes of canonical JSON and 32 levels, with
+    /// `approved: true` and `argumentsDigest`. A hold without `editable` refuses it
+    /// (`409 NRY-0028`); not an object, too large, or without `approved: true` or
+    /// the digest is `400 NRY-0029`; with `remember` `400 NRY-0033`. Nothing changes
+    /// on a refusal. JSON `null` is an edit that is not an object.
+    #[serde(default, deserialize_with = "present")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(extend("type" = "object", "additionalProperties" = true))
+    )]
+    pub edited_arguments: Option<Value>,
     /// Remember this decision as a rule (`scope`, optional `expiresIn` seconds,
     /// optional `argumentsDigest` narrowing): later holds of the same server and tool
     /// in that scope are decided by the rule at once. Approvals only: on a question

@@ -11,9 +11,12 @@ __all__ = [
     "AnswerDoesNotFitError",
     "AnswerNotDeliveredError",
     "ArgumentsChangedError",
+    "CallNotEditableError",
     "CommandConflictsWithRecordError",
     "DeadlineNotValidError",
     "DeadlinesNotAvailableError",
+    "EditNotRememberableError",
+    "EditNotValidError",
     "HeadersTooLargeError",
     "InteractionNotNamedError",
     "InternalError",
@@ -231,6 +234,24 @@ class RuleNotFoundError(HoldpointError):
     status = 404
 
 
+class CallNotEditableError(HoldpointError):
+    """``NRY-0028`` Call not editable (HTTP 409; retryable: false)."""
+
+    code = "NRY-0028"
+    title = "Call not editable"
+    retryable = False
+    status = 409
+
+
+class EditNotValidError(HoldpointError):
+    """``NRY-0029`` Edit not valid (HTTP 400; retryable: false)."""
+
+    code = "NRY-0029"
+    title = "Edit not valid"
+    retryable = False
+    status = 400
+
+
 class LaneRefusedTheMessageError(HoldpointError):
     """``NRY-0030`` Lane refused the message (HTTP 409; retryable: false)."""
 
@@ -256,6 +277,15 @@ class AnswerNotDeliveredError(HoldpointError):
     title = "Answer not delivered"
     retryable = False
     status = 409
+
+
+class EditNotRememberableError(HoldpointError):
+    """``NRY-0033`` Edit not rememberable (HTTP 400; retryable: false)."""
+
+    code = "NRY-0033"
+    title = "Edit not rememberable"
+    retryable = False
+    status = 400
 
 
 class WebhookUrlRefusedError(HoldpointError):
@@ -334,9 +364,12 @@ ERRORS_BY_CODE: dict[str, type[HoldpointError]] = {
     "NRY-0025": NothingToRememberError,
     "NRY-0026": RuleScopeUnavailableError,
     "NRY-0027": RuleNotFoundError,
+    "NRY-0028": CallNotEditableError,
+    "NRY-0029": EditNotValidError,
     "NRY-0030": LaneRefusedTheMessageError,
     "NRY-0031": LaneBusyMessageQueuedError,
     "NRY-0032": AnswerNotDeliveredError,
+    "NRY-0033": EditNotRememberableError,
     "NRY-0040": WebhookUrlRefusedError,
     "NRY-0041": UnknownEventTypeError,
     "NRY-0042": TooManyWebhooksError,

@@ -243,6 +243,7 @@ class HoldpointRest:
         reason: str | None = None,
         arguments_digest: str | None = None,
         remember: Mapping[str, Any] | None = None,
+        edited_arguments: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
         retry_for: float | None = None,
     ) -> None:
@@ -253,6 +254,13 @@ class HoldpointRest:
         with :class:`~holdpoint.ArgumentsChangedError` (``NRY-0010``) and nothing
         is released. ``remember``: write a rule from this decision (``{"scope":
         "session"|"agent"|"organisation", "expiresIn": seconds}``).
+        ``edited_arguments``: edit, then approve: the arguments (a JSON object) to
+        release instead of the held ones, with ``approved=True`` and the
+        ``arguments_digest`` shown; refused with :class:`~holdpoint.CallNotEditableError`
+        (``NRY-0028``) on a hold that is not ``call.editable``, and
+        :class:`~holdpoint.EditNotValidError` (``NRY-0029``) or
+        :class:`~holdpoint.EditNotRememberableError` (``NRY-0033``); nothing is
+        decided then.
 
         Raises :class:`~holdpoint.NoLongerWaitingError` when already answered with
         another key or closed; :class:`~holdpoint.TemporarilyUnavailableError`
@@ -265,6 +273,8 @@ class HoldpointRest:
             body["argumentsDigest"] = arguments_digest
         if remember is not None:
             body["remember"] = dict(remember)
+        if edited_arguments is not None:
+            body["editedArguments"] = dict(edited_arguments)
         await self._answer(
             f"/v1/interactions/{_path(interaction_id)}/approve", body, idempotency_key, retry_for
         )

@@ -248,12 +248,16 @@ def open_command(
 
 
 def approval_request(
-    server: str, tool: str, arguments: Any, reason: str | None = None
+    server: str, tool: str, arguments: Any, reason: str | None = None, editable: bool = False
 ) -> dict[str, Any]:
-    """An approval request: the held call's server, tool, arguments and why."""
+    """An approval request: the held call's server, tool, arguments and why;
+    ``editable`` (written only when true, as the Rust client does) lets the person
+    edit the arguments before approving."""
     request: dict[str, Any] = {"kind": "approval", "server": server, "tool": tool, "arguments": arguments}
     if reason is not None:
         request["reason"] = reason
+    if editable:
+        request["editable"] = True
     return request
 
 
@@ -625,6 +629,7 @@ class Runtime:
         tool: str,
         arguments: Any,
         reason: str | None = None,
+        editable: bool = False,
     ) -> str:
         """The tool policy holds a call: opens an approval whose id is
         ``effect_id`` (also the executor's idempotency key). ``server`` and
@@ -632,8 +637,10 @@ class Runtime:
         JSON, at most 256 KiB and 32 levels) are released exactly as held, and the
         approval binds to their digest (:func:`holdpoint.arguments_digest`).
         Returns the interaction id. Opening again with the same content is a
-        replay; with other content ``NRY-0021``."""
-        request = approval_request(server, tool, arguments, reason)
+        replay; with other content ``NRY-0021``. ``editable``: the person may
+        edit the arguments before approving; set it only when the executor runs
+        the ``arguments`` of ``tool-call-released`` (``edited: true`` then)."""
+        request = approval_request(server, tool, arguments, reason, editable)
         await self.send(open_command(at, effect_id, call_id, request))
         return effect_id
 

@@ -135,7 +135,7 @@ export interface paths {
         put?: never;
         /**
          * Approve or deny a held tool call
-         * @description `approved: true` releases the held call exactly as shown; `false` fails it as `tool.denied`. With `argumentsDigest`, arguments other than those shown answer `409 NRY-0010` and nothing is released.
+         * @description `approved: true` releases the held call exactly as shown; `false` fails it as `tool.denied`. With `argumentsDigest`, arguments other than those shown answer `409 NRY-0010` and nothing is released. Edit, then approve: `editedArguments` (a JSON object of at most 262,144 bytes of canonical JSON and 32 levels) with `approved: true` and the `argumentsDigest` of the arguments the person was shown releases the edit instead (`tool-call-released` has `edited: true` and both digests; the audit records both digests, the editor and the edit); on a hold without `editable` it is `409 NRY-0028`, an edit that is not an object, too large, or without `approved: true` or the digest is `400 NRY-0029`, with `remember` `400 NRY-0033`, and nothing changes.
          */
         post: operations["approveInteraction"];
         delete?: never;
@@ -393,6 +393,11 @@ export interface components {
         Answer: {
             /** @description The decision: `true` releases the held call, `false` fails it as `tool.denied`. */
             approved: boolean;
+            /**
+             * @description The arguments the person released instead of the held ones (a JSON
+             *     object), when they edited the call before approving.
+             */
+            editedArguments?: unknown;
             /** @constant */
             kind: "approval";
             /** @description Optional reason travelling with the decision. */
@@ -440,17 +445,30 @@ export interface components {
          */
         ApproveBody: {
             /**
-             * @description `true` releases the held call exactly as shown; `false` fails it as
-             *     `tool.denied`.
+             * @description `true` releases the held call exactly as shown (or as edited, with
+             *     `editedArguments`); `false` fails it as `tool.denied`.
              * @default null
              */
             approved?: boolean | null;
             /**
              * @description `call.argumentsDigest` of `GET /v1/interactions/{id}`: when the held
-             *     arguments are not those, the answer is `409 NRY-0010`.
+             *     arguments are not those, the answer is `409 NRY-0010`. Required with
+             *     `editedArguments` (the digest of the arguments the person edited).
              * @default null
              */
             argumentsDigest?: string | null;
+            /**
+             * @description Edit, then approve: the arguments to release instead of the held ones, a JSON
+             *     object of at most 262,144 bytes of canonical JSON and 32 levels, with
+             *     `approved: true` and `argumentsDigest`. A hold without `editable` refuses it
+             *     (`409 NRY-0028`); not an object, too large, or without `approved: true` or
+             *     the digest is `400 NRY-0029`; with `remember` `400 NRY-0033`. Nothing changes
+             *     on a refusal. JSON `null` is an edit that is not an object.
+             * @default null
+             */
+            editedArguments?: {
+                [key: string]: unknown;
+            };
             /** @description Travels with the decision. */
             reason?: string | null;
             /**
@@ -562,7 +580,7 @@ export interface components {
             title: string;
         };
         /** @description A stable error code. Serialized as its `NRY-xxxx` string. */
-        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0024" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
+        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0024" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0028" | "NRY-0029" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0033" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
         /** @description A CloudEvents 1.0 event (structured mode). `type` and `data` come from `EventData`. */
         Event: {
             /** @description The media type of `data`, always `application/json`. */
@@ -748,11 +766,11 @@ export interface components {
                  *     (`alice (rule rul_…)`).
                  */
                 approvedBy: components["schemas"]["PersonId"];
-                /** @description The approved arguments. */
+                /** @description The arguments to run: the held ones, or the person's edit when `edited`. */
                 arguments: unknown;
                 /**
-                 * @description SHA-256 of the canonical JSON of the arguments, 64 lower-case hex digits
-                 *     (`argumentsDigest`).
+                 * @description SHA-256 of the canonical JSON of the held (original) arguments, 64
+                 *     lower-case hex digits (`argumentsDigest`, as the hold and the audit name it).
                  */
                 argumentsDigest: string;
                 /**
@@ -760,6 +778,17 @@ export interface components {
                  *     one `tool-call-finished` names it.
                  */
                 callId: components["schemas"]["CallId"];
+                /**
+                 * @description True when the person edited the arguments before approving: `arguments`
+                 *     are then the edit, not the held call's.
+                 * @default false
+                 */
+                edited?: boolean;
+                /**
+                 * @description With `edited`: SHA-256 of the canonical JSON of the released (edited)
+                 *     `arguments`, 64 lower-case hex digits.
+                 */
+                editedArgumentsDigest?: string | null;
                 /** @description Effect id (the executor's idempotency key). */
                 effectId: components["schemas"]["InteractionId"];
                 /** @description The remembered rule that approved, when no person did. */
@@ -838,7 +867,7 @@ export interface components {
                 approvedBy?: components["schemas"]["PersonId"] | null;
                 /**
                  * @description The held call's arguments digest (hex SHA-256 of their canonical JSON); the
-                 *     arguments themselves are never audited.
+                 *     held arguments themselves are never audited.
                  */
                 argumentsDigest?: string | null;
                 /**
@@ -846,6 +875,13 @@ export interface components {
                  * @default person
                  */
                 decidedBy?: components["schemas"]["Decider"];
+                /**
+                 * @description When the person edited the call before approving: the arguments they
+                 *     released (a JSON object; the editor is `approvedBy`).
+                 */
+                editedArguments?: unknown;
+                /** @description With `editedArguments`: their digest (hex SHA-256 of the canonical JSON). */
+                editedArgumentsDigest?: string | null;
                 /**
                  * @description The approval's interaction, the effect id of the held call (1 to 128
                  *     printable ASCII characters, no spaces).
@@ -925,10 +961,19 @@ export interface components {
         });
         /** @description The held call as the person sees it before approving. */
         HeldCall: {
-            /** @description The exact arguments that approval releases. */
+            /** @description The exact arguments that approval releases (unless the person edits them). */
             arguments: unknown;
-            /** @description Their digest; send it back as `argumentsDigest` to bind the approval to it. */
+            /**
+             * @description Their digest; send it back as `argumentsDigest` to bind the approval to it
+             *     (required with `editedArguments`).
+             */
             argumentsDigest: string;
+            /**
+             * @description Whether the hold allows editing the arguments before approving
+             *     (`editedArguments`; `false` refuses an edit with `NRY-0028`).
+             * @default false
+             */
+            editable?: boolean;
             /** @description The MCP server of the held call: a one-line name of at most 200 characters. */
             server: string;
             /** @description The tool of the held call: a one-line name of at most 200 characters. */
@@ -1875,7 +1920,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember; `NRY-0026` Rule scope unavailable */
+            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember; `NRY-0026` Rule scope unavailable; `NRY-0029` Edit not valid; `NRY-0033` Edit not rememberable */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1903,7 +1948,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description `NRY-0009` No longer waiting; `NRY-0010` Arguments changed; `NRY-0031` Lane busy; message queued; `NRY-0032` Answer not delivered */
+            /** @description `NRY-0009` No longer waiting; `NRY-0010` Arguments changed; `NRY-0028` Call not editable; `NRY-0031` Lane busy; message queued; `NRY-0032` Answer not delivered */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -121,6 +121,11 @@ pub struct ApproveArgs {
     /// With --remember: the rule matches only these exact arguments (their digest).
     #[arg(long, requires = "remember")]
     pub exact_arguments: bool,
+    /// Edit, then approve: release the call with these arguments (a JSON object)
+    /// instead of the held ones. Sent with the digest of the arguments shown; the
+    /// hold must be `editable` (else NRY-0028). Not with --deny or --remember.
+    #[arg(long, value_name = "JSON", conflicts_with_all = ["deny", "remember"])]
+    pub edit: Option<String>,
 }
 
 /// `holdpoint rules` (list) and `holdpoint rules revoke <id>`.

@@ -207,6 +207,9 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<()> {
             terminal::json(&v["call"]["arguments"])
         );
         println!("  argumentsDigest {}", j(&v["call"]["argumentsDigest"]));
+        if v["call"]["editable"] == json!(true) {
+            println!("  editable: approve with --edit '{{…}}' to release other arguments");
+        }
     }
     if !v["resolution"].is_null() {
         println!(
@@ -262,6 +265,20 @@ pub async fn answer(args: AnswerArgs) -> anyhow::Result<()> {
 /// # Errors
 /// When the API refuses.
 pub async fn approve(args: ApproveArgs) -> anyhow::Result<()> {
+    // An edit that cannot be sent is refused here, before anything is sent.
+    let edit = match &args.edit {
+        None => None,
+        Some(raw) => {
+            let v: serde_json::Value = serde_json::from_str(raw)
+                .map_err(|e| anyhow::anyhow!("--edit is not valid JSON: {e}"))?;
+            anyhow::ensure!(
+                v.is_object(),
+                "--edit must be a JSON object (a tool's arguments), not {}",
+                terminal::json(&v)
+            );
+            Some(v)
+        }
+    };
     let c = Client::new(&args.api)?;
     // Bind the decision to the arguments the operator is shown.
     let view = c
@@ -291,6 +308,17 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<()> {
                 terminal::json(&view["call"]["arguments"])
             );
         }
+    }
+    if let Some(e) = edit {
+        anyhow::ensure!(
+            body["argumentsDigest"].is_string(),
+            "--edit applies to a held tool call; {} is not one",
+            terminal::line(&args.id)
+        );
+        if !args.api.json {
+            println!("  edited to {}", terminal::json(&e));
+        }
+        body["editedArguments"] = e;
     }
     let status = c
         .post(

@@ -6,10 +6,11 @@ use holdpoint_domain::ErrorCode;
 use holdpoint_ingress::paths::{AGENT_CARD as AGENT_CARD_PATH, JSONRPC as JSONRPC_PATH};
 
 use ErrorCode::{
-    AlreadySettled, AnswerMismatch, AnswerNotDelivered, ArgumentsChanged, Internal, InvalidRequest,
-    LaneBusy, LaneRefused, NotFound, NotRememberable, PayloadTooLarge, RuleNotFound,
-    ScopeUnavailable, SessionNotFound, TooManyStreams, TooManyWebhooks, Unauthenticated,
-    Unavailable, UnknownEventType, UnsupportedMediaType, WebhookDisabled, WebhookUrlRefused,
+    AlreadySettled, AnswerMismatch, AnswerNotDelivered, ArgumentsChanged, EditInvalid,
+    EditNotRememberable, Internal, InvalidRequest, LaneBusy, LaneRefused, NotEditable, NotFound,
+    NotRememberable, PayloadTooLarge, RuleNotFound, ScopeUnavailable, SessionNotFound,
+    TooManyStreams, TooManyWebhooks, Unauthenticated, Unavailable, UnknownEventType,
+    UnsupportedMediaType, WebhookDisabled, WebhookUrlRefused,
 };
 
 const WEBHOOK_CREATE_ERRORS: &[ErrorCode] = &[
@@ -62,6 +63,9 @@ const APPROVE_ERRORS: &[ErrorCode] = &[
     InvalidRequest,
     NotRememberable,
     ScopeUnavailable,
+    EditInvalid,
+    EditNotRememberable,
+    NotEditable,
     SessionNotFound,
     AnswerMismatch,
     Unauthenticated,
@@ -133,7 +137,7 @@ pub const OPERATIONS: &[Operation] = &[
         id: "approveInteraction",
         tag: "interactions",
         summary: "Approve or deny a held tool call",
-        description: "`approved: true` releases the held call exactly as shown; `false` fails it as `tool.denied`. With `argumentsDigest`, arguments other than those shown answer `409 NRY-0010` and nothing is released.",
+        description: "`approved: true` releases the held call exactly as shown; `false` fails it as `tool.denied`. With `argumentsDigest`, arguments other than those shown answer `409 NRY-0010` and nothing is released. Edit, then approve: `editedArguments` (a JSON object of at most 262,144 bytes of canonical JSON and 32 levels) with `approved: true` and the `argumentsDigest` of the arguments the person was shown releases the edit instead (`tool-call-released` has `edited: true` and both digests; the audit records both digests, the editor and the edit); on a hold without `editable` it is `409 NRY-0028`, an edit that is not an object, too large, or without `approved: true` or the digest is `400 NRY-0029`, with `remember` `400 NRY-0033`, and nothing changes.",
         success: Success::NoContent,
         errors: APPROVE_ERRORS,
         secured: true,

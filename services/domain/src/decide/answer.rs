@@ -52,6 +52,21 @@ pub(super) fn answer(ctx: &Ctx, snap: Snapshot<'_>, a: &AnswerCommand) -> Decisi
         Ok(r) => r,
         Err(r) => return Decision::reply(ctx.outcome(Err(r))),
     };
+    if a.remember.is_some()
+        && matches!(
+            &reading,
+            Answer::Approval {
+                edited_arguments: Some(_),
+                ..
+            }
+        )
+    {
+        return reject(
+            ctx,
+            ErrorCode::EditNotRememberable,
+            "remember cannot be combined with editedArguments: a rule about arguments the              agent never proposed is not written; nothing was decided",
+        );
+    }
     if let (
         Spec::Approval {
             arguments_digest, ..
@@ -255,7 +270,14 @@ fn blocked_call_result(
     effects: &mut Effects,
 ) -> Result<Option<CallResult>, Box<Decision>> {
     match (&i.spec, answer) {
-        (Spec::Approval { .. }, Answer::Approval { approved, reason }) => {
+        (
+            Spec::Approval { .. },
+            Answer::Approval {
+                approved,
+                reason,
+                edited_arguments,
+            },
+        ) => {
             if let Some(remember) = &a.remember {
                 let rule = rulebook::rule_for(
                     i,
@@ -277,6 +299,7 @@ fn blocked_call_result(
                     by: &a.by,
                     reason: reason.as_deref(),
                     rule: None,
+                    edited: edited_arguments.as_ref(),
                 },
                 effects,
             ))
@@ -311,6 +334,8 @@ pub(super) struct ApprovalDecision<'a> {
     pub reason: Option<&'a str>,
     /// The remembered rule that decided, when one did.
     pub rule: Option<&'a crate::Rule>,
+    /// The person's edit of the arguments (released instead of the held ones).
+    pub edited: Option<&'a Value>,
 }
 
 /// The audit record and the release (or the denial's result) of an approval's
@@ -363,6 +388,7 @@ pub(super) fn approval_decided(
             approved_by: Some(d.by),
             rule: d.rule.map(|r| &r.id),
             reason: reason.clone(),
+            edited: d.edited,
         },
         ctx.now,
     ));
@@ -381,8 +407,10 @@ pub(super) fn approval_decided(
             call_id: i.call_id.clone(),
             server: server.clone(),
             tool: tool.clone(),
-            arguments: arguments.clone(),
+            arguments: d.edited.unwrap_or(arguments).clone(),
             arguments_digest: arguments_digest.clone(),
+            edited: d.edited.is_some(),
+            edited_arguments_digest: d.edited.map(crate::digest::arguments_digest),
             approved_by: d.by.clone(),
             rule: d.rule.map(|r| r.id.clone()),
         },

@@ -117,6 +117,8 @@ pub(super) struct Verdict<'a> {
     pub rule: Option<&'a RuleId>,
     /// Why, in words.
     pub reason: Option<String>,
+    /// The arguments the person released instead of the held ones, when edited.
+    pub edited: Option<&'a serde_json::Value>,
 }
 
 impl Verdict<'_> {
@@ -129,6 +131,7 @@ impl Verdict<'_> {
             approved_by: None,
             rule: None,
             reason,
+            edited: None,
         }
     }
 }
@@ -164,6 +167,8 @@ pub(super) fn approval_decided(
             approved_by: v.approved_by.cloned(),
             rule: v.rule.cloned(),
             reason: v.reason,
+            edited_arguments: v.edited.cloned(),
+            edited_arguments_digest: v.edited.map(crate::digest::arguments_digest),
         },
     ))
 }

@@ -258,6 +258,7 @@ fn expire(ctx: &Ctx, snap: Snapshot<'_>, i: &Interaction, at: OffsetDateTime) ->
             Answer::Approval {
                 approved: false,
                 reason: Some("expired".into()),
+                edited_arguments: None,
             },
             CallResult::Error {
                 code: "tool.denied".into(),

@@ -254,6 +254,7 @@ fn by_rule(ctx: &Ctx, mut i: Interaction, mut task: Task, rule: &Rule) -> Decisi
     let answer = Answer::Approval {
         approved,
         reason: None,
+        edited_arguments: None,
     };
     let mut effects = Effects {
         events: vec![events::resolved(
@@ -272,6 +273,7 @@ fn by_rule(ctx: &Ctx, mut i: Interaction, mut task: Task, rule: &Rule) -> Decisi
         by: &by,
         reason: None,
         rule: Some(rule),
+        edited: None,
     };
     match approval_decided(ctx, &i, &decision, &mut effects) {
         Some(r) => {

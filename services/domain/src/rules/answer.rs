@@ -144,20 +144,39 @@ pub fn means_connected(v: &Value) -> bool {
 /// The rejection to return; nothing changes.
 pub fn read_answer(spec: &Spec, input: &AnswerInput) -> Result<Answer, Rejection> {
     check_person_text(spec, input)?;
+    if let AnswerInput::Approved {
+        edited_arguments: Some(_),
+        ..
+    } = input
+        && !matches!(spec, Spec::Approval { .. })
+    {
+        return Err(Rejection::new(
+            ErrorCode::EditInvalid,
+            "editedArguments apply to a held tool call only; nothing was decided",
+        ));
+    }
     match (spec, input) {
         (
             Spec::Approval { .. },
             AnswerInput::Approved {
-                approved, reason, ..
+                approved,
+                reason,
+                edited_arguments,
+                arguments_digest,
             },
         ) => Ok(Answer::Approval {
             approved: *approved,
             reason: reason.clone(),
+            edited_arguments: match edited_arguments {
+                Some(edit) => check_edit(spec, *approved, arguments_digest.is_some(), edit)?,
+                None => None,
+            },
         }),
         (Spec::Approval { .. }, AnswerInput::Value { value, reason }) => match value {
             Value::Bool(b) => Ok(Answer::Approval {
                 approved: *b,
                 reason: reason.clone(),
+                edited_arguments: None,
             }),
             _ => Err(invalid("an approval is answered with a boolean `approved`")),
         },
@@ -230,6 +249,73 @@ fn check_person_text(spec: &Spec, input: &AnswerInput) -> Result<(), Rejection> 
         AnswerInput::Text { text } => check_text("text", text, MAX_TEXT_CHARS),
         _ => Ok(()),
     }
+}
+
+/// Checks an edit of a held call's arguments (README "Edit, then approve") and
+/// returns the arguments to release: the edit, or `None` when it is the held
+/// arguments again (same canonical JSON: nothing was edited).
+///
+/// | refused when | code |
+/// |---|---|
+/// | the hold is not `editable` | `NRY-0028` |
+/// | not with `approved: true`, or without the `argumentsDigest` the person was shown | `NRY-0029` |
+/// | not a JSON object, deeper than 32 levels or over 256 KiB of canonical JSON (the held arguments' limits) | `NRY-0029` |
+///
+/// # Errors
+/// The rejection; nothing changes.
+pub fn check_edit(
+    spec: &Spec,
+    approved: bool,
+    with_digest: bool,
+    edit: &Value,
+) -> Result<Option<Value>, Rejection> {
+    let edit_invalid = |m: String| Rejection::new(ErrorCode::EditInvalid, m);
+    let Spec::Approval {
+        editable,
+        arguments_digest: held,
+        ..
+    } = spec
+    else {
+        return Err(edit_invalid(
+            "editedArguments applies to approvals only".into(),
+        ));
+    };
+    if !*editable {
+        return Err(Rejection::new(
+            ErrorCode::NotEditable,
+            "this hold does not allow edits (its runtime opened it without `editable`):              approve or deny the call as held; nothing was decided",
+        ));
+    }
+    if !approved {
+        return Err(edit_invalid(
+            "editedArguments come with `approved: true`: a denied call runs nothing to edit".into(),
+        ));
+    }
+    if !with_digest {
+        return Err(edit_invalid(
+            "editedArguments need the argumentsDigest of the arguments you were shown and              edited; nothing was decided"
+                .into(),
+        ));
+    }
+    if !edit.is_object() {
+        return Err(edit_invalid(
+            "editedArguments must be a JSON object, as a tool's arguments are".into(),
+        ));
+    }
+    if json_depth(edit) > MAX_VALUE_DEPTH {
+        return Err(edit_invalid(format!(
+            "editedArguments nest deeper than {MAX_VALUE_DEPTH} levels"
+        )));
+    }
+    if canonical_json(edit).len() > MAX_VALUE_BYTES {
+        return Err(edit_invalid(format!(
+            "editedArguments are larger than {MAX_VALUE_BYTES} bytes of canonical JSON"
+        )));
+    }
+    if crate::digest::arguments_digest(edit) == *held {
+        return Ok(None);
+    }
+    Ok(Some(edit.clone()))
 }
 
 fn check_value(v: &Value) -> Result<(), Rejection> {

@@ -24,6 +24,7 @@ pub fn spec_from_request(req: &OpenRequest) -> Result<Spec, Rejection> {
             tool,
             arguments,
             reason,
+            editable,
         } => {
             for (what, s) in [("server", server), ("tool", tool)] {
                 if s.trim().is_empty() {
@@ -48,6 +49,7 @@ pub fn spec_from_request(req: &OpenRequest) -> Result<Spec, Rejection> {
                 arguments: arguments.clone(),
                 arguments_digest: arguments_digest(arguments),
                 reason: reason.clone(),
+                editable: *editable,
             })
         }
         OpenRequest::Question { questions } => {

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::command::{AnswerInput, OpenRequest};
-use crate::vocab::{OptionAnswer, QuestionSpec, Spec};
+use crate::vocab::{Answer, OptionAnswer, QuestionSpec, Spec};
 use serde_json::Value;
 use serde_json::json;
 
@@ -56,6 +56,7 @@ fn a_persons_text_is_refused_with_the_code_nul_had() {
         arguments: json!({}),
         arguments_digest: arguments_digest(&json!({})),
         reason: None,
+        editable: false,
     };
     let connection = Spec::Connection {
         app: "Linear".into(),
@@ -76,6 +77,7 @@ fn a_persons_text_is_refused_with_the_code_nul_had() {
             approved: true,
             reason: Some(s.into()),
             arguments_digest: None,
+            edited_arguments: None,
         };
         for spec in [&approval, &question, &connection] {
             let e = read_answer(spec, &approved).expect_err(s);
@@ -103,6 +105,7 @@ fn a_runtime_cannot_open_with_control_characters() {
         tool: tool.into(),
         arguments: json!({}),
         reason: None,
+        editable: false,
     };
     let e = spec_from_request(&hold("delete_repo\u{1b}[2K\rread_file")).expect_err("refused");
     assert_eq!(e.code, ErrorCode::InvalidRequest);
@@ -203,6 +206,7 @@ fn digests_of_ordinary_values_do_not_change() {
                     tool: "t".into(),
                     arguments: v,
                     reason: None,
+                    editable: false,
                 },
                 expires_at: None,
                 expires_in: None,
@@ -222,4 +226,99 @@ fn digests_of_ordinary_values_do_not_change() {
     );
     let big: Value = serde_json::from_str("[12345678901234567890123]").expect("big");
     assert_eq!(canonical_json(&big), "[12345678901234567890123]");
+}
+
+#[test]
+fn an_edit_is_read_only_where_it_can_be_released() {
+    let held = json!({"repo": "acme/app"});
+    let spec = |editable: bool| Spec::Approval {
+        server: "github".into(),
+        tool: "merge".into(),
+        arguments: held.clone(),
+        arguments_digest: arguments_digest(&held),
+        reason: None,
+        editable,
+    };
+    let input = |approved: bool, digest: bool, edit: Value| AnswerInput::Approved {
+        approved,
+        reason: None,
+        arguments_digest: digest.then(|| arguments_digest(&held)),
+        edited_arguments: Some(edit),
+    };
+    let edit = json!({"repo": "acme/other"});
+    let deep = (0..40).fold(json!(1), |v, _| json!({ "a": v }));
+    let large = json!({ "blob": "x".repeat(MAX_VALUE_BYTES) });
+    let cases = [
+        (
+            "not editable",
+            spec(false),
+            input(true, true, edit.clone()),
+            ErrorCode::NotEditable,
+        ),
+        (
+            "a denial",
+            spec(true),
+            input(false, true, edit.clone()),
+            ErrorCode::EditInvalid,
+        ),
+        (
+            "no digest",
+            spec(true),
+            input(true, false, edit.clone()),
+            ErrorCode::EditInvalid,
+        ),
+        (
+            "an array",
+            spec(true),
+            input(true, true, json!([1])),
+            ErrorCode::EditInvalid,
+        ),
+        (
+            "null",
+            spec(true),
+            input(true, true, Value::Null),
+            ErrorCode::EditInvalid,
+        ),
+        (
+            "too deep",
+            spec(true),
+            input(true, true, deep),
+            ErrorCode::EditInvalid,
+        ),
+        (
+            "too large",
+            spec(true),
+            input(true, true, large),
+            ErrorCode::EditInvalid,
+        ),
+    ];
+    for (what, spec, input, code) in cases {
+        let e = read_answer(&spec, &input).expect_err(what);
+        assert_eq!(e.code, code, "{what}: {}", e.message);
+    }
+    let read = read_answer(&spec(true), &input(true, true, edit.clone())).expect("an edit");
+    assert_eq!(
+        read,
+        Answer::Approval {
+            approved: true,
+            reason: None,
+            edited_arguments: Some(edit)
+        }
+    );
+    // The held arguments sent back are no edit.
+    let read = read_answer(&spec(true), &input(true, true, held.clone())).expect("no edit");
+    assert!(matches!(
+        read,
+        Answer::Approval {
+            edited_arguments: None,
+            ..
+        }
+    ));
+    // A question or a connection takes no edit.
+    let q = Spec::Connection {
+        app: "Linear".into(),
+        reason: "tickets".into(),
+    };
+    let e = read_answer(&q, &input(true, true, json!({}))).expect_err("connection");
+    assert_eq!(e.code, ErrorCode::EditInvalid);
 }

@@ -136,6 +136,7 @@ pub fn approval_req(server: &str, tool: &str, arguments: Value) -> OpenRequest {
         tool: tool.into(),
         arguments,
         reason: Some("writes to a repository".into()),
+        editable: false,
     }
 }
 
@@ -297,6 +298,7 @@ pub fn approved(approved: bool) -> AnswerInput {
         approved,
         reason: None,
         arguments_digest: None,
+        edited_arguments: None,
     }
 }
 
@@ -305,6 +307,7 @@ pub fn approved_because(approved: bool, reason: &str) -> AnswerInput {
         approved,
         reason: Some(reason.into()),
         arguments_digest: None,
+        edited_arguments: None,
     }
 }
 
@@ -313,6 +316,7 @@ pub fn approved_digest(approved: bool, digest: &str) -> AnswerInput {
         approved,
         reason: None,
         arguments_digest: Some(digest.into()),
+        edited_arguments: None,
     }
 }
 

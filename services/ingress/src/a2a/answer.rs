@@ -36,12 +36,13 @@ pub struct Reading {
 /// The fields an answer's `metadata[URI]` may hold (README "A2A"): the interaction
 /// it answers, the answer (`approved` or `value`), and `reason`, `argumentsDigest`
 /// and `remember` as the REST approve body takes them; any other is refused.
-const META_FIELDS: [&str; 6] = [
+const META_FIELDS: [&str; 7] = [
     "interactionId",
     "approved",
     "value",
     "reason",
     "argumentsDigest",
+    "editedArguments",
     "remember",
 ];
 
@@ -75,7 +76,8 @@ pub fn read_message(msg: &Message, extension: bool) -> Result<Reading, RpcError>
     if let Some(unknown) = obj.keys().find(|k| !META_FIELDS.contains(&k.as_str())) {
         return Err(RpcError::invalid_params(format!(
             "metadata[{EXTENSION_URI}] has an unknown field {unknown:?}; it takes interactionId \
-             and approved or value (and an optional reason, argumentsDigest and remember)"
+             and approved or value (and an optional reason, argumentsDigest, editedArguments \
+             and remember)"
         )));
     }
     let interaction = match obj.get("interactionId") {
@@ -120,6 +122,7 @@ pub fn read_message(msg: &Message, extension: bool) -> Result<Reading, RpcError>
             approved: *approved,
             reason,
             arguments_digest: None,
+            edited_arguments: None,
         },
         (Some(_), None) => return Err(RpcError::invalid_params("approved must be a boolean")),
         (None, Some(value)) => AnswerInput::Value {
@@ -128,6 +131,20 @@ pub fn read_message(msg: &Message, extension: bool) -> Result<Reading, RpcError>
         },
         (None, None) => read_parts(&msg.parts)?,
     };
+    // Edit, then approve: the worker checks the edit against the hold (NRY-0028,
+    // NRY-0029) and the digest against the held arguments (NRY-0010).
+    if let Some(edit) = obj.get("editedArguments") {
+        match &mut input {
+            AnswerInput::Approved {
+                edited_arguments, ..
+            } => *edited_arguments = Some(edit.clone()),
+            _ => {
+                return Err(RpcError::invalid_params(
+                    "editedArguments come with approved: true (and argumentsDigest)",
+                ));
+            }
+        }
+    }
     // Binds an approval decision to the arguments the person saw, as in REST: the
     // worker answers `NRY-0010` (invalid params) when the held ones differ.
     if let Some(digest) = digest {
@@ -177,6 +194,7 @@ fn read_parts(parts: &[Part]) -> Result<AnswerInput, RpcError> {
                     approved: o.get("approved").and_then(Value::as_bool).unwrap_or(false),
                     reason: o.get("reason").and_then(Value::as_str).map(str::to_owned),
                     arguments_digest: None,
+                    edited_arguments: None,
                 }
             }
             _ => AnswerInput::Value {
@@ -437,7 +455,8 @@ mod tests {
             AnswerInput::Approved {
                 approved: true,
                 reason: None,
-                arguments_digest: Some("abc".into())
+                arguments_digest: Some("abc".into()),
+                edited_arguments: None,
             }
         );
         // With a data part `{"approved": …}` too.

@@ -76,7 +76,12 @@ pub fn card(base: &str) -> AgentCard {
                      interaction (interactionId, kind, prompt, detail) in its metadata; an \
                      answer names it (`interactionId`) and gives `approved` or `value`, and an \
                      approval decision may carry `remember` (scope, expiresIn, \
-                     argumentsDigest) to write a rule. An approval or connection answer that \
+                     argumentsDigest) to write a rule. With `approved: true` and the \
+                     `argumentsDigest` of the arguments the person was shown, an approval may \
+                     carry `editedArguments` (a JSON object) on a hold whose call shows \
+                     `editable: true`: the call is released with them (NRY-0028 when the \
+                     hold forbids edits, NRY-0029 for an edit that is not an object or too \
+                     large, NRY-0033 with remember). An approval or connection answer that \
                      names no interactionId (and, for an approval, no argumentsDigest of the \
                      held call) is refused with invalid params, code NRY-0024, and decides \
                      nothing; a plain text or data reply still answers a question."

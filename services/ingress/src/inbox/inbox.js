@@ -429,16 +429,108 @@ function approvalCard(card, titleId) {
     el('div', { class: 'actions' }, approve, deny),
   );
   card.buttons = [approve, deny];
-  attachBoxes(card);
-  const decide = (approved) => {
-    const body = { approved, argumentsDigest: held.argumentsDigest };
+  const path = `/v1/interactions/${encodeURIComponent(view.interactionId)}/approve`;
+  // The digest of the arguments this card shows: every decision is bound to it.
+  const shown = held.argumentsDigest;
+  const withReason = (body) => {
     const text = reason.value.trim();
     if (text) body.reason = text;
-    submit(card, `/v1/interactions/${encodeURIComponent(view.interactionId)}/approve`, body,
-      approved ? 'Approved' : 'Denied');
+    return body;
+  };
+  if (held.editable === true) editor(card, held, (edited) => submit(card, path,
+    withReason({ approved: true, argumentsDigest: shown, editedArguments: edited }), 'Approved with edits'));
+  attachBoxes(card);
+  const decide = (approved) => {
+    submit(card, path, withReason({ approved, argumentsDigest: shown }), approved ? 'Approved' : 'Denied');
   };
   approve.addEventListener('click', () => decide(true));
   deny.addEventListener('click', () => decide(false));
+}
+
+/**
+ * Edit, then approve (README "Edit, then approve"): an Edit button that opens a
+ * JSON editor on a copy of the held arguments. What is typed is parsed as it
+ * changes; anything but a JSON object is refused here, before anything is sent
+ * (the server checks again). The changes against the held arguments are listed
+ * under the editor, and "Approve with edits" sends the edit with the digest of
+ * the arguments the card shows (`send(edited)`).
+ */
+function editor(card, held, send) {
+  const { n } = card;
+  const open = el('button', { type: 'button', class: 'edit', 'aria-expanded': 'false', text: 'Edit' });
+  const boxId = `card-${n}-edit`;
+  const errId = `card-${n}-edit-error`;
+  const text = el('textarea', {
+    id: boxId, class: 'json', rows: '8', spellcheck: 'false', 'aria-describedby': errId,
+  });
+  text.value = JSON.stringify(held.arguments ?? {}, null, 2);
+  const error = el('p', { class: 'edit-error', id: errId, role: 'alert', hidden: true });
+  const changes = el('ul', { class: 'diff', 'aria-label': 'Changes against the held arguments' });
+  const go = el('button', { type: 'button', class: 'go', text: 'Approve with edits' });
+  const section = el('div', { class: 'editor', hidden: true },
+    el('label', { class: 'field-label', for: boxId, text: 'Edited arguments (JSON object)' }),
+    text, error,
+    el('p', { class: 'args-label', text: 'Changes' }), changes,
+    el('div', { class: 'actions' }, go));
+  card.article.querySelector('.actions').append(open);
+  card.article.append(section);
+  card.buttons.push(open, go);
+  /** The edit as typed: `{value}`, or `{problem}` saying why it cannot be sent. */
+  const read = () => {
+    let value;
+    try {
+      value = JSON.parse(text.value);
+    } catch (e) {
+      return { problem: `Not valid JSON: ${e.message}` };
+    }
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      return { problem: 'The arguments must be a JSON object ({ … }).' };
+    }
+    return { value };
+  };
+  const redraw = () => {
+    const r = read();
+    error.hidden = !r.problem;
+    error.textContent = r.problem ? visible(r.problem) : '';
+    text.setAttribute('aria-invalid', r.problem ? 'true' : 'false');
+    const lines = r.problem ? [] : diff(held.arguments ?? {}, r.value);
+    changes.replaceChildren(...(lines.length
+      ? lines.map(([mark, line]) => el('li', { class: `diff-${mark}`, text: `${{ add: '+', del: '−', mod: '~' }[mark]} ${line}` }))
+      : [el('li', { class: 'diff-none', text: r.problem ? 'Fix the JSON to see the changes.' : 'No changes.' })]));
+    return r;
+  };
+  text.addEventListener('input', redraw);
+  open.addEventListener('click', () => {
+    section.hidden = !section.hidden;
+    open.setAttribute('aria-expanded', section.hidden ? 'false' : 'true');
+    if (!section.hidden) { redraw(); text.focus(); }
+  });
+  go.addEventListener('click', () => {
+    const r = redraw();
+    if (r.problem) { text.focus(); return; }
+    send(r.value);
+  });
+}
+
+/**
+ * The differences between two JSON values, as `[mark, line]` pairs (`add`,
+ * `del`, `mod`), each line a JSON path and the values (`title: "a" → "b"`).
+ * Objects are compared key by key; arrays and scalars as whole values.
+ */
+function diff(before, after, at = '') {
+  const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+  const show = (v) => JSON.stringify(v);
+  if (isObject(before) && isObject(after)) {
+    const out = [];
+    for (const key of new Set([...Object.keys(before), ...Object.keys(after)])) {
+      const p = at ? `${at}.${key}` : key;
+      if (!Object.hasOwn(after, key)) out.push(['del', `${p}: ${show(before[key])}`]);
+      else if (!Object.hasOwn(before, key)) out.push(['add', `${p}: ${show(after[key])}`]);
+      else out.push(...diff(before[key], after[key], p));
+    }
+    return out;
+  }
+  return show(before) === show(after) ? [] : [['mod', `${at || '(arguments)'}: ${show(before)} → ${show(after)}`]];
 }
 
 function questionCard(card, titleId) {
@@ -571,6 +663,11 @@ async function submit(card, path, body, done) {
         return;
       }
       setSending(card, null);
+      if (error.code === 'NRY-0028' || error.code === 'NRY-0029') {
+        showProblem(card, error, 'Nothing was decided: the call still waits, as held.');
+        setBusy(card, false);
+        return;
+      }
       if (error.status === 409 && error.code !== 'NRY-0010') {
         // No longer waiting: someone answered it, or the host closed it.
         showProblem(card, error, 'This request is no longer waiting for you.');

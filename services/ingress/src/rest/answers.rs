@@ -89,30 +89,32 @@ pub async fn answer_question(
 
 /// Exactly one of `approved` and `value` (the reading rules read each as the
 /// other where the kind allows): the input, or `400 NRY-0001` naming the two (`names`). An
-/// `argumentsDigest` binds a decision, so it comes with `approved` or a boolean
-/// `value` (read as `approved`); with any other `value` it is `400 NRY-0001`.
+/// `argumentsDigest` or `editedArguments` binds a decision, so it comes with `approved` or
+/// a boolean `value` (read as `approved`); with any other `value` it is `400 NRY-0001`.
+/// Whether an edit may be released is the worker's to decide (`NRY-0028`, `NRY-0029`).
 fn one_of(
     (approved, value): (Option<bool>, Option<Value>),
     reason: Option<String>,
-    arguments_digest: Option<String>,
+    (arguments_digest, edited_arguments): (Option<String>, Option<Value>),
     names: &str,
 ) -> Result<AnswerInput, ApiError> {
+    let binds = arguments_digest.is_some() || edited_arguments.is_some();
     match (approved, value) {
         (Some(approved), None) => Ok(AnswerInput::Approved {
             approved,
             reason,
             arguments_digest,
+            edited_arguments,
         }),
-        (None, Some(Value::Bool(approved))) if arguments_digest.is_some() => {
-            Ok(AnswerInput::Approved {
-                approved,
-                reason,
-                arguments_digest,
-            })
-        }
-        (None, Some(_)) if arguments_digest.is_some() => Err(ApiError::invalid(
-            "argumentsDigest binds an approval decision: give it with `approved` \
-             (or a boolean `value`)",
+        (None, Some(Value::Bool(approved))) if binds => Ok(AnswerInput::Approved {
+            approved,
+            reason,
+            arguments_digest,
+            edited_arguments,
+        }),
+        (None, Some(_)) if binds => Err(ApiError::invalid(
+            "argumentsDigest and editedArguments bind an approval decision: give them with \
+             `approved` (or a boolean `value`)",
         )),
         (None, Some(value)) => Ok(AnswerInput::Value { value, reason }),
         _ => Err(ApiError::invalid(format!("give exactly one of {names}"))),
@@ -135,7 +137,8 @@ pub async fn approve(
         route,
         |b: ApproveBody| {
             let names = "`approved` (boolean) or `value`";
-            let input = one_of((b.approved, b.value), b.reason, b.arguments_digest, names)?;
+            let binding = (b.arguments_digest, b.edited_arguments);
+            let input = one_of((b.approved, b.value), b.reason, binding, names)?;
             Ok((input, b.remember))
         },
     )
@@ -160,7 +163,7 @@ pub async fn respond(
             let input = one_of(
                 (b.approved, b.value),
                 b.reason,
-                None,
+                (None, None),
                 "`value` or `approved`",
             )?;
             Ok((input, b.remember))
