@@ -305,8 +305,13 @@ test_roles() {
         "http://127.0.0.1:$api/v1/interactions/eff_img/approve" --data '{"approved":true}')"
     [[ "$status" == 204 ]] || { log "approve answered $status"; return 1; }
     "${rt[@]}" tool-result eff_img --output '{"url":"https://example.invalid/pr/1"}' >/dev/null || return 1
-    curl -s "${who[@]}" "http://127.0.0.1:$api/v1/interactions/eff_img" | grep -q '"state":"resolved"' ||
-        { log "the interaction is not resolved"; return 1; }
+    # Released, then finished by the result: the record moves to `finished`
+    # (is_finished sees this function's locals: bash scopes them dynamically).
+    is_finished() {
+        curl -s "${who[@]}" "http://127.0.0.1:$api/v1/interactions/eff_img" | grep -q '"state":"finished"'
+    }
+    wait_until is_finished 20 ||
+        { log "the interaction did not finish"; curl -s "${who[@]}" "http://127.0.0.1:$api/v1/interactions/eff_img"; return 1; }
     log "an approval ran end to end through the containers"
     # Logs: JSON lines on stdout (podman keeps the streams apart).
     local lines
@@ -314,10 +319,13 @@ test_roles() {
     [[ -n "$lines" ]] || { log "the ingress wrote nothing on stdout"; return 1; }
     python3 -c 'import json,sys; [json.loads(l) for l in sys.stdin if l.strip()]' <<<"$lines" ||
         { log "a stdout line of the ingress is not JSON"; return 1; }
-    # Every process of the three containers runs as uid 10001.
-    local c uids
+    # Every process of the three containers runs as uid 10001, read on the host
+    # (`podman top` would run ps inside, and the image has none): the container's
+    # first process and its children.
+    local c uids pid
     for c in nats worker ingress; do
-        uids="$(podman top "$tag-$c" uid | tail -n +2 | sort -u | tr -d ' ')"
+        pid="$(podman inspect --format '{{.State.Pid}}' "$tag-$c")"
+        uids="$(ps -o uid= -p "$pid" --ppid "$pid" | sort -u | tr -d ' ')"
         [[ "$uids" == 10001 ]] || { log "$c runs as uid(s) $uids"; return 1; }
     done
     # SIGTERM: the graceful shutdown, exit 0.
