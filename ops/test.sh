@@ -159,6 +159,7 @@ fi
 
 if [[ "${HOLDPOINT_SKIP_NODE:-}" != "1" ]]; then
     # Against the binary just built (target/debug/holdpoint, or CARGO_TARGET_DIR's).
-    (cd "$SDK_DIR" && npm run --silent build && node --test --test-concurrency=1 test/) || status=$?
+    # A test that hangs fails after 3 minutes instead of holding the run.
+    (cd "$SDK_DIR" && npm run --silent build && node --test --test-concurrency=1 --test-timeout=180000 test/) || status=$?
 fi
 exit "$status"

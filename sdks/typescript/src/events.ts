@@ -95,6 +95,14 @@ export async function* followEvents(
             .pipeThrough(new TextDecoderStream())
             .pipeThrough(new EventSourceParserStream())
             .getReader();
+          // An abort cancels the reader itself, which cancels the piped chain down
+          // to the response body and closes the connection: the fetch's own signal
+          // alone left a piped body (and its socket) open now and then, and a
+          // pending read() with it.
+          const cancel = () => {
+            events.cancel().catch(() => {});
+          };
+          stop.signal.addEventListener('abort', cancel, { once: true });
           try {
             for (;;) {
               const { value, done } = await events.read();
@@ -107,7 +115,10 @@ export async function* followEvents(
               yield { sequence, name: value.event as EventName, event: JSON.parse(value.data) as CloudEvent };
             }
           } finally {
-            await events.cancel().catch(() => {});
+            stop.signal.removeEventListener('abort', cancel);
+            // Not awaited: a cancel that waits on a stalled pipe must not hold the
+            // consumer that stopped iterating.
+            events.cancel().catch(() => {});
           }
           failure = new Error('the event stream ended');
         }
