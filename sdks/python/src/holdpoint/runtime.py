@@ -788,6 +788,7 @@ class Runtime:
                     try:
                         msgs = await sub.fetch(batch, timeout=1.0)
                     except asyncio.TimeoutError:
+                        _raise_if_cancelled()
                         # A consumer kept in memory is gone after the server
                         # restarted: after a reconnect, start a new one.
                         if self._nc.stats.get("reconnects", 0) != reconnects:
@@ -827,3 +828,18 @@ class Runtime:
                 except nats.errors.Error:
                     pass
 
+
+def _raise_if_cancelled() -> None:
+    """Raises ``CancelledError`` when the current task is being cancelled.
+
+    nats-py's ``fetch`` waits under ``asyncio.wait_for``, which on Python 3.10 and
+    3.11 can turn a cancellation that lands together with its timeout into a
+    ``TimeoutError`` (CPython issue 86296, fixed in 3.12): a follow that took it
+    for an empty fetch would go on forever (a test run hung in its event loop's
+    teardown, cancelling such a task). ``Task.cancelling`` (3.11+) still says a
+    cancellation is pending; on 3.10 it cannot be told.
+    """
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    if cancelling is not None and cancelling():
+        raise asyncio.CancelledError
