@@ -148,13 +148,73 @@ impl Bus {
     ///
     /// # Errors
     /// As [`Bus::load`].
+    ///
+    /// An interaction read as absent is read again from the bucket's stream leader
+    /// before it is believed: a direct get may be answered by any replica, and one
+    /// cut off by a partition answered "absent" for interactions that existed, so
+    /// answers to them were refused `404 NRY-0004` (the partition schedule found
+    /// three). The leader read costs a round trip on that path only.
     pub async fn load_interaction(
         &self,
         org: &OrgId,
         id: &InteractionId,
     ) -> Result<Loaded<Interaction>, BusError> {
-        self.load(Bucket::Interactions, Topology::interaction_key(org, id))
+        let key = Topology::interaction_key(org, id);
+        let loaded = self.load(Bucket::Interactions, key.clone()).await?;
+        if loaded.value.is_some() || loaded.revision != 0 {
+            return Ok(loaded);
+        }
+        self.load_from_leader(Bucket::Interactions, key).await
+    }
+
+    /// Reads `key` of bucket `b` with a stream message get, which the stream's
+    /// leader answers (never a lagging replica).
+    ///
+    /// # Errors
+    /// As [`Bus::load`].
+    async fn load_from_leader<T: DeserializeOwned>(
+        &self,
+        b: Bucket,
+        key: String,
+    ) -> Result<Loaded<T>, BusError> {
+        let bucket = self.bucket_name(b);
+        let stream = self
+            .js
+            .get_stream_no_info(format!("KV_{bucket}"))
             .await
+            .map_err(|e| BusError::transient("kv leader get", e))?;
+        match stream
+            .get_last_raw_message_by_subject(&format!("$KV.{bucket}.{key}"))
+            .await
+        {
+            Ok(m) => {
+                let removed = m
+                    .headers
+                    .get("KV-Operation")
+                    .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"));
+                if removed {
+                    return Ok(Loaded {
+                        value: None,
+                        revision: m.sequence,
+                    });
+                }
+                let value = serde_json::from_slice(&m.payload).map_err(|e| BusError::Corrupt {
+                    key,
+                    message: e.to_string(),
+                })?;
+                Ok(Loaded {
+                    value: Some(value),
+                    revision: m.sequence,
+                })
+            }
+            Err(e)
+                if e.kind()
+                    == async_nats::jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
+            {
+                Ok(Loaded::default())
+            }
+            Err(e) => Err(BusError::transient("kv leader get", e)),
+        }
     }
 
     /// Loads the task record `org/id`.
