@@ -568,35 +568,6 @@ impl InboxLinkArgs {
     }
 }
 
-/// `holdpoint dev-token`.
-#[derive(Debug, Clone, Args)]
-pub struct DevTokenArgs {
-    /// Organisation.
-    #[arg(long)]
-    pub org: String,
-    /// Person (`sub`).
-    #[arg(long)]
-    pub person: String,
-    /// Directory of the development key and JWKS (default:
-    /// $XDG_STATE_HOME/holdpoint/dev-jwt, else ~/.local/state/holdpoint/dev-jwt;
-    /// `up --dev-jwt` reads the same).
-    #[arg(long, env = "HOLDPOINT_DEV_JWT_DIR")]
-    pub dir: Option<PathBuf>,
-    /// The organisation claim's name.
-    #[arg(long, default_value = "org")]
-    pub org_claim: String,
-    /// Validity, in seconds.
-    #[arg(long, default_value_t = 12 * 3600)]
-    pub ttl_secs: u64,
-}
-
-/// `holdpoint demo`.
-#[derive(Debug, Clone, Args)]
-pub struct DemoArgs {
-    /// Use this NATS instead of starting a private one.
-    #[arg(long, env = "HOLDPOINT_NATS_URL")]
-    pub nats_url: Option<String>,
-    /// Print the full JSON of each event.
-    #[arg(long)]
-    pub verbose: bool,
-}
+// Beside their verbs' code, as `status` and `backup` keep theirs.
+pub use crate::demo::DemoArgs;
+pub use crate::devtoken::DevTokenArgs;

@@ -43,7 +43,6 @@ use anyhow::{Context as _, bail};
 use bytes::Bytes;
 use clap::Args;
 use futures::StreamExt as _;
-use holdpoint_bus::Topology;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
@@ -64,18 +63,10 @@ const CHUNK_TIMEOUT: Duration = Duration::from_secs(30);
 /// `holdpoint backup`.
 #[derive(Debug, Clone, Args)]
 pub struct BackupArgs {
-    /// The NATS URL (comma-separated for a cluster; credentials in it). The user
-    /// needs the JetStream API and `$JS.SNAPSHOT.>` (`setup` in
-    /// ops/nats/holdpoint.conf has both).
-    #[arg(
-        long,
-        env = "HOLDPOINT_NATS_URL",
-        default_value = "nats://127.0.0.1:4290"
-    )]
-    pub nats_url: String,
-    /// Command partitions the topology has (as `nats.partitions`).
-    #[arg(long, env = "HOLDPOINT_PARTITIONS", default_value_t = Topology::default().partitions)]
-    pub partitions: u32,
+    /// Where the store is. The NATS user needs the JetStream API and
+    /// `$JS.SNAPSHOT.>` (`setup` in ops/nats/holdpoint.conf has both).
+    #[command(flatten)]
+    pub store: crate::status::StoreArgs,
     /// The directory to write; created, and refused when it holds a manifest.
     #[arg(long)]
     pub out: PathBuf,
@@ -149,11 +140,8 @@ pub async fn backup(args: BackupArgs) -> anyhow::Result<()> {
     tokio::fs::create_dir_all(&args.out)
         .await
         .with_context(|| format!("create {}", args.out.display()))?;
-    let topo = Topology {
-        partitions: args.partitions,
-        ..Topology::default()
-    };
-    let client = holdpoint_bus::connect(&args.nats_url, "holdpoint-backup").await?;
+    let topo = args.store.topology();
+    let client = holdpoint_bus::connect(&args.store.nats_url, "holdpoint-backup").await?;
     let mut streams = Vec::new();
     for name in topo.stream_names() {
         let saved = snapshot(&client, &name, &args.out)

@@ -22,7 +22,6 @@ use holdpoint_domain::{CallResult, EventData, QuestionSpec, SessionMode};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::args::DemoArgs;
 use crate::config::{Config, Service};
 use crate::localnats;
 use crate::serve::{connect_bus, start_services};
@@ -395,6 +394,17 @@ async fn script(
 
     println!("\n✓ three blocked calls, three tool-call-finished events, each exactly once");
     Ok(())
+}
+
+/// `holdpoint demo`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DemoArgs {
+    /// Use this NATS instead of starting a private one.
+    #[arg(long, env = "HOLDPOINT_NATS_URL")]
+    pub nats_url: Option<String>,
+    /// Print the full JSON of each event.
+    #[arg(long)]
+    pub verbose: bool,
 }
 
 #[cfg(test)]

@@ -128,3 +128,25 @@ impl DevKey {
         )?)
     }
 }
+
+/// `holdpoint dev-token`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DevTokenArgs {
+    /// Organisation.
+    #[arg(long)]
+    pub org: String,
+    /// Person (`sub`).
+    #[arg(long)]
+    pub person: String,
+    /// Directory of the development key and JWKS (default:
+    /// $XDG_STATE_HOME/holdpoint/dev-jwt, else ~/.local/state/holdpoint/dev-jwt;
+    /// `up --dev-jwt` reads the same).
+    #[arg(long, env = "HOLDPOINT_DEV_JWT_DIR")]
+    pub dir: Option<PathBuf>,
+    /// The organisation claim's name.
+    #[arg(long, default_value = "org")]
+    pub org_claim: String,
+    /// Validity, in seconds.
+    #[arg(long, default_value_t = 12 * 3600)]
+    pub ttl_secs: u64,
+}

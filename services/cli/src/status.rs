@@ -15,9 +15,10 @@ use clap::Args;
 use holdpoint_bus::Topology;
 use serde_json::{Value, json};
 
-/// `holdpoint status`.
+/// The store an operator verb reads (`status`, `backup`): where NATS is and how
+/// many command partitions its topology has.
 #[derive(Debug, Clone, Args)]
-pub struct StatusArgs {
+pub struct StoreArgs {
     /// The NATS URL (comma-separated for a cluster; credentials in it).
     #[arg(
         long,
@@ -28,6 +29,24 @@ pub struct StatusArgs {
     /// Command partitions the topology has (as `nats.partitions`).
     #[arg(long, env = "HOLDPOINT_PARTITIONS", default_value_t = Topology::default().partitions)]
     pub partitions: u32,
+}
+
+impl StoreArgs {
+    /// The default topology with these partitions.
+    pub fn topology(&self) -> Topology {
+        Topology {
+            partitions: self.partitions,
+            ..Topology::default()
+        }
+    }
+}
+
+/// `holdpoint status`.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// Where the store is.
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -54,11 +73,8 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
 /// # Errors
 /// As [`run`].
 pub async fn read(args: &StatusArgs) -> anyhow::Result<Value> {
-    let topo = Topology {
-        partitions: args.partitions,
-        ..Topology::default()
-    };
-    let client = holdpoint_bus::connect(&args.nats_url, "holdpoint-status").await?;
+    let topo = args.store.topology();
+    let client = holdpoint_bus::connect(&args.store.nats_url, "holdpoint-status").await?;
     let info = client.server_info();
     let js = jetstream::new(client.clone());
     let mut streams = Vec::new();
