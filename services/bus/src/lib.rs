@@ -41,10 +41,16 @@ use async_nats::jetstream::{self, kv};
 pub use error::{BusError, ErrorKind};
 pub use records::{Cas, Loaded, Page};
 pub use setup::{STORE_FORMAT, STORE_FORMAT_KEY, store_format_of};
-pub use topology::{Capabilities, Topology};
+pub use topology::Topology;
 
-/// Oldest nats-server Holdpoint runs against (2.9, what Debian ships; README "Setup").
-pub const MIN_SERVER: (u64, u64, u64) = (2, 9, 0);
+/// Oldest nats-server Holdpoint runs against: 2.15.1, the release `ops/setup.sh`
+/// pins. Everything Holdpoint builds on is there (stream subject transforms and
+/// `partition()` mappings since 2.10, priority groups with pinned clients since
+/// 2.11, message schedules and atomic batch publish since 2.12, with the atomic
+/// batch fixes up to 2.15); there is one code path, and an older server is refused
+/// at connect and at setup ([`BusError::ServerTooOld`], naming both versions).
+/// README.md, "Setup".
+pub const MIN_SERVER: (u64, u64, u64) = (2, 15, 1);
 /// Header carrying the subject the worker replies the outcome to.
 pub const REPLY_HEADER: &str = "Hp-Reply-To";
 /// The header a record's KV write carries when its outbox still owes effects: the
@@ -206,8 +212,6 @@ pub struct Bus {
     pub js: jetstream::Context,
     /// Names and settings.
     pub topo: Topology,
-    /// What the server supports (decides partitioning and ingest subjects).
-    pub caps: Capabilities,
     /// `HP_INTERACTIONS`: interaction records, key `<org>.<interactionId>`.
     pub interactions: kv::Store,
     /// `HP_TASKS`: task records (pending interactions), key `<org>.<taskId>`.
@@ -232,7 +236,6 @@ impl std::fmt::Debug for Bus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Bus")
             .field("topo", &self.topo)
-            .field("caps", &self.caps)
             .finish_non_exhaustive()
     }
 }
@@ -244,11 +247,6 @@ impl Bus {
     pub fn writing_as(mut self, writer: impl Into<std::sync::Arc<str>>) -> Self {
         self.writer = Some(writer.into());
         self
-    }
-
-    /// True when commands are partitioned over pinned workers (nats-server 2.11+).
-    pub fn partitioned(&self) -> bool {
-        self.caps.partitioned()
     }
 
     /// Whether NATS, the streams and the buckets Holdpoint needs are reachable (the
@@ -291,10 +289,13 @@ mod tests {
 
     #[test]
     fn version_check() {
-        assert!(check_version("2.9.10").is_ok());
         assert!(check_version("2.15.1").is_ok());
-        assert!(check_version("v2.11.0-RC.1").is_ok());
-        assert!(check_version("2.8.4").is_err());
+        assert!(check_version("v2.16.0-RC.1").is_ok());
+        assert!(check_version("3.0.0").is_ok());
+        assert!(check_version("2.15.0").is_err());
+        assert!(check_version("2.14.9").is_err());
+        assert!(check_version("v2.11.0-RC.1").is_err());
+        assert!(check_version("2.9.10").is_err());
         assert!(check_version("garbage").is_err());
         assert!(check_version("").is_err());
     }

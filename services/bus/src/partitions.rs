@@ -26,9 +26,6 @@
 //! that takes a partition over publishes again the unconfirmed transitions committed
 //! since its checkpoint (see the worker's relay), so no effect is lost across a
 //! failover, however long the partition had no owner.
-//!
-//! On nats-server 2.9 there are no priority groups: all workers share one durable
-//! `HP_WORKERS` ([`Bus::shared_consumer`]).
 
 use async_nats::jetstream::consumer::{self, AckPolicy, PriorityPolicy, PullConsumer};
 use async_nats::jetstream::kv;
@@ -78,31 +75,6 @@ impl Bus {
             .map_err(|e| BusError::transient("create partition consumer", e))
     }
 
-    /// The durable all workers share when commands are not partitioned (2.9).
-    ///
-    /// # Errors
-    /// Transient when JetStream refuses.
-    pub async fn shared_consumer(&self) -> Result<PullConsumer, BusError> {
-        let stream = self
-            .js
-            .get_stream(self.topo.commands_stream())
-            .await
-            .map_err(|e| BusError::transient("get commands stream", e))?;
-        let name = self.topo.worker_consumer();
-        let cfg = consumer::pull::Config {
-            durable_name: Some(name.clone()),
-            ack_policy: AckPolicy::Explicit,
-            ack_wait: self.topo.ack_wait,
-            max_deliver: self.topo.max_deliver,
-            max_ack_pending: 10_000,
-            ..Default::default()
-        };
-        stream
-            .get_or_create_consumer(&name, cfg)
-            .await
-            .map_err(|e| BusError::transient("create worker consumer", e))
-    }
-
     /// Releases this worker's pin on partition `p`, so the server pins another
     /// worker that pulls it (a handover to the preferred worker).
     ///
@@ -143,7 +115,7 @@ impl Bus {
     }
 
     /// Commands waiting and commands delivered but not yet acknowledged, over every
-    /// partition (or the shared consumer).
+    /// partition.
     ///
     /// # Errors
     /// Transient on NATS failure.
@@ -153,13 +125,9 @@ impl Bus {
             .get_stream(self.topo.commands_stream())
             .await
             .map_err(|e| BusError::transient("get commands stream", e))?;
-        let names: Vec<String> = if self.partitioned() {
-            (0..self.topo.partitions)
-                .map(|p| self.topo.partition_consumer(p))
-                .collect()
-        } else {
-            vec![self.topo.worker_consumer()]
-        };
+        let names: Vec<String> = (0..self.topo.partitions)
+            .map(|p| self.topo.partition_consumer(p))
+            .collect();
         let (mut pending, mut ack_pending) = (0, 0);
         for name in names {
             match stream.consumer_info(&name).await {

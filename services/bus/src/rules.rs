@@ -129,7 +129,7 @@ impl Bus {
             let (op, ack) = self
                 .publish_keyed(
                     "publish audit record",
-                    self.topo.audit_publish_subject(org, self.caps),
+                    self.topo.audit_publish_subject(org),
                     &event.id,
                     Some("application/cloudevents+json"),
                     "",

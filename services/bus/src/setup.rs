@@ -1,15 +1,16 @@
 //! Creating or binding every stream and bucket ([`Bus::setup`], [`Bus::attach`]).
 //!
-//! What is created depends on the server ([`Capabilities`]): on nats-server 2.10+
-//! the effects streams take ingest subjects (`hp.in.…`), store under the public ones
-//! and republish what they stored; on 2.11+ the commands stream is partitioned with
-//! a `partition()` subject transform. On 2.9 both are off (see [`crate::topology`]).
+//! One layout, for every server at or above [`crate::MIN_SERVER`]: the effects
+//! streams take ingest subjects (`hp.in.…`), store under the public ones and
+//! republish what they stored; the commands stream is partitioned with a
+//! `partition()` subject transform and holds the deadline schedules (see
+//! [`crate::topology`]). An older server is refused before anything is created.
 
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv, stream};
 
-use crate::{Bus, BusError, Capabilities, Topology};
+use crate::{Bus, BusError, Topology};
 
 /// The store format this build writes and reads: the layout of the records,
 /// events, subjects and streams that Holdpoint keeps in JetStream. It changes only
@@ -91,10 +92,10 @@ impl Bus {
                 format!("partitions must be 1 to 1024 (got {})", topo.partitions),
             ));
         }
-        let caps = Capabilities::of_version(&client.server_info().version);
+        crate::check_version(&client.server_info().version)?;
         let js = jetstream::new(client.clone());
         check_store_format(&js, &topo).await?;
-        for cfg in stream_configs(&topo, caps) {
+        for cfg in stream_configs(&topo) {
             ensure_stream(&js, cfg, update).await?;
         }
         let bucket = |bucket: String, max_age: Duration| kv::Config {
@@ -127,15 +128,12 @@ impl Bus {
             topo.duplicate_window,
         )
         .await?;
-        if caps.partitioned() {
-            ensure_bucket(&js, bucket(topo.checkpoints_bucket(), forever)).await?;
-            ensure_bucket(&js, bucket(topo.presence_bucket(), topo.presence_ttl)).await?;
-        }
+        ensure_bucket(&js, bucket(topo.checkpoints_bucket(), forever)).await?;
+        ensure_bucket(&js, bucket(topo.presence_bucket(), topo.presence_ttl)).await?;
         Ok(Bus {
             client,
             js,
             topo,
-            caps,
             interactions,
             tasks,
             sessions,
@@ -148,8 +146,8 @@ impl Bus {
     }
 }
 
-/// The commands, events, lanes and audit streams' configurations for `caps`.
-fn stream_configs(topo: &Topology, caps: Capabilities) -> Vec<stream::Config> {
+/// The commands, events, lanes, audit and webhook streams' configurations.
+fn stream_configs(topo: &Topology) -> Vec<stream::Config> {
     let sp = &topo.subject_prefix;
     let file = |name: String, subjects: Vec<String>| stream::Config {
         name,
@@ -159,38 +157,24 @@ fn stream_configs(topo: &Topology, caps: Capabilities) -> Vec<stream::Config> {
         duplicate_window: topo.duplicate_window,
         ..Default::default()
     };
-    let commands = if caps.partitioned() {
-        let (src, dest) = topo.command_transform();
-        // Deadline schedules live beside the commands (a schedule's target must be in
-        // its own stream); the transform leaves `hp.sched.>` as it is.
-        let mut subjects = vec![src.clone()];
-        if caps.schedules {
-            subjects.push(topo.schedules_subjects());
-        }
-        stream::Config {
-            retention: stream::RetentionPolicy::WorkQueue,
-            subject_transform: Some(stream::SubjectTransform {
-                source: src.clone(),
-                destination: dest,
-            }),
-            allow_message_schedules: caps.schedules,
-            allow_rollup: caps.schedules,
-            metadata: [(STORE_FORMAT_KEY.to_owned(), STORE_FORMAT.to_string())].into(),
-            ..file(topo.commands_stream(), subjects)
-        }
-    } else {
-        stream::Config {
-            retention: stream::RetentionPolicy::WorkQueue,
-            ..file(topo.commands_stream(), vec![format!("{sp}.cmd.>")])
-        }
+    let (src, dest) = topo.command_transform();
+    // Deadline schedules live beside the commands (a schedule's target must be in
+    // its own stream); the transform leaves `hp.sched.>` as it is.
+    let commands = stream::Config {
+        retention: stream::RetentionPolicy::WorkQueue,
+        subject_transform: Some(stream::SubjectTransform {
+            source: src.clone(),
+            destination: dest,
+        }),
+        allow_message_schedules: true,
+        allow_rollup: true,
+        metadata: [(STORE_FORMAT_KEY.to_owned(), STORE_FORMAT.to_string())].into(),
+        ..file(topo.commands_stream(), vec![src, topo.schedules_subjects()])
     };
     // An effects stream: ingest `hp.in.<what>.>`, stored and republished as
-    // `hp.<what>.>` (2.10+); `hp.<what>.>` directly before.
+    // `hp.<what>.>`.
     let effects = |name: String, what: &str| {
         let public = format!("{sp}.{what}.>");
-        if !caps.subject_transforms {
-            return file(name, vec![public]);
-        }
         let ingest = format!("{sp}.in.{what}.>");
         stream::Config {
             subject_transform: Some(stream::SubjectTransform {

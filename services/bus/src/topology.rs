@@ -1,9 +1,9 @@
-//! Names, subjects and settings of everything Holdpoint keeps in NATS, and what the
-//! connected server can do ([`Capabilities`]).
+//! Names, subjects and settings of everything Holdpoint keeps in NATS (on
+//! nats-server [`crate::MIN_SERVER`] or newer; there is no other layout).
 //!
 //! | what | name | subjects / keys |
 //! |---|---|---|
-//! | commands stream | `HP_COMMANDS` | published `hp.cmd.<org>.<key>.<verb>`, stored `hp.cmd.<p>.<org>.<key>.<verb>` (partitioned); deadline schedules `hp.sched.<org>.<interactionId>.<stage>` (2.12+) |
+//! | commands stream | `HP_COMMANDS` | published `hp.cmd.<org>.<key>.<verb>`, stored `hp.cmd.<p>.<org>.<key>.<verb>`; deadline schedules `hp.sched.<org>.<interactionId>.<stage>` |
 //! | partition consumers | `HP_WORKERS_<p>` | filter `hp.cmd.<p>.>`, priority group `workers`, pinned client |
 //! | events stream | `HP_EVENTS` | ingest `hp.in.evt.<org>.<task>.<name>`, stored and republished `hp.evt.<org>.<task>.<name>` |
 //! | lanes stream | `HP_LANES` | ingest `hp.in.lane.…`, stored and republished `hp.lane.<org>.<session>.<lane>` |
@@ -31,13 +31,7 @@
 //! transform) and republishes exactly what it stored (stream RePublish): a message
 //! that JetStream drops as a duplicate is never seen by a live reader.
 //!
-//! **nats-server 2.9** has neither subject transforms on streams nor priority
-//! groups: Holdpoint then runs unpartitioned (one durable `HP_WORKERS` shared by all
-//! workers, stored subject `hp.cmd.<org>.<key>.<verb>`) and publishes effects to the
-//! public subjects directly (a live reader may then see an event twice after a
-//! worker crash; stored copies stay single).
-//!
-//! **Deadlines** are JetStream message schedules (nats-server 2.12+, stream setting
+//! **Deadlines** are JetStream message schedules (stream setting
 //! `allow_msg_schedules`, which needs `allow_rollup_hdrs`): a message on
 //! `hp.sched.<org>.<interactionId>.<warn|expire>` with `Nats-Schedule: @at <RFC 3339>`
 //! and `Nats-Schedule-Target: hp.cmd.<org>.<task>.expire`. The server keeps
@@ -50,41 +44,6 @@ use std::time::Duration;
 use holdpoint_domain::{
     CommandEnvelope, Event, InteractionId, LaneId, LaneMessage, OrgId, SessionId, TaskId, WebhookId,
 };
-
-/// What the connected nats-server supports, from its version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Capabilities {
-    /// Stream subject transforms and `partition()` mappings (2.10+).
-    pub subject_transforms: bool,
-    /// Pull consumer priority groups with pinned clients (2.11+).
-    pub priority_groups: bool,
-    /// JetStream message schedules (2.12+).
-    pub schedules: bool,
-}
-
-impl Capabilities {
-    /// Everything (a current server).
-    pub const CURRENT: Capabilities = Capabilities {
-        subject_transforms: true,
-        priority_groups: true,
-        schedules: true,
-    };
-
-    /// The capabilities of a server reporting `version` (`2.15.1`, `v2.11.0-RC.1`).
-    pub fn of_version(version: &str) -> Capabilities {
-        let v = crate::parse_version(version).unwrap_or((0, 0, 0));
-        Capabilities {
-            subject_transforms: v >= (2, 10, 0),
-            priority_groups: v >= (2, 11, 0),
-            schedules: v >= (2, 12, 0),
-        }
-    }
-
-    /// True when commands are partitioned and effects go through ingest subjects.
-    pub fn partitioned(&self) -> bool {
-        self.subject_transforms && self.priority_groups
-    }
-}
 
 /// Names and settings of everything Holdpoint keeps in NATS.
 #[derive(Debug, Clone)]
@@ -230,13 +189,13 @@ impl Topology {
         format!("{}.{}", org.token(), id.token())
     }
 
-    /// The unpartitioned workers' durable consumer (`HP_WORKERS`, nats-server 2.9).
-    pub fn worker_consumer(&self) -> String {
+    /// The prefix of the partition consumers' names (`HP_WORKERS`).
+    pub fn worker_consumer_prefix(&self) -> String {
         self.name("WORKERS")
     }
     /// Partition `p`'s consumer (`HP_WORKERS_<p>`).
     pub fn partition_consumer(&self, p: u32) -> String {
-        format!("{}_{p}", self.worker_consumer())
+        format!("{}_{p}", self.worker_consumer_prefix())
     }
     /// The priority group every partition consumer pins one worker in.
     pub fn priority_group(&self) -> &'static str {
@@ -304,12 +263,9 @@ impl Topology {
             .parse()
             .ok()
     }
-    /// The published form of a stored command subject (the partition token removed
-    /// when `partitioned`).
-    pub fn published_command_subject(&self, stored_subject: &str, partitioned: bool) -> String {
-        if !partitioned {
-            return stored_subject.to_owned();
-        }
+    /// The published form of a stored command subject: `hp.cmd.<p>.<rest>` gives
+    /// `hp.cmd.<rest>`; a subject without a partition token is returned as it is.
+    pub fn published_command_subject(&self, stored_subject: &str) -> String {
         let head = format!("{}.cmd.", self.subject_prefix);
         match stored_subject
             .strip_prefix(&head)
@@ -320,22 +276,18 @@ impl Topology {
         }
     }
 
-    /// The subject prefix effects are published under: `hp.in` (ingest) when the
-    /// streams republish, else `hp` (2.9).
-    fn effect_prefix(&self, caps: Capabilities) -> String {
-        if caps.subject_transforms {
-            format!("{}.in", self.subject_prefix)
-        } else {
-            self.subject_prefix.clone()
-        }
+    /// The subject prefix effects are published under: `hp.in` (ingest; the
+    /// streams store and republish under the public subjects).
+    fn effect_prefix(&self) -> String {
+        format!("{}.in", self.subject_prefix)
     }
     /// `hp.evt.<org>.<task>.<name>` (`_` = no task), where readers read it.
     pub fn event_subject(&self, e: &Event) -> String {
         self.event_subject_in(&self.subject_prefix, e)
     }
     /// Where a worker publishes `e`.
-    pub fn event_publish_subject(&self, e: &Event, caps: Capabilities) -> String {
-        self.event_subject_in(&self.effect_prefix(caps), e)
+    pub fn event_publish_subject(&self, e: &Event) -> String {
+        self.event_subject_in(&self.effect_prefix(), e)
     }
     fn event_subject_in(&self, prefix: &str, e: &Event) -> String {
         let task = e
@@ -349,16 +301,16 @@ impl Topology {
         format!("{}.audit.{}", self.subject_prefix, org.token())
     }
     /// Where a worker publishes an audit record.
-    pub fn audit_publish_subject(&self, org: &OrgId, caps: Capabilities) -> String {
-        format!("{}.audit.{}", self.effect_prefix(caps), org.token())
+    pub fn audit_publish_subject(&self, org: &OrgId) -> String {
+        format!("{}.audit.{}", self.effect_prefix(), org.token())
     }
     /// `hp.lane.<org>.<session>.<lane>`, where runtimes read it.
     pub fn lane_subject(&self, m: &LaneMessage) -> String {
         self.lane_subject_in(&self.subject_prefix, m)
     }
     /// Where a worker publishes a lane message.
-    pub fn lane_publish_subject(&self, m: &LaneMessage, caps: Capabilities) -> String {
-        self.lane_subject_in(&self.effect_prefix(caps), m)
+    pub fn lane_publish_subject(&self, m: &LaneMessage) -> String {
+        self.lane_subject_in(&self.effect_prefix(), m)
     }
     fn lane_subject_in(&self, prefix: &str, m: &LaneMessage) -> String {
         format!(
@@ -432,17 +384,9 @@ mod tests {
         assert_eq!(t.partition_of("hp.cmd.5.acme.t1.answer"), Some(5));
         assert_eq!(t.partition_of("hp.cmd.acme.t1.answer"), None);
         assert_eq!(
-            t.published_command_subject("hp.cmd.5.acme.t1.answer", true),
+            t.published_command_subject("hp.cmd.5.acme.t1.answer"),
             "hp.cmd.acme.t1.answer"
         );
         assert_eq!(t.partition_filter(3), "hp.cmd.3.>");
-    }
-
-    #[test]
-    fn capabilities_follow_the_version() {
-        assert!(!Capabilities::of_version("2.9.10").partitioned());
-        assert!(Capabilities::of_version("2.11.0").partitioned());
-        assert!(!Capabilities::of_version("2.11.0").schedules);
-        assert!(Capabilities::of_version("v2.15.1").schedules);
     }
 }

@@ -425,11 +425,6 @@ pub struct WorkerSettings {
 /// `[worker]`.
 #[derive(Debug, Clone, Args, Default, Serialize)]
 pub struct WorkerPoolArgs {
-    /// Pull loops on a shared consumer when commands are not partitioned
-    /// (nats-server 2.9; default 4).
-    #[arg(long, env = "HOLDPOINT_WORKER_CONCURRENCY")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub concurrency: Option<usize>,
     /// Most commands decided together in one batch (default 128).
     #[arg(long, env = "HOLDPOINT_WORKER_BATCH")]
     #[serde(skip_serializing_if = "Option::is_none")]

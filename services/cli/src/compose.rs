@@ -156,7 +156,6 @@ impl Config {
         failpoint: Option<Failpoint>,
     ) -> WorkerConfig {
         WorkerConfig {
-            concurrency: self.worker.concurrency,
             batch: self.worker.batch,
             cache_bytes: self.worker.cache_mb.saturating_mul(1024 * 1024),
             worker_id: self.worker.id.clone(),

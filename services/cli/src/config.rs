@@ -311,9 +311,6 @@ impl Default for SocketConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkerSection {
-    /// Pull loops sharing the durable consumer when commands are not partitioned
-    /// (nats-server 2.9); partitioned, each partition has one.
-    pub concurrency: usize,
     /// Most commands decided together in one batch (group commit).
     pub batch: usize,
     /// Memory for records kept between batches, in MiB.
@@ -330,7 +327,6 @@ pub struct WorkerSection {
 impl Default for WorkerSection {
     fn default() -> Self {
         WorkerSection {
-            concurrency: 4,
             batch: 128,
             cache_mb: 16,
             id: None,

@@ -94,9 +94,8 @@ pub struct Placement {
 }
 
 /// An interaction's deadline as a runtime asks for it: at most one of `expires_at`
-/// and `expires_in`, and what expiry decides. Refused with `NRY-0022` by a
-/// nats-server without message schedules (before 2.12), `NRY-0023` when past or
-/// beyond the configured maximum.
+/// and `expires_in`, and what expiry decides. Refused with `NRY-0023` when past
+/// or beyond the configured maximum.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Expiry {
     /// The deadline as an instant (sent as RFC 3339 in UTC); must lie ahead when the worker decides the opening.

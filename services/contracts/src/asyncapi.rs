@@ -229,7 +229,7 @@ pub fn document() -> Value {
         "commands": {
             "address": format!("{sp}.cmd.{{org}}.{{key}}.{{verb}}"),
             "title": "Commands",
-            "description": format!("Stream `{}` (file storage, work queue, duplicate window {} s). The stream stores each command as `{sp}.cmd.<p>.<org>.<key>.<verb>`, with `<p>` one of {} partitions picked from (org, key) by the server's `partition()` subject transform; each partition's consumer `{}_<p>` pins one worker at a time (priority group `{}`). On nats-server 2.9 the subject is stored as published and all workers share `{}`.", topo.commands_stream(), topo.duplicate_window.as_secs(), topo.partitions, topo.worker_consumer(), topo.priority_group(), topo.worker_consumer()),
+            "description": format!("Stream `{}` (file storage, work queue, duplicate window {} s). The stream stores each command as `{sp}.cmd.<p>.<org>.<key>.<verb>`, with `<p>` one of {} partitions picked from (org, key) by the server's `partition()` subject transform; each partition's consumer `{}_<p>` pins one worker at a time (priority group `{}`).", topo.commands_stream(), topo.duplicate_window.as_secs(), topo.partitions, topo.worker_consumer_prefix(), topo.priority_group()),
             "parameters": {
                 "org": {"description": ORG_PARAM},
                 "key": {"description": "The partition key as a subject token (encoded like `org`): the A2A task for interaction commands, the interaction when the sender does not name its task, the session for session and lane commands (holdpoint_domain::CommandEnvelope::partition_key)."},

@@ -64,9 +64,10 @@ pub enum ErrorCode {
     /// opened with different content).
     #[serde(rename = "NRY-0021")]
     CommandConflict,
-    /// The connected nats-server cannot keep deadlines (it has no JetStream message
-    /// schedules, added in 2.12): an opening or a deadline change that asks for one
-    /// is refused and changes nothing.
+    /// Deadlines cannot be kept (`Deadlines::supported` false): an opening or a
+    /// deadline change that asks for one is refused and changes nothing. Reserved:
+    /// every worker runs on a nats-server at the version floor (2.15.1), which keeps
+    /// message schedules, and decides with deadlines supported.
     #[serde(rename = "NRY-0022")]
     DeadlineUnsupported,
     /// The deadline cannot be kept: both `expiresAt` and `expiresIn`, a time already

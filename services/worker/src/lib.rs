@@ -6,7 +6,7 @@
 //! - [`runner`]: one pull loop per command partition; the server pins each partition
 //!   to one worker at a time (priority groups), so a task's commands are decided in
 //!   order; workers hand partitions to their preferred owner and take them over when
-//!   a worker dies. On nats-server 2.9, a few loops share one durable consumer.
+//!   a worker dies.
 //! - [`batch`]: group commit. A pulled batch is decided in memory, its writes,
 //!   effects, replies and acks pipelined.
 //! - [`relay`]: the outbox relay. A committed transition's effects go out whatever
@@ -81,9 +81,6 @@ impl std::str::FromStr for Failpoint {
 /// (built from the `holdpoint` configuration, `services/cli/src/config.rs`).
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
-    /// Pull loops on the shared consumer when commands are not partitioned
-    /// (nats-server 2.9); partitioned, there is one loop per partition.
-    pub concurrency: usize,
     /// Most commands decided together in one batch.
     pub batch: usize,
     /// Memory for the records the worker keeps between batches, in bytes, split over
@@ -101,15 +98,14 @@ pub struct WorkerConfig {
     pub metrics: Arc<Metrics>,
     /// How often the consumers' pending and ack-pending counts are read.
     pub consumer_poll: Duration,
-    /// Deadlines: the default, maximum and warning lead (`supported` is set from the
-    /// connected server's capabilities when the worker starts).
+    /// Deadlines: the default, maximum and warning lead (`supported` is set when the
+    /// worker starts: every server at the version floor keeps message schedules).
     pub deadlines: holdpoint_domain::Deadlines,
 }
 
 impl Default for WorkerConfig {
     fn default() -> Self {
         WorkerConfig {
-            concurrency: 4,
             batch: 128,
             cache_bytes: 16 * 1024 * 1024,
             session_cache: 100_000,
@@ -138,13 +134,7 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
     // writer: it does not know what its previous run owed).
     let bus = bus.writing_as(format!("{me}.{}", uuid::Uuid::new_v4().simple()));
     let mut cfg = cfg;
-    cfg.deadlines.supported = bus.caps.schedules;
-    if !cfg.deadlines.supported && cfg.deadlines.default.is_some() {
-        warn!(
-            "the NATS server has no message schedules (nats-server 2.12+): the default \
-             deadline is not applied and openings that ask for a deadline are refused"
-        );
-    }
+    cfg.deadlines.supported = true;
     let cfg = Arc::new(cfg);
     let sessions = SessionCache::new(cfg.session_cache);
     let live: runner::Live = Arc::new(RwLock::new(vec![(me.clone(), OffsetDateTime::now_utc())]));
@@ -159,26 +149,19 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
         cfg.consumer_poll,
         background.clone(),
     ));
-    if bus.partitioned() {
-        tasks.spawn(runner::presence(
-            bus.clone(),
-            me.clone(),
-            live.clone(),
-            background.clone(),
-        ));
-    }
+    tasks.spawn(runner::presence(
+        bus.clone(),
+        me.clone(),
+        live.clone(),
+        background.clone(),
+    ));
     // A worker that starts publishes again what was left unconfirmed, even on a
     // partition no command comes to (so that no runner takes it over): each
-    // partition from its checkpoint, or, unpartitioned, the duplicate window.
+    // partition from its checkpoint.
     tasks.spawn(start_sweep(bus.clone(), shutdown.clone()));
-    let partitions: Vec<Option<u32>> = if bus.partitioned() {
-        (0..bus.topo.partitions).map(Some).collect()
-    } else {
-        vec![None; cfg.concurrency.max(1)]
-    };
+    let partitions: Vec<u32> = (0..bus.topo.partitions).collect();
     info!(
         worker = %me,
-        partitioned = bus.partitioned(),
         loops = partitions.len(),
         "worker pulling commands"
     );
@@ -216,26 +199,16 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
     Ok(())
 }
 
-/// The sweep of a worker that starts. Partitioned: each unowned partition's records
+/// The sweep of a worker that starts: each unowned partition's records
 /// written since its checkpoint (what its owners vouched for needs nothing), transitions
 /// inside the duplicate window only ([`relay::Scope::Window`]: the partition may
 /// have a live owner), so a crash loop costs the writes since the checkpoints, not
 /// the whole window per restart. What is older is the takeover sweep's.
-/// Unpartitioned: everybody's recent transitions ([`relay::Scope::Recent`]).
 async fn start_sweep(bus: Bus, shutdown: CancellationToken) {
-    let partitions: Vec<u32> = if bus.partitioned() {
-        (0..bus.topo.partitions).collect()
-    } else {
-        Vec::new()
-    };
+    let partitions: Vec<u32> = (0..bus.topo.partitions).collect();
     let mut attempt = 0;
     loop {
-        let swept = if partitions.is_empty() {
-            relay::sweep(&bus, relay::Scope::Recent, None, OffsetDateTime::now_utc()).await
-        } else {
-            sweep_partitions(&bus, &partitions, &shutdown).await
-        };
-        match swept {
+        match sweep_partitions(&bus, &partitions, &shutdown).await {
             Ok(_) => return,
             Err(e) => {
                 attempt += 1;

@@ -121,10 +121,8 @@ const CLOCK_MARGIN: Duration = Duration::from_secs(5);
 /// Whose transitions a sweep relays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
-    /// One partition's (`None`: an unpartitioned deployment's), with its checkpoint.
+    /// One partition's, with its checkpoint.
     Partition(Option<u32>),
-    /// Everybody's, inside the duplicate window only (a worker that starts).
-    Recent,
     /// One partition's, in records written since the given moment, inside the
     /// duplicate window only: the fence sweep of the runner that took the partition
     /// over (since its takeover), and the sweep of a worker that starts (since each
@@ -140,8 +138,7 @@ pub enum Scope {
 ///
 /// The sweep reads the buckets' streams headers only: a write whose record owes
 /// effects carries [`holdpoint_bus::UNCONFIRMED_HEADER`] naming the partitions that
-/// owe them, so only the keys whose last write in the range names `p` (any
-/// partition, for [`Scope::Recent`]) are loaded, and the cost of a takeover is the
+/// owe them, so only the keys whose last write in the range names `p` are loaded, and the cost of a takeover is the
 /// number of writes since, not their size. Keys this process wrote last are
 /// skipped ([`holdpoint_bus::WRITER_HEADER`]): so a fence sweep relays only what
 /// the previous owner wrote late. Up to [`SWEEP_CONCURRENCY`] keys are relayed at
@@ -157,10 +154,6 @@ pub async fn sweep(
     now: OffsetDateTime,
 ) -> Result<usize, BusError> {
     let horizon = dedup_horizon(bus, now);
-    let checkpoint = match scope {
-        Scope::Recent => None,
-        Scope::Partition(_) | Scope::Window(_) => checkpoint,
-    };
     let since = checkpoint.unwrap_or(horizon) - CLOCK_MARGIN;
     let traceparent = holdpoint_telemetry::trace::TraceContext::new_root().header_value();
     let mine = bus.writer.as_deref();
@@ -224,7 +217,7 @@ impl Relay<'_> {
         // and the record is rewritten once for all.
         let due = match self.scope {
             Scope::Partition(p) => due(&record, self.horizon, p, self.checkpoint),
-            Scope::Recent | Scope::Window(_) => due(&record, self.horizon, None, None),
+            Scope::Window(_) => due(&record, self.horizon, None, None),
         };
         let owed: Vec<Owed> = due.into_iter().map(Owed::of).collect();
         if owed.is_empty() {
@@ -275,7 +268,6 @@ fn confirm(record: &mut Record, ids: &[&str]) -> bool {
 /// sweeps.
 fn names(marker: &str, scope: Scope) -> bool {
     match scope {
-        Scope::Recent => !marker.is_empty(),
         Scope::Partition(p) | Scope::Window(p) => {
             let want = p.map_or_else(|| "-".to_owned(), |p| p.to_string());
             marker.split(',').any(|m| m.trim() == want)

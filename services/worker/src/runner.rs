@@ -1,6 +1,5 @@
-//! The pull loops: one per command partition (or a few on the shared consumer of an
-//! unpartitioned deployment), each deciding the batches it pulls, one after the
-//! other, so one task's commands are decided in the order JetStream stored them.
+//! The pull loops: one per command partition, each deciding the batches it pulls,
+//! one after the other, so one task's commands are decided in the order JetStream stored them.
 //!
 //! **Taking a partition over.** The first message a runner gets under a new
 //! `Nats-Pin-Id` means the server pinned it: it empties its record cache, reads the
@@ -175,22 +174,17 @@ pub struct Shared {
     pub confirmed: crate::cache::Confirmed,
 }
 
-/// Pulls and decides one partition (`Some(p)`) or the shared consumer (`None`)
-/// until shutdown.
+/// Pulls and decides partition `partition` until shutdown.
 pub async fn run(
     bus: Bus,
     cfg: Arc<WorkerConfig>,
-    partition: Option<u32>,
+    partition: u32,
     shared: Shared,
     me: String,
     live: Live,
     shutdown: CancellationToken,
 ) {
-    let cache_bytes = match partition {
-        Some(_) => cfg.cache_bytes / u64::from(bus.topo.partitions.max(1)),
-        // Unpartitioned workers all write every record: nothing to cache.
-        None => 0,
-    };
+    let cache_bytes = cfg.cache_bytes / u64::from(bus.topo.partitions.max(1));
     let mut runner = Runner {
         bus: bus.clone(),
         cfg: cfg.clone(),
@@ -201,7 +195,7 @@ pub async fn run(
         confirmed: shared.confirmed,
         owed: BTreeMap::new(),
         checkpoint: None,
-        swept: partition.is_none(),
+        swept: false,
         fence: None,
         server_clock: crate::server_clock::ServerClock::default(),
     };
@@ -212,7 +206,7 @@ pub async fn run(
             Ok(m) => m,
             Err(e) => {
                 attempt += 1;
-                warn!(partition = ?partition, error = %e, "cannot pull commands; retrying");
+                warn!(partition, error = %e, "cannot pull commands; retrying");
                 if pause(&shutdown, Backoff::RECONNECT.delay(attempt)).await {
                     break;
                 }
@@ -250,11 +244,9 @@ pub async fn run(
     }
     if own.pin.is_some() {
         cfg.metrics.partitions_owned.dec();
-        if let Some(p) = partition {
-            save_checkpoint(&runner, p).await;
-            // Let a standby worker take over now rather than after the timeout.
-            let _ = bus.unpin(p).await;
-        }
+        save_checkpoint(&runner, partition).await;
+        // Let a standby worker take over now rather than after the timeout.
+        let _ = bus.unpin(partition).await;
     }
 }
 
@@ -267,23 +259,22 @@ enum Served {
 async fn pull(
     bus: &Bus,
     cfg: &WorkerConfig,
-    partition: Option<u32>,
+    partition: u32,
 ) -> Result<jetstream::consumer::pull::Stream, String> {
-    let consumer = match partition {
-        Some(p) => bus.partition_consumer(p).await,
-        None => bus.shared_consumer().await,
-    }
-    .map_err(|e| e.to_string())?;
+    let consumer = bus
+        .partition_consumer(partition)
+        .await
+        .map_err(|e| e.to_string())?;
     let (expires, heartbeat) = pull_timing(bus);
-    let mut builder = consumer
+    consumer
         .stream()
         .max_messages_per_batch(cfg.batch.max(1))
         .expires(expires)
-        .heartbeat(heartbeat);
-    if partition.is_some() {
-        builder = builder.group(bus.topo.priority_group());
-    }
-    builder.messages().await.map_err(|e| e.to_string())
+        .heartbeat(heartbeat)
+        .group(bus.topo.priority_group())
+        .messages()
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// A pull request's expiry and idle heartbeat. Pull requests expire well before
@@ -328,28 +319,27 @@ async fn serve(
                 } else {
                     owed_attempt = 0;
                 }
-                if let Some(p) = runner.partition {
-                    if own.pin.is_some() && lost_pin(runner, own, p).await {
-                        continue;
+                let p = runner.partition;
+                if own.pin.is_some() && lost_pin(runner, own, p).await {
+                    continue;
+                }
+                if own.pin.is_some() {
+                    if own.sweeping.as_ref().is_some_and(|s| s.task.is_finished()) {
+                        sweep_done(runner, own).await;
                     }
-                    if own.pin.is_some() {
-                        if own.sweeping.as_ref().is_some_and(|s| s.task.is_finished()) {
-                            sweep_done(runner, own).await;
+                    if own.sweeping.is_none() {
+                        if own.sweep_due {
+                            start_sweep(runner, own, SweepKind::Takeover);
+                        } else if own.fence_due.is_some_and(|at| at <= Instant::now()) {
+                            start_sweep(runner, own, SweepKind::Fence);
                         }
-                        if own.sweeping.is_none() {
-                            if own.sweep_due {
-                                start_sweep(runner, own, SweepKind::Takeover);
-                            } else if own.fence_due.is_some_and(|at| at <= Instant::now()) {
-                                start_sweep(runner, own, SweepKind::Fence);
-                            }
-                        }
-                        if own.saved.is_none_or(|t| t.elapsed() >= CHECKPOINT_EVERY) && !own.sweep_due {
-                            save_checkpoint(runner, p).await;
-                            own.saved = Some(Instant::now());
-                        }
-                        if should_hand_over(p, me, live) {
-                            return Served::HandedOver(p);
-                        }
+                    }
+                    if own.saved.is_none_or(|t| t.elapsed() >= CHECKPOINT_EVERY) && !own.sweep_due {
+                        save_checkpoint(runner, p).await;
+                        own.saved = Some(Instant::now());
+                    }
+                    if should_hand_over(p, me, live) {
+                        return Served::HandedOver(p);
                     }
                 }
                 continue;
@@ -367,24 +357,28 @@ async fn serve(
                 // which a new stream would not have (its pulls would be refused until
                 // the pin lapsed). Pull anew only after a silence of STALE_STREAM.
                 if silence.missed() < STALE_STREAM {
-                    debug!(partition = ?runner.partition, "missed idle heartbeat; still pulling");
+                    debug!(
+                        partition = runner.partition,
+                        "missed idle heartbeat; still pulling"
+                    );
                     continue;
                 }
-                warn!(partition = ?runner.partition, "no heartbeat for {STALE_STREAM:?}; pulling anew");
+                warn!(
+                    partition = runner.partition,
+                    "no heartbeat for {STALE_STREAM:?}; pulling anew"
+                );
                 return Served::Broken;
             }
             Some(Err(e)) => {
                 // The consumer was deleted, or a pull failed: pull anew.
-                warn!(partition = ?runner.partition, error = %e, "command stream error; pulling anew");
+                warn!(partition = runner.partition, error = %e, "command stream error; pulling anew");
                 return Served::Broken;
             }
             None => return Served::Broken,
         };
         let mut batch = vec![msg];
         batch.extend(ready(&mut messages, runner.cfg.batch.saturating_sub(1)));
-        if runner.partition.is_some() {
-            notice_pin(runner, own, &batch).await;
-        }
+        notice_pin(runner, own, &batch).await;
         runner.process(batch).await;
     }
 }
@@ -416,24 +410,24 @@ async fn notice_pin(runner: &mut Runner, own: &mut Ownership, batch: &[jetstream
     if own.pin.is_none() {
         runner.cfg.metrics.partitions_owned.inc();
     }
-    info!(partition = ?runner.partition, "pinned to this worker: taking the partition over");
+    info!(
+        partition = runner.partition,
+        "pinned to this worker: taking the partition over"
+    );
     own.pin = Some(pin);
     own.saved = None;
     runner.cache.clear();
     runner.swept = false;
     let p = runner.partition;
-    runner.checkpoint = match p {
-        Some(p) => runner.bus.checkpoint(p).await.unwrap_or_else(|e| {
-            warn!(partition = p, error = %e, "checkpoint not read; relaying the duplicate window only");
-            None
-        }),
-        None => None,
-    };
+    runner.checkpoint = runner.bus.checkpoint(p).await.unwrap_or_else(|e| {
+        warn!(partition = p, error = %e, "checkpoint not read; relaying the duplicate window only");
+        None
+    });
     // A partition nobody vouched for yet: vouch for what the relay's duplicate
     // window rule covers anyway, before this runner commits anything, so what it
     // commits is newer than the partition's checkpoint for whoever comes next (its
     // takeover sweep runs beside the pull loop and vouches later).
-    if let (Some(p), None) = (p, runner.checkpoint) {
+    if runner.checkpoint.is_none() {
         let horizon = relay::dedup_horizon(&runner.bus, OffsetDateTime::now_utc());
         if let Err(e) = runner.bus.save_checkpoint(p, horizon).await {
             warn!(partition = p, error = %e, "first checkpoint not saved");
@@ -466,9 +460,12 @@ async fn lost_pin(runner: &mut Runner, own: &mut Ownership, p: u32) -> bool {
 fn start_sweep(runner: &Runner, own: &mut Ownership, kind: SweepKind) {
     let at = OffsetDateTime::now_utc();
     let (scope, since) = match kind {
-        SweepKind::Takeover => (relay::Scope::Partition(runner.partition), runner.checkpoint),
+        SweepKind::Takeover => (
+            relay::Scope::Partition(Some(runner.partition)),
+            runner.checkpoint,
+        ),
         SweepKind::Fence => match runner.fence {
-            Some(taken) => (relay::Scope::Window(runner.partition), Some(taken)),
+            Some(taken) => (relay::Scope::Window(Some(runner.partition)), Some(taken)),
             None => {
                 own.fence_due = None;
                 return;
@@ -498,7 +495,7 @@ async fn sweep_done(runner: &mut Runner, own: &mut Ownership) {
     let n = match result {
         Ok(n) => n,
         Err(e) => {
-            warn!(partition = ?runner.partition, kind = ?s.kind, error = %e, "relay sweep failed; trying again");
+            warn!(partition = runner.partition, kind = ?s.kind, error = %e, "relay sweep failed; trying again");
             return;
         }
     };
@@ -512,17 +509,20 @@ async fn sweep_done(runner: &mut Runner, own: &mut Ownership) {
             // Vouch at once: if this runner dies before its next save, whoever
             // takes over sweeps from here (or from the oldest transition this
             // runner committed meanwhile and still owes).
-            if let Some(p) = runner.partition {
-                let at = runner.checkpoint_to_save(s.at);
-                if let Err(e) = runner.bus.save_checkpoint(p, at).await {
-                    warn!(partition = p, error = %e, "checkpoint not saved after the takeover sweep");
-                }
-                own.saved = Some(Instant::now());
+            let p = runner.partition;
+            let at = runner.checkpoint_to_save(s.at);
+            if let Err(e) = runner.bus.save_checkpoint(p, at).await {
+                warn!(partition = p, error = %e, "checkpoint not saved after the takeover sweep");
             }
+            own.saved = Some(Instant::now());
         }
         SweepKind::Fence => {
             if n > 0 {
-                info!(partition = ?runner.partition, relayed = n, "fence sweep relayed what the previous owner left");
+                info!(
+                    partition = runner.partition,
+                    relayed = n,
+                    "fence sweep relayed what the previous owner left"
+                );
             }
             runner.fence = None;
             own.fence_due = None;

@@ -243,13 +243,6 @@ pub const SETTINGS: &[Setting] = &[
         "`--socket-no-local-user`: tokens only on the socket",
     ),
     s(
-        "worker.concurrency",
-        Some("--concurrency"),
-        "2",
-        None,
-        "pull loops on one shared consumer (nats-server 2.9 only)",
-    ),
-    s(
         "worker.batch",
         Some("--batch"),
         "16",

@@ -106,7 +106,6 @@ fn every_flag_sets_its_key() {
         "--socket=/tmp/hp.sock",
         "--socket-org=acme",
         "--socket-no-local-user",
-        "--concurrency=2",
         "--batch=16",
         "--cache-mb=8",
         "--worker-id=w-1",
@@ -163,7 +162,6 @@ fn every_flag_sets_its_key() {
             local_user: false,
         },
         worker: WorkerSection {
-            concurrency: 2,
             batch: 16,
             cache_mb: 8,
             id: Some("w-1".into()),
@@ -249,10 +247,6 @@ fn bad_values_name_their_key() {
             "nats.duplicate_window_secs must be positive",
         ),
         (
-            "worker.concurrency = 0",
-            "worker.concurrency must be positive",
-        ),
-        (
             "auth.jwt_algorithms = [\"HS256\"]",
             "auth.jwt_algorithms HS256 is an HMAC algorithm",
         ),
@@ -279,6 +273,17 @@ fn bad_values_name_their_key() {
         assert!(e.starts_with(want), "{e:?} should start with {want:?}");
         assert!(!e.contains("secret"), "{e}");
     }
+}
+
+#[test]
+fn the_removed_concurrency_setting_is_refused_by_name() {
+    // `worker.concurrency` served only unpartitioned nats-server 2.9 deployments,
+    // which the version floor ended: a configuration that still sets it is told so.
+    let e = with("worker.concurrency = 4")
+        .expect_err("refused")
+        .to_string();
+    assert!(e.contains("unknown field"), "{e}");
+    assert!(e.contains("worker.concurrency"), "{e}");
 }
 
 #[test]

@@ -77,9 +77,6 @@ impl Config {
         }
         holdpoint_domain::OrgId::parse(self.socket.org.clone())
             .map_err(|e| invalid("socket.org", format!("is not a valid organisation id: {e}")))?;
-        if self.worker.concurrency == 0 {
-            return Err(invalid("worker.concurrency", "must be positive"));
-        }
         if !(1..=4096).contains(&self.worker.batch) {
             return Err(invalid(
                 "worker.batch",

@@ -57,9 +57,8 @@ pub struct Runner {
     pub bus: Bus,
     /// Settings and metrics.
     pub cfg: Arc<WorkerConfig>,
-    /// The partition it decides (`None`: the shared consumer of an unpartitioned
-    /// deployment).
-    pub partition: Option<u32>,
+    /// The partition it decides.
+    pub partition: u32,
     /// Records of this partition.
     pub cache: RecordCache,
     /// Session headers (shared by the worker's runners).
@@ -170,7 +169,7 @@ impl Runner {
             // relay's checkpoints) on this worker's.
             let server_now = self.server_clock.now();
             for c in &mut pending {
-                c.ctx = Ctx::new(&c.env, now, self.partition)
+                c.ctx = Ctx::new(&c.env, now, Some(self.partition))
                     .with_deadlines(self.cfg.deadlines)
                     .with_server_now(server_now);
             }
@@ -235,10 +234,7 @@ impl Runner {
                 return None;
             }
         };
-        let published = self
-            .bus
-            .topo
-            .published_command_subject(&subject, self.partition.is_some());
+        let published = self.bus.topo.published_command_subject(&subject);
         if self.bus.topo.command_subject(&env) != published {
             let why = "command does not match its subject";
             self.dead_letter(delivery, &subject, why, &traceparent)
@@ -246,7 +242,7 @@ impl Runner {
             self.cfg.metrics.command(env.verb(), OUTCOME_DEAD_LETTER);
             return None;
         }
-        let ctx = Ctx::new(&env, OffsetDateTime::now_utc(), self.partition)
+        let ctx = Ctx::new(&env, OffsetDateTime::now_utc(), Some(self.partition))
             .with_deadlines(self.cfg.deadlines);
         // Outcomes are stored under the publish's Nats-Msg-Id: the command id, or the
         // command id with a `-r<n>` suffix (see holdpoint_bus::outcome).
@@ -355,7 +351,7 @@ impl Runner {
         let checkpoint = self.effective_checkpoint(now);
         for key in read {
             if let Some(record) = ws.record(key) {
-                for t in relay::due(record, horizon, self.partition, checkpoint) {
+                for t in relay::due(record, horizon, Some(self.partition), checkpoint) {
                     if self.confirmed.contains(t.command_id.as_str()) {
                         continue;
                     }
@@ -378,7 +374,7 @@ impl Runner {
         // Openings of approvals are decided with every rule written before now.
         if cmds.iter().any(|c| opens_approval(&c.env)) && !self.rules.fresh(&self.bus).await {
             warn!(
-                partition = ?self.partition,
+                partition = self.partition,
                 "the rule watch is behind; deciding approvals with the rules it has"
             );
         }
@@ -474,7 +470,7 @@ impl Runner {
         let checkpoint = self.effective_checkpoint(now);
         !self.confirmed.contains(ctx.command_id.as_str())
             && keys.all().filter_map(|k| ws.record(k)).any(|r| {
-                relay::due(r, horizon, self.partition, checkpoint)
+                relay::due(r, horizon, Some(self.partition), checkpoint)
                     .iter()
                     .any(|t| t.command_id == ctx.command_id)
             })

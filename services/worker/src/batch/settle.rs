@@ -77,11 +77,10 @@ impl Runner {
     ) {
         let seq = delivery.stream_sequence;
         warn!(subject, seq, reason, "dead-lettering command");
-        // `hp.cmd.[<p>.]<org>.…`
-        let at = if self.partition.is_some() { 3 } else { 2 };
+        // `hp.cmd.<p>.<org>.…`
         let org = subject
             .split('.')
-            .nth(at)
+            .nth(3)
             .and_then(decode_subject_token)
             .and_then(|s| OrgId::parse(s).ok())
             .or_else(|| OrgId::parse("_unknown").ok());

@@ -111,11 +111,11 @@ fn every_key_and_every_service_flag_is_in_the_reference() {
 #[test]
 fn defaults_read_as_the_code_sets_them() {
     assert_eq!(default_of("nats.ack_wait_ms").as_deref(), Some("3000"));
-    assert_eq!(default_of("worker.concurrency").as_deref(), Some("4"));
+    assert_eq!(default_of("worker.batch").as_deref(), Some("128"));
     assert_eq!(default_of("auth.dev_jwt").as_deref(), Some("off"));
     assert_eq!(default_of("nats.url"), None);
     let table = markdown("config");
     assert!(table.contains("| `nats.ack_wait_ms` | 3000 |"), "{table}");
-    assert!(table.contains("`--concurrency` (up, worker)"), "{table}");
-    assert!(table.contains("`HOLDPOINT_WORKER_CONCURRENCY`"), "{table}");
+    assert!(table.contains("`--batch` (up, worker)"), "{table}");
+    assert!(table.contains("`HOLDPOINT_WORKER_BATCH`"), "{table}");
 }
