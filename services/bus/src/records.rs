@@ -168,11 +168,12 @@ impl Bus {
     }
 
     /// Reads `key` of bucket `b` with a stream message get, which the stream's
-    /// leader answers (never a lagging replica).
+    /// leader answers (never a lagging replica): for a read a decision that writes
+    /// nothing rests on, which no compare-and-set would catch if it were stale.
     ///
     /// # Errors
     /// As [`Bus::load`].
-    async fn load_from_leader<T: DeserializeOwned>(
+    pub async fn load_from_leader<T: DeserializeOwned>(
         &self,
         b: Bucket,
         key: String,

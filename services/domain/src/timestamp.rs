@@ -27,6 +27,14 @@ pub fn format(t: OffsetDateTime) -> String {
         .unwrap_or_default()
 }
 
+/// `t` cut to the millisecond, as [`format`] writes it: a time a decision keeps in
+/// a record held in memory then equals the same record read back from its JSON
+/// (a deadline compared with the one a schedule carries, for one).
+pub fn truncate(t: OffsetDateTime) -> OffsetDateTime {
+    let millis = t.nanosecond() / 1_000_000 * 1_000_000;
+    t.replace_nanosecond(millis).unwrap_or(t)
+}
+
 /// Parses an RFC 3339 timestamp (any precision, any offset).
 ///
 /// # Errors
@@ -105,6 +113,17 @@ mod tests {
         // Whatever the instant, the same shape.
         let shape = regex_like(&format(OffsetDateTime::now_utc()));
         assert_eq!(shape, "dddd-dd-ddTdd:dd:dd.dddZ");
+    }
+
+    #[test]
+    fn truncate_gives_what_a_record_reads_back() {
+        let t = datetime!(2026-04-01 10:00:03.520034669 UTC);
+        let cut = truncate(t);
+        assert_eq!(cut, datetime!(2026-04-01 10:00:03.520 UTC));
+        assert_eq!(parse(&format(t)).ok(), Some(cut));
+        assert_eq!(truncate(cut), cut);
+        let offset = datetime!(2026-04-01 12:00:03.999999999 +02:00);
+        assert_eq!(format(truncate(offset)), "2026-04-01T10:00:03.999Z");
     }
 
     fn regex_like(s: &str) -> String {

@@ -220,18 +220,46 @@ impl WorkingSet {
         Ok(from_kv)
     }
 
-    /// Drops the slots of `keys` that came from a cache unchanged (not read from KV in
-    /// this batch, not changed by it), so the next [`WorkingSet::load`] reads them
-    /// afresh. Returns the keys dropped.
-    pub fn drop_cached(&mut self, keys: &KeysOf) -> Vec<Key> {
-        let mut dropped = Vec::new();
-        for k in keys.all() {
-            if self.slots.get(k).is_some_and(|s| !s.from_kv && !s.dirty) {
-                self.slots.remove(k);
-                dropped.push(k.clone());
+    /// Reads every unchanged slot of `keys` again from its bucket's stream leader and
+    /// replaces those the leader holds at another revision (a cache behind another
+    /// partition's writes, or a direct get answered by a lagging replica: either
+    /// can show an interaction as absent or open when it is not). Returns the keys
+    /// replaced; their slots count as read from KV.
+    ///
+    /// # Errors
+    /// The first failed read, typed.
+    pub async fn reload_from_leader(
+        &mut self,
+        bus: &Bus,
+        keys: &KeysOf,
+    ) -> Result<Vec<Key>, (Key, BusError)> {
+        let stale: Vec<Key> = keys
+            .all()
+            .filter(|k| self.slots.get(*k).is_some_and(|s| !s.dirty))
+            .cloned()
+            .collect::<HashSet<Key>>()
+            .into_iter()
+            .collect();
+        let reads = stale.iter().map(|k| read_as(bus, k, true));
+        let results = futures::future::join_all(reads).await;
+        let mut replaced = Vec::new();
+        for (key, result) in stale.into_iter().zip(results) {
+            let (record, revision) = result.map_err(|e| (key.clone(), e))?;
+            if self.slots.get(&key).is_some_and(|s| s.revision == revision) {
+                continue;
             }
+            self.slots.insert(
+                key.clone(),
+                Slot {
+                    record: record.map(Arc::new),
+                    revision,
+                    dirty: false,
+                    from_kv: true,
+                },
+            );
+            replaced.push(key);
         }
-        dropped
+        Ok(replaced)
     }
 
     /// The snapshot `keys` name, from the working set.
@@ -311,23 +339,45 @@ impl WorkingSet {
 }
 
 async fn read(bus: &Bus, key: &Key) -> Result<(Option<Record>, u64), BusError> {
+    read_as(bus, key, false).await
+}
+
+/// Reads `key` from KV: by direct get (any replica may answer), or, with
+/// `from_leader`, from its bucket's stream leader.
+async fn read_as(
+    bus: &Bus,
+    key: &Key,
+    from_leader: bool,
+) -> Result<(Option<Record>, u64), BusError> {
+    async fn one<T: serde::de::DeserializeOwned>(
+        bus: &Bus,
+        b: holdpoint_bus::records::Bucket,
+        k: String,
+        from_leader: bool,
+    ) -> Result<holdpoint_bus::Loaded<T>, BusError> {
+        if from_leader {
+            bus.load_from_leader(b, k).await
+        } else {
+            bus.load(b, k).await
+        }
+    }
     let k = key.kv().to_owned();
     let b = key.bucket();
     Ok(match key {
         Key::Interaction(_) => {
-            let l = bus.load::<Interaction>(b, k).await?;
+            let l = one::<Interaction>(bus, b, k, from_leader).await?;
             (l.value.map(Record::Interaction), l.revision)
         }
         Key::Task(_) => {
-            let l = bus.load::<Task>(b, k).await?;
+            let l = one::<Task>(bus, b, k, from_leader).await?;
             (l.value.map(Record::Task), l.revision)
         }
         Key::Session(_) => {
-            let l = bus.load::<Session>(b, k).await?;
+            let l = one::<Session>(bus, b, k, from_leader).await?;
             (l.value.map(Record::Session), l.revision)
         }
         Key::Lane(_) => {
-            let l = bus.load::<Lane>(b, k).await?;
+            let l = one::<Lane>(bus, b, k, from_leader).await?;
             (l.value.map(Record::Lane), l.revision)
         }
     })

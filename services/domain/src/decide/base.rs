@@ -55,8 +55,11 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// The context for deciding `env` at `now` in `partition`.
+    /// The context for deciding `env` at `now` in `partition`. `now` (and
+    /// [`Ctx::server_now`]) are cut to the millisecond, the precision records are
+    /// stored at ([`crate::timestamp::truncate`]).
     pub fn new(env: &CommandEnvelope, now: OffsetDateTime, partition: Option<u32>) -> Self {
+        let now = crate::timestamp::truncate(now);
         Ctx {
             org: env.org.clone(),
             command_id: env.command_id(),
@@ -69,7 +72,7 @@ impl Ctx {
 
     /// This context, counting deadlines from `server_now` (the server's time).
     pub fn with_server_now(mut self, server_now: OffsetDateTime) -> Self {
-        self.server_now = server_now;
+        self.server_now = crate::timestamp::truncate(server_now);
         self
     }
 

@@ -402,17 +402,26 @@ impl Runner {
                     ..ws.snapshot(&keys)
                 };
                 let mut d = decide(snapshot, &c.env, &c.ctx);
-                // A refusal decided on cached records is checked on fresh ones: the
-                // cache of a record another partition wrote may be behind, and a
-                // refusal writes nothing a revision could catch.
+                // A refusal is checked on the records as the buckets' stream leaders
+                // hold them: a cache of a record another partition wrote may be
+                // behind, a direct get may be answered by a lagging replica (an
+                // interaction read as absent gave `404 NRY-0004` under the partition
+                // schedule), and a refusal writes nothing a revision could catch.
                 if !d.writes() && !d.replay && !verified {
-                    let dropped = ws.drop_cached(&keys);
-                    if !dropped.is_empty() {
-                        for k in &dropped {
-                            self.forget(k);
+                    verified = true;
+                    match ws.reload_from_leader(&self.bus, &keys).await {
+                        Ok(replaced) if !replaced.is_empty() => {
+                            for k in &replaced {
+                                self.forget(k);
+                            }
+                            self.queue_due(ws, &replaced, relay, now);
+                            continue;
                         }
-                        verified = true;
-                        continue;
+                        Ok(_) => {}
+                        Err((_, e)) => {
+                            c.fail(e.kind(), e.to_string());
+                            break;
+                        }
                     }
                 }
                 if d.replay && !d.effects.is_empty() && !self.replay_due(ws, &keys, &c.ctx, now) {
