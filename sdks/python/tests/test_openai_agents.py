@@ -201,10 +201,10 @@ async def test_the_integrations_example_runs_as_pasted(up: Holdpoint) -> None:
     assert proc.stdout is not None
     rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
     try:
-        held = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        held = (await asyncio.wait_for(proc.stdout.readline(), 90)).decode()  # a loaded machine imports slowly
         assert held.startswith("held oai_"), held
         await person_decides(rest, held.split()[1].rstrip(":"), True)
-        out, _ = await asyncio.wait_for(proc.communicate(), 30)
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
     finally:
         if proc.returncode is None:
             proc.kill()

@@ -28,6 +28,7 @@ decided once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -794,7 +795,10 @@ class Runtime:
         except asyncio.TimeoutError:
             raise OutcomeTimeout(f"no decision on {effect_id} within {timeout} s") from None
         finally:
-            await events.aclose()  # type: ignore[attr-defined]
+            # Cancelled mid-read, the generator is still running: it is closed
+            # when collected.
+            with contextlib.suppress(RuntimeError):
+                await events.aclose()  # type: ignore[attr-defined]
 
     # -- events -------------------------------------------------------------------
 
