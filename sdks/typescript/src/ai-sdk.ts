@@ -11,7 +11,8 @@
  * approval runs the tool, a denial reaches the model as `execution-denied` with
  * the person's reason. {@link AiSdkApprovals.reporting} wraps the tools so the
  * result of a released call is reported to Holdpoint (its one
- * `tool-call-finished`), and a call already reported is not run again.
+ * `tool-call-finished`), and a call whose result Holdpoint holds is not run
+ * again.
  *
  * ```ts
  * const approvals = new AiSdkApprovals(rt, at);
@@ -157,8 +158,9 @@ export class AiSdkApprovals {
    * `tools` with each `needsApproval` tool's `execute` wrapped: its result is
    * reported to Holdpoint as the call's result (`tool-call-finished`; an error
    * thrown becomes `tool.failed`, and is thrown on), and a call whose result
-   * this wrapper already reported is not run again (its reported output is
-   * returned). A call that was not held (a `needsApproval` function that said
+   * Holdpoint already holds is not run again: its recorded output is returned
+   * (a recorded error is thrown), so a runner restarted after executing does not
+   * run the call twice. A call that was not held (a `needsApproval` function that said
    * no) runs as usual. Tools without `needsApproval` are left as they are.
    */
   reporting<T extends ToolSet>(tools: T): T {
@@ -175,6 +177,12 @@ export class AiSdkApprovals {
         execute: async (input: unknown, options: { toolCallId: string }) => {
           const { effectId } = this.idsOf(options.toolCallId);
           if (done.has(effectId)) return done.get(effectId);
+          // Ran before (this runner, or one restarted after executing): not again.
+          const result = (await this.#rt.record(effectId))?.result as
+            | { status?: string; output?: unknown; code?: string; message?: string }
+            | undefined;
+          if (result?.status === 'ok') return result.output;
+          if (result?.status === 'error') throw new Error(`${result.code ?? 'tool.failed'}: ${result.message ?? ''}`);
           let output: unknown;
           try {
             output = await execute.call(t, input, options);

@@ -583,6 +583,23 @@ export class Runtime {
   }
 
   /**
+   * The interaction's stored record (`HP_INTERACTIONS`: `state`, `resolution`,
+   * `closure`, `result` once its call finished, …), or `undefined` when there is
+   * no such interaction. Read-only; for adapters that must know whether a
+   * released call already reported its result.
+   *
+   * @throws {OutcomeTimeoutError} when NATS cannot be read.
+   */
+  async record(interactionId: string): Promise<Record<string, unknown> | undefined> {
+    checkId('interactionId', interactionId);
+    try {
+      return await this.#kvGet('INTERACTIONS', `${wire.subjectToken(this.org)}.${wire.subjectToken(interactionId)}`);
+    } catch (error) {
+      throw new OutcomeTimeoutError(`could not read interaction ${interactionId}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+
+  /**
    * The interaction's task (its commands' partition); `undefined` when there is
    * no such interaction (the worker then answers `NRY-0004`).
    */

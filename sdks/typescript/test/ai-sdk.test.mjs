@@ -149,3 +149,62 @@ describe('the Vercel AI SDK adapter against holdpoint up', () => {
     assert.match(message.content[0].reason, /canceled/);
   });
 });
+
+describe('the Vercel AI SDK adapter across a worker killed (-9) between approval and execution', () => {
+  /** @type {Holdpoint} */
+  let hp;
+  before(async () => {
+    hp = new Holdpoint();
+    await hp.nats();
+  });
+  after(async () => {
+    await hp?.close();
+  });
+
+  test('one release, one execution, one tool-call-finished', async () => {
+    const worker = await hp.worker();
+    await hp.ingress();
+    const rest = new HoldpointRest({ baseUrl: hp.api, token: await hp.token(ORG, 'ana@acme.example') });
+    const where = placement({ session: unique('sess'), lane: 'main', taskId: unique('task'), contextId: unique('ctx') });
+    const part = {
+      type: 'tool-approval-request', approvalId: 'aitxt-9',
+      toolCall: { type: 'tool-call', toolCallId: 'call_kill', toolName: 'createPullRequest', input: { title: 'Fix' } },
+    };
+    // Runner 1 holds the call and goes away.
+    const rt1 = await Runtime.connect(hp.natsUrl, ORG);
+    await rt1.openSession(where.session);
+    const [held] = await new AiSdkApprovals(rt1, where).hold([part]);
+    await rt1.close();
+    // The person approves; the worker is killed (-9) and another one started.
+    const view = await until('the hold', () => rest.get(held.effectId));
+    await rest.approve(held.effectId, { approved: true, argumentsDigest: view.call.argumentsDigest });
+    worker.child.kill('SIGKILL');
+    await worker.exited;
+    await hp.worker();
+    // Runner 2 (a new process's connection) continues: the call runs once.
+    const rt2 = await Runtime.connect(hp.natsUrl, ORG);
+    try {
+      const approvals = new AiSdkApprovals(rt2, where);
+      const again = await approvals.hold([part]);
+      const message = await approvals.decide(again);
+      assert.equal(message.content[0].approved, true);
+      let runs = 0;
+      const tools = approvals.reporting({ createPullRequest: { needsApproval: true, execute: async () => ({ n: ++runs }) } });
+      await tools.createPullRequest.execute({ title: 'Fix' }, { toolCallId: 'call_kill' });
+      assert.equal(runs, 1);
+      await until('tool-call-finished', async () => (await stored(rt2, where.taskId, 'tool-call-finished')) === 1);
+      assert.equal(await stored(rt2, where.taskId, 'tool-call-released'), 1);
+      assert.equal(await stored(rt2, where.taskId, 'approval-requested'), 1);
+      assert.deepEqual((await finishedOf(rt2, where.taskId)).result, { status: 'ok', output: { n: 1 } });
+      // Runner 3, as if runner 2 died after executing: the recorded output, no second run.
+      const third = new AiSdkApprovals(rt2, where).reporting({
+        createPullRequest: { needsApproval: true, execute: async () => ({ n: ++runs }) },
+      });
+      assert.deepEqual(await third.createPullRequest.execute({ title: 'Fix' }, { toolCallId: 'call_kill' }), { n: 1 });
+      assert.equal(runs, 1);
+      assert.equal(await stored(rt2, where.taskId, 'tool-call-finished'), 1);
+    } finally {
+      await rt2.close();
+    }
+  });
+});
