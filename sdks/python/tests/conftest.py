@@ -206,6 +206,19 @@ class Holdpoint:
         w.line(r"pulling commands")
         return w
 
+    def ingress(self) -> Proc:
+        """``holdpoint ingress --dev-jwt`` against this test's NATS on a free port;
+        sets ``api``."""
+        ingress = self.spawn(
+            "holdpoint ingress",
+            [
+                "ingress", "--dev-jwt", "--nats-url", self.nats_url,
+                "--listen", f"127.0.0.1:{free_port()}", "--admin-listen", "127.0.0.1:0",
+            ],
+        )
+        self.api = ingress.line(r"api (http://\S+)").group(1)
+        return ingress
+
     def token(self, org: str, person: str) -> str:
         """A development token for ``person`` of ``org``."""
         out = subprocess.run(

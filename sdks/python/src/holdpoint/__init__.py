@@ -31,7 +31,7 @@ from .errors import (
 )
 from .manifest import AgentManifest
 from .rest import HoldpointRest, new_idempotency_key
-from .runtime import Expiry, Followed, Placement, Question, Runtime, tool_error, tool_ok
+from .runtime import Decision, Expiry, Followed, Placement, Question, Runtime, decision_of, tool_error, tool_ok
 from .webhooks import WebhookVerificationError, verify_webhook
 
 __version__ = "0.1.0"
@@ -41,6 +41,7 @@ __all__ = [
     "ERRORS_BY_CODE",
     "AgentManifest",
     "ConnectionsDisabled",
+    "Decision",
     "Expiry",
     "Followed",
     "HoldpointError",

@@ -28,6 +28,7 @@ decided once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -64,8 +65,10 @@ __all__ = [
     "session_command",
     "tool_result_command",
     "turn_command",
+    "Decision",
     "Expiry",
     "Followed",
+    "decision_of",
     "Placement",
     "Question",
     "Runtime",
@@ -182,6 +185,43 @@ class Followed:
     def name(self) -> str:
         """The event's name, e.g. ``tool-call-finished`` (the subject's last token)."""
         return self.subject.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How an approval was decided (:meth:`Runtime.wait_for_decision`):
+    ``approved`` with the ``arguments`` to run (the person's edit when
+    ``edited``); or not, with the person's ``reason``, or ``closed`` (why it
+    closed undecided: ``expired``, ``canceled``, …)."""
+
+    approved: bool
+    sequence: int
+    arguments: Any = None
+    edited: bool = False
+    by: str | None = None
+    reason: str | None = None
+    closed: str | None = None
+
+
+def decision_of(f: Followed, effect_id: str) -> Decision | None:
+    """The decision the followed event ``f`` carries about approval ``effect_id``."""
+    data = f.event.get("data") or {}
+    if not isinstance(data, dict):
+        return None
+    if f.name == "tool-call-released" and data.get("effectId") == effect_id:
+        return Decision(True, f.sequence, data.get("arguments"), bool(data.get("edited")), data.get("approvedBy"))
+    answer = data.get("answer")
+    if (
+        f.name == "interaction-resolved"
+        and data.get("interactionId") == effect_id
+        and isinstance(answer, dict)
+        and answer.get("kind") == "approval"
+        and answer.get("approved") is False
+    ):
+        return Decision(False, f.sequence, by=data.get("by"), reason=answer.get("reason"))
+    if f.name == "interaction-closed" and data.get("interactionId") == effect_id:
+        return Decision(False, f.sequence, closed=str(data.get("reason") or "closed"))
+    return None
 
 
 def tool_ok(output: Any) -> dict[str, Any]:
@@ -717,6 +757,48 @@ class Runtime:
     async def finish_turn(self, session: str, lane: str, turn_id: str) -> str:
         """The running turn on a lane ended; the next queued message's turn starts."""
         return await self.send(turn_command("turn-finish", session, lane, turn_id))
+
+    async def record(self, interaction_id: str) -> dict[str, Any] | None:
+        """The interaction's stored record (``HP_INTERACTIONS``: ``state``,
+        ``resolution``, ``closure``, ``result`` once its call finished, …), or
+        ``None`` when there is no such interaction. Read-only; for adapters that
+        must know whether a released call already reported its result."""
+        _check_id("interactionId", interaction_id)
+        key = f"{_wire.subject_token(self.org)}.{_wire.subject_token(interaction_id)}"
+        try:
+            return await self._kv_get("INTERACTIONS", key)
+        except (asyncio.TimeoutError, nats.errors.Error) as e:
+            raise OutcomeTimeout(f"could not read interaction {interaction_id}: {e!r}") from e
+
+    async def wait_for_decision(
+        self, task: str, effect_id: str, *, after: int | None = None, timeout: float | None = None
+    ) -> Decision:
+        """Waits for the decision on the approval ``effect_id`` of ``task``, read
+        from the task's events (from the start of the stream unless ``after`` is
+        given, so a decision made while this process was down is found): approved
+        with the ``arguments`` to run on ``tool-call-released``; not approved, with
+        the person's ``reason``, on a denial; not approved, with ``closed``, when
+        it closed (or expired) undecided. :class:`~holdpoint.OutcomeTimeout` after
+        ``timeout`` seconds (default: wait for ever)."""
+        _check_id("interactionId", effect_id)
+        events = await (self.follow(task=task, after=after) if after is not None else self.follow(task=task, from_start=True))
+
+        async def first() -> Decision:
+            async for f in events:
+                d = decision_of(f, effect_id)
+                if d is not None:
+                    return d
+            raise OutcomeTimeout(f"stopped waiting for a decision on {effect_id}")  # pragma: no cover
+
+        try:
+            return await asyncio.wait_for(first(), timeout)
+        except asyncio.TimeoutError:
+            raise OutcomeTimeout(f"no decision on {effect_id} within {timeout} s") from None
+        finally:
+            # Cancelled mid-read, the generator is still running: it is closed
+            # when collected.
+            with contextlib.suppress(RuntimeError):
+                await events.aclose()  # type: ignore[attr-defined]
 
     # -- events -------------------------------------------------------------------
 

@@ -1,0 +1,196 @@
+"""The LangGraph adapter (:mod:`holdpoint.integrations.langgraph`) with the real
+``langgraph`` package (a StateGraph with an in-memory checkpointer; no model)
+against a real ``holdpoint up``: an interrupt in a node becomes a Holdpoint
+interaction, the graph resumes from its checkpointer with the person's answer,
+and when two answers race the graph resumes once, with the one Holdpoint kept."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, TypedDict
+
+import pytest
+
+langgraph = pytest.importorskip("langgraph", reason="langgraph is in ops/test.sh's venv")
+
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+from langgraph.types import interrupt  # noqa: E402
+
+import holdpoint  # noqa: E402
+from holdpoint import HoldpointRest, Placement, Runtime, tool_ok  # noqa: E402
+from holdpoint.integrations.langgraph import GraphInterrupts  # noqa: E402
+
+from .conftest import Holdpoint, until  # noqa: E402
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+class State(TypedDict, total=False):
+    title: str
+    decision: dict[str, Any]
+    db: dict[str, Any]
+    url: str
+
+
+class Shop:
+    """A graph: an approval, a question, then the side effect (counted)."""
+
+    def __init__(self) -> None:
+        self.runs: list[str] = []
+
+    def graph(self, saver: InMemorySaver, *, question: bool = True) -> Any:
+        def approve(state: State) -> State:
+            decision = interrupt({"kind": "approval", "tool": "create_pull_request", "arguments": {"title": state["title"]}})
+            return {"decision": decision}
+
+        def ask(state: State) -> State:
+            if not state["decision"].get("approved"):
+                return {}
+            return {"db": interrupt({"questions": [{"text": "Which database?", "options": ["Postgres", "SQLite"]}]})}
+
+        def act(state: State) -> State:
+            if not state["decision"].get("approved"):
+                return {}
+            self.runs.append(state["title"])
+            return {"url": "https://github.example/acme/app/pull/42"}
+
+        g = StateGraph(State)
+        g.add_node("approve", approve)
+        g.add_node("ask", ask)
+        g.add_node("act", act)
+        g.add_edge(START, "approve")
+        if question:
+            g.add_edge("approve", "ask")
+            g.add_edge("ask", "act")
+        else:
+            g.add_edge("approve", "act")
+        g.add_edge("act", END)
+        return g.compile(checkpointer=saver)
+
+
+async def pending(rest: HoldpointRest, iid: str) -> bool:
+    return bool((await rest.get(iid))["state"] == "pending")
+
+
+async def test_an_interrupt_is_an_interaction_and_the_graph_resumes_from_its_checkpointer(up: Holdpoint) -> None:
+    rt = await Runtime.connect(up.nats_url, "acme")
+    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    try:
+        at = Placement(unique("sess"), "main", unique("task"), unique("ctx"))
+        await rt.open_session(at.session)
+        saver, shop = InMemorySaver(), Shop()
+        config: dict[str, Any] = {"configurable": {"thread_id": unique("thread")}}
+        first = await shop.graph(saver).ainvoke({"title": "Fix the build"}, config)
+        assert "__interrupt__" in first
+        hp = GraphInterrupts(rt, at, timeout=30)
+        resumed = asyncio.create_task(hp.resume(shop.graph(saver), config))
+        effect = hp.interaction_id(config["configurable"]["thread_id"], first["__interrupt__"][0].id)
+        await until("the approval", lambda: pending(rest, effect))
+        view = await rest.get(effect)
+        assert view["call"]["tool"] == "create_pull_request" and view["call"]["arguments"] == {"title": "Fix the build"}
+        await rest.approve(effect, approved=True, arguments_digest=view["call"]["argumentsDigest"])
+        second = await asyncio.wait_for(resumed, 30)
+        assert second["decision"]["approved"] is True and second["decision"]["effectId"] == effect
+        # The next interrupt (a question), resumed by a new graph object on the same checkpointer.
+        qid = hp.interaction_id(config["configurable"]["thread_id"], second["__interrupt__"][0].id)
+        resumed = asyncio.create_task(GraphInterrupts(rt, at, timeout=30).resume(shop.graph(saver), config))
+        await until("the question", lambda: pending(rest, qid))
+        await rest.answer_question(qid, [{"options": [1]}])
+        done = await asyncio.wait_for(resumed, 30)
+        assert done["db"]["answers"][0]["options"] == [1]
+        assert done["url"] == "https://github.example/acme/app/pull/42"
+        assert shop.runs == ["Fix the build"]
+        assert await rt.report_tool_result(effect, tool_ok({"url": done["url"]})) == "finished"
+        # Nothing waits any more: resuming again does nothing.
+        assert await GraphInterrupts(rt, at).resume(shop.graph(saver), config) is None
+        assert shop.runs == ["Fix the build"]
+    finally:
+        await rest.aclose()
+        await rt.close()
+
+
+async def test_two_answers_race_and_the_graph_resumes_once(up: Holdpoint) -> None:
+    rt = await Runtime.connect(up.nats_url, "acme")
+    ana = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    bob = HoldpointRest(up.api, token=up.token("acme", "bob@acme.example"))
+    try:
+        at = Placement(unique("sess"), "main", unique("task"), unique("ctx"))
+        await rt.open_session(at.session)
+        for _ in range(4):  # each round a new thread; which answer wins varies
+            saver, shop = InMemorySaver(), Shop()
+            config: dict[str, Any] = {"configurable": {"thread_id": unique("thread")}}
+            first = await shop.graph(saver, question=False).ainvoke({"title": "Fix"}, config)
+            hp = GraphInterrupts(rt, at, timeout=30)
+            effect = hp.interaction_id(config["configurable"]["thread_id"], first["__interrupt__"][0].id)
+            await hp.hold(first["__interrupt__"], config["configurable"]["thread_id"])
+            digest = (await ana.get(effect))["call"]["argumentsDigest"]
+            # Ana approves and Bob denies at the same moment: Holdpoint keeps one.
+            results = await asyncio.gather(
+                ana.approve(effect, approved=True, arguments_digest=digest),
+                bob.approve(effect, approved=False, reason="no"),
+                return_exceptions=True,
+            )
+            refused = [r for r in results if isinstance(r, Exception)]
+            assert len(refused) == 1 and isinstance(refused[0], holdpoint.NoLongerWaitingError), results
+            approved_kept = results[0] is None
+            resumed = await asyncio.wait_for(hp.resume(shop.graph(saver, question=False), config), 30)
+            assert resumed["decision"]["approved"] is approved_kept
+            assert "__interrupt__" not in resumed
+            assert shop.runs == (["Fix"] if approved_kept else [])
+            # A runner restarted on the same checkpointer finds nothing waiting: no second run.
+            assert await GraphInterrupts(rt, at, timeout=5).resume(shop.graph(saver, question=False), config) is None
+            assert shop.runs == (["Fix"] if approved_kept else [])
+            record = await rt.record(effect)
+            assert record is not None and record["resolution"] is not None
+    finally:
+        await ana.aclose()
+        await bob.aclose()
+        await rt.close()
+
+
+async def test_the_integrations_example_runs_as_pasted(up: Holdpoint) -> None:
+    """docs/integrations.md's LangGraph block is examples/langgraph_interrupt.py,
+    and it runs: held, approved over REST, resumed, the node runs once."""
+    import sys
+
+    from .conftest import ROOT
+
+    example = ROOT / "sdks" / "python" / "examples" / "langgraph_interrupt.py"
+    doc = (ROOT / "docs" / "integrations.md").read_text(encoding="utf-8")
+    block = doc.split("## LangGraph", 1)[1].split("```python\n", 1)[1].split("\n```", 1)[0] + "\n"
+    assert block == example.read_text(encoding="utf-8"), "docs/integrations.md's block differs from the example"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(example), up.nats_url, "acme",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    assert proc.stdout is not None
+    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    try:
+        held = (await asyncio.wait_for(proc.stdout.readline(), 90)).decode()  # a loaded machine imports slowly
+        assert held.startswith("held lg_"), held
+        effect = held.split()[1].rstrip(":")
+        view = await rest.get(effect)
+        await rest.approve(effect, approved=True, arguments_digest=view["call"]["argumentsDigest"])
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        await rest.aclose()
+    text = held + out.decode()
+    assert proc.returncode == 0, text
+    assert text.count("ran create_pull_request (Fix the build)") == 1, text
+    assert text.rstrip().endswith("done: https://github.example/acme/app/pull/42"), text
+    assert (await rest_state(up, effect)) == "finished"
+
+
+async def rest_state(up: Holdpoint, iid: str) -> str:
+    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    try:
+        return str((await rest.get(iid))["state"])
+    finally:
+        await rest.aclose()

@@ -1,0 +1,235 @@
+"""The MCP elicitation adapter (:mod:`holdpoint.integrations.mcp_elicitation`)
+with the real ``mcp`` SDK (an ``MCPServer`` whose tools elicit, and a ``Client``
+connected to it in-process over the JSON-RPC session) against a real Holdpoint:
+form mode becomes a question whose answer is checked against the requested
+schema and returned as ``accept``; a decline is ``decline``, an expiry or a
+closing ``cancel``; URL mode becomes a connection request."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from typing import Any, Literal
+
+import pytest
+
+mcp = pytest.importorskip("mcp", reason="mcp is in ops/test.sh's venv")
+if sys.version_info < (3, 11):  # pragma: no cover - these tests read exception groups (3.11)
+    pytest.skip("these tests read the MCP client's exception groups (Python 3.11+)", allow_module_level=True)
+
+from mcp import Client  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
+from mcp.server.mcpserver import Context, MCPServer  # noqa: E402
+from pydantic import BaseModel, Field  # noqa: E402
+
+from holdpoint import AgentManifest, Expiry, HoldpointRest, Placement, Runtime  # noqa: E402
+from holdpoint.integrations.mcp_elicitation import HoldpointElicitation  # noqa: E402
+
+from .conftest import Holdpoint, until  # noqa: E402
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+class Booking(BaseModel):
+    date: str = Field(description="Which day?")
+    seats: int = Field(ge=1, le=8, description="How many seats?")
+    window: bool = Field(default=False, description="A window table?")
+    area: Literal["inside", "terrace"] = "inside"
+
+
+server = MCPServer("restaurant")
+
+
+@server.tool()
+async def book(ctx: Context) -> str:
+    """Books a table after asking the user for the details."""
+    r = await ctx.elicit("Book a table", Booking)
+    return f"{r.action}:{r.data.model_dump_json()}" if r.action == "accept" else r.action
+
+
+@server.tool()
+async def connect_calendar(ctx: Context) -> str:
+    """Asks the user to connect their calendar out of band."""
+    r = await ctx.elicit_url("Connect your calendar", "https://calendar.example/oauth?x=1", "el-1")
+    return r.action
+
+
+class Setup:
+    def __init__(self, rt: Runtime, rest: HoldpointRest, at: Placement, elicit: HoldpointElicitation) -> None:
+        self.rt, self.rest, self.at, self.elicit = rt, rest, at, elicit
+
+    async def asked(self, n: int = 1) -> str:
+        """The id of the ``n``-th interaction the elicitation opened, once it is pending."""
+        iid: str = await until("the question", lambda: len(self.elicit.last_interactions) >= n and self.elicit.last_interactions[n - 1])
+        await until("it to be pending", lambda: self._pending(iid))
+        return iid
+
+    async def _pending(self, iid: str) -> bool:
+        return bool((await self.rest.get(iid))["state"] == "pending")
+
+
+async def setup(up: Holdpoint, *, expiry: Expiry | None = None, agent: AgentManifest | None = None) -> Setup:
+    rt = await Runtime.connect(up.nats_url, "acme")
+    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    at = Placement(unique("sess"), "main", unique("task"), unique("ctx"), expiry=expiry or Expiry())
+    await rt.open_session(at.session)
+    return Setup(rt, rest, at, HoldpointElicitation(rt, at, agent=agent, timeout=60))
+
+
+def _mcp_error(e: BaseException) -> MCPError | None:
+    """The MCPError inside ``e`` (the client's task groups wrap it)."""
+    if isinstance(e, MCPError):
+        return e
+    if isinstance(e, BaseExceptionGroup):
+        for inner in e.exceptions:
+            found = _mcp_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
+async def call(s: Setup, tool: str) -> tuple[str, bool]:
+    """Calls ``tool``: its text and whether it failed (an MCP error: its message)."""
+    try:
+        async with Client(server, elicitation_callback=s.elicit, mode="legacy") as client:
+            result = await client.call_tool(tool, {})
+    except BaseException as e:
+        err = _mcp_error(e)
+        if err is None:
+            raise
+        return str(err), True
+    text = "".join(getattr(c, "text", "") for c in result.content)
+    return text, bool(result.is_error)
+
+
+async def close(s: Setup) -> None:
+    await s.rest.aclose()
+    await s.rt.close()
+
+
+async def test_form_mode_is_a_question_whose_answer_fits_the_schema(up: Holdpoint) -> None:
+    s = await setup(up)
+    try:
+        running = asyncio.create_task(call(s, "book"))
+        qid = await s.asked()
+        view = await s.rest.get(qid)
+        assert view["kind"] == "question"
+        texts = [q["text"] for q in view["detail"]["questions"]]
+        assert texts[0].startswith("Book a table") and "Which day?" in texts[0]
+        assert [q["options"] for q in view["detail"]["questions"]] == [[], [], ["Yes", "No", "Leave empty"], ["inside", "terrace", "Leave empty"]]
+        # 12 seats is more than the schema's maximum: asked again, saying why.
+        await s.rest.answer_question(qid, [{"options": [], "text": "2031-06-01"}, {"options": [], "text": "12"}, {"options": [0]}, {"options": [1]}])
+        again = await s.asked(2)
+        assert "did not fit" in (await s.rest.get(again))["detail"]["questions"][0]["text"]
+        await s.rest.answer_question(again, [{"options": [], "text": "2031-06-01"}, {"options": [], "text": "4"}, {"options": [0]}, {"options": [2]}])
+        text, error = await asyncio.wait_for(running, 30)
+        assert not error
+        assert text == 'accept:{"date":"2031-06-01","seats":4,"window":true,"area":"inside"}'
+    finally:
+        await close(s)
+
+
+async def test_a_decline_is_decline(up: Holdpoint) -> None:
+    s = await setup(up)
+    try:
+        running = asyncio.create_task(call(s, "book"))
+        qid = await s.asked()
+        await s.rest.respond(qid, "decline")
+        assert await asyncio.wait_for(running, 30) == ("decline", False)
+    finally:
+        await close(s)
+
+
+async def test_an_expiry_or_a_closing_is_cancel(up: Holdpoint) -> None:
+    s = await setup(up, expiry=Expiry(expires_in=1))
+    try:
+        assert await asyncio.wait_for(call(s, "book"), 60) == ("cancel", False)
+    finally:
+        await close(s)
+    s = await setup(up)
+    try:
+        running = asyncio.create_task(call(s, "book"))
+        qid = await s.asked()
+        assert await s.rt.close_interaction(qid, "canceled") == "closed"
+        assert await asyncio.wait_for(running, 30) == ("cancel", False)
+    finally:
+        await close(s)
+
+
+async def test_url_mode_is_a_connection_request(up: Holdpoint) -> None:
+    on = AgentManifest.from_markdown("---\nname: coder\nloop:\n  connections: true\n---\n")
+    for connected, action in ((True, "accept"), (False, "decline")):
+        s = await setup(up, agent=on)
+        try:
+            running = asyncio.create_task(call(s, "connect_calendar"))
+            iid = await s.asked()
+            view = await s.rest.get(iid)
+            assert view["kind"] == "connection"
+            assert "calendar.example" in str(view) and "Connect your calendar" in str(view)
+            await s.rest.respond(iid, {"connected": connected})
+            assert await asyncio.wait_for(running, 30) == (action, False)
+        finally:
+            await close(s)
+    # Without loop.connections in AGENT.md: refused, nothing asked.
+    s = await setup(up)
+    try:
+        text, error = await asyncio.wait_for(call(s, "connect_calendar"), 30)
+        assert error and "loop" in text, text
+        assert s.elicit.last_interactions == []
+    finally:
+        await close(s)
+
+
+def test_the_schema_is_read_into_questions() -> None:
+    from holdpoint.integrations.mcp_elicitation import fields_of, questions_for, read_answers
+
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}},
+            "level": {"type": "string", "oneOf": [{"const": "lo", "title": "Low"}, {"const": "hi", "title": "High"}]},
+            "ratio": {"type": "number"},
+            "n1": {"type": "integer"}, "n2": {"type": "integer"},
+        },
+        "required": ["level"],
+    }
+    fields = fields_of(schema)
+    assert [f.kind for f in fields] == ["multi", "choice", "text", "text", "text"]
+    assert fields[1].question.options == ["Low", "High"]
+    assert [len(p) for p in questions_for(fields)] == [4, 1]
+    answers: list[dict[str, Any]] = [{"options": [0, 1]}, {"options": [1]}, {"options": [], "text": "0.5"}, {"options": [0]}]
+    assert read_answers(fields[:4], answers, schema) == {"tags": ["a", "b"], "level": "hi", "ratio": 0.5}
+
+
+async def test_the_integrations_example_runs_as_pasted(up: Holdpoint) -> None:
+    """docs/integrations.md's MCP block is examples/mcp_elicitation.py, and it
+    runs: the form is asked, answered over REST, and the tool gets the content."""
+    from .conftest import ROOT
+
+    example = ROOT / "sdks" / "python" / "examples" / "mcp_elicitation.py"
+    doc = (ROOT / "docs" / "integrations.md").read_text(encoding="utf-8")
+    block = doc.split("## MCP elicitation", 1)[1].split("```python\n", 1)[1].split("\n```", 1)[0] + "\n"
+    assert block == example.read_text(encoding="utf-8"), "docs/integrations.md's block differs from the example"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(example), up.nats_url, "acme",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    assert proc.stdout is not None
+    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    try:
+        asked = (await asyncio.wait_for(proc.stdout.readline(), 90)).decode()  # a loaded machine imports slowly
+        assert asked.startswith("asked mcpq_"), asked
+        qid = asked.split()[1]
+        await rest.answer_question(qid, [{"options": [], "text": "2031-06-01"}, {"options": [], "text": "2"}, {"options": [1]}])
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        await rest.aclose()
+    text = asked + out.decode()
+    assert proc.returncode == 0, text
+    assert text.rstrip().endswith('booked: {"date":"2031-06-01","seats":2,"area":"terrace"}'), text
