@@ -77,6 +77,18 @@ pub struct Slot {
     pub from_kv: bool,
 }
 
+impl Slot {
+    /// A record as read from KV at `revision` (`None`: absent), unchanged.
+    fn read_from_kv(record: Option<Record>, revision: u64) -> Slot {
+        Slot {
+            record: record.map(Arc::new),
+            revision,
+            dirty: false,
+            from_kv: true,
+        }
+    }
+}
+
 /// The records of one batch.
 #[derive(Debug, Default)]
 pub struct WorkingSet {
@@ -206,15 +218,8 @@ impl WorkingSet {
             if let (Key::Session(k), Some(Record::Session(s))) = (&key, record.as_ref()) {
                 sessions.offer(k, Arc::new(s.clone()), revision);
             }
-            self.slots.insert(
-                key.clone(),
-                Slot {
-                    record: record.map(Arc::new),
-                    revision,
-                    dirty: false,
-                    from_kv: true,
-                },
-            );
+            self.slots
+                .insert(key.clone(), Slot::read_from_kv(record, revision));
             from_kv.push(key);
         }
         Ok(from_kv)
@@ -248,15 +253,8 @@ impl WorkingSet {
             if self.slots.get(&key).is_some_and(|s| s.revision == revision) {
                 continue;
             }
-            self.slots.insert(
-                key.clone(),
-                Slot {
-                    record: record.map(Arc::new),
-                    revision,
-                    dirty: false,
-                    from_kv: true,
-                },
-            );
+            self.slots
+                .insert(key.clone(), Slot::read_from_kv(record, revision));
             replaced.push(key);
         }
         Ok(replaced)
