@@ -2,7 +2,9 @@
 ``langgraph`` package (a StateGraph with an in-memory checkpointer; no model)
 against a real ``holdpoint up``: an interrupt in a node becomes a Holdpoint
 interaction, the graph resumes from its checkpointer with the person's answer,
-and when two answers race the graph resumes once, with the one Holdpoint kept."""
+and when two answers race the graph resumes once, with the one Holdpoint kept;
+a released call runs once when the worker is killed (-9) between the approval
+and the execution."""
 
 from __future__ import annotations
 
@@ -70,6 +72,13 @@ class Shop:
             g.add_edge("approve", "act")
         g.add_edge("act", END)
         return g.compile(checkpointer=saver)
+
+
+async def event_count(rt: Runtime, task: str, name: str) -> int:
+    """How many ``name`` events of ``task`` the events stream holds."""
+    subject = f"hp.evt.acme.{task}.{name}"
+    info = await rt._js.stream_info("HP_EVENTS", subjects_filter=subject)
+    return int((info.state.subjects or {}).get(subject, 0))
 
 
 async def pending(rest: HoldpointRest, iid: str) -> bool:
@@ -150,6 +159,58 @@ async def test_two_answers_race_and_the_graph_resumes_once(up: Holdpoint) -> Non
         await ana.aclose()
         await bob.aclose()
         await rt.close()
+
+
+async def test_a_released_call_runs_once_across_a_worker_kill(split: Holdpoint) -> None:
+    worker = split.worker()
+    split.ingress()
+    rest = HoldpointRest(split.api, token=split.token("acme", "ana@acme.example"))
+    at = Placement(unique("sess"), "main", unique("task"), unique("ctx"))
+    saver, shop = InMemorySaver(), Shop()
+    thread = unique("thread")
+    config: dict[str, Any] = {"configurable": {"thread_id": thread}}
+    try:
+        # Runner 1: the graph stops at the approval, which is held; the runner's
+        # connection goes away.
+        rt1 = await Runtime.connect(split.nats_url, "acme")
+        await rt1.open_session(at.session)
+        first = await shop.graph(saver, question=False).ainvoke({"title": "Fix the build"}, config)
+        [held] = await GraphInterrupts(rt1, at, timeout=30).hold(first["__interrupt__"], thread)
+        await rt1.close()
+        effect = held.interaction_id
+
+        # The person approves; the worker is killed (-9) and a new one started.
+        await until("the approval", lambda: pending(rest, effect))
+        view = await rest.get(effect)
+        await rest.approve(effect, approved=True, arguments_digest=view["call"]["argumentsDigest"])
+        worker.p.kill()
+        assert worker.p.wait(5) == -9
+        split.worker()
+
+        # Runner 2 resumes the graph from its checkpointer: the call runs once.
+        rt2 = await Runtime.connect(split.nats_url, "acme")
+        try:
+            hp = GraphInterrupts(rt2, at, timeout=30)
+            done = await asyncio.wait_for(hp.resume(shop.graph(saver, question=False), config), 60)
+            assert done["decision"] == {"approved": True, "effectId": effect, "arguments": {"title": "Fix the build"}}
+            assert shop.runs == ["Fix the build"]
+            assert await rt2.report_tool_result(effect, tool_ok({"url": done["url"]})) == "finished"
+            await until("tool-call-finished", lambda: event_count(rt2, at.task_id, "tool-call-finished"), timeout=30)
+            # Resumed again (a runner restarted after the graph finished), nothing
+            # runs; the result reported again is a replay.
+            assert await hp.resume(shop.graph(saver, question=False), config) is None
+            assert await rt2.report_tool_result(effect, tool_ok({"url": done["url"]})) == "finished"
+            assert shop.runs == ["Fix the build"]
+            assert await event_count(rt2, at.task_id, "interaction-resolved") == 1
+            assert await event_count(rt2, at.task_id, "tool-call-released") == 1
+            assert await event_count(rt2, at.task_id, "tool-call-finished") == 1
+            assert (await rest.get(effect))["state"] == "finished"
+            record = await rt2.record(effect)
+            assert record is not None and record["result"] == {"status": "ok", "output": {"url": done["url"]}}
+        finally:
+            await rt2.close()
+    finally:
+        await rest.aclose()
 
 
 async def test_the_integrations_example_runs_as_pasted(up: Holdpoint) -> None:
