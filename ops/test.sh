@@ -61,11 +61,12 @@ if [[ "${HOLDPOINT_SKIP_PYTHON:-}" != "1" ]]; then
 fi
 
 # The Python SDK (sdks/python) and its tests: its pinned dependencies, pytest and
-# the agent frameworks its adapters are tested against (openai-agents, mcp, langgraph) in a venv
+# the agent frameworks its adapters are tested against (openai-agents, mcp, langgraph with
+# its SQLite checkpointer for the runtime restart test) in a venv
 # of their own, then the SDK itself installed from the working tree on
 # every run (a wheel built by hatchling, no build isolation: nothing downloaded).
 # Its tests run after the workspace build, against the binary just built.
-PY_SDK_REQUIREMENTS="nats-py==2.16.0 httpx==0.28.1 PyYAML==6.0.4 hatchling==1.33.0 pytest==9.2.0 pytest-asyncio==1.5.0 pytest-timeout==2.4.0 standardwebhooks==1.1.0 mypy==2.4.1 types-PyYAML==6.0.12.20261122 openai-agents==0.24.0 mcp==2.3.0 jsonschema==4.26.0 langgraph==1.2.24"
+PY_SDK_REQUIREMENTS="nats-py==2.16.0 httpx==0.28.1 PyYAML==6.0.4 hatchling==1.33.0 pytest==9.2.0 pytest-asyncio==1.5.0 pytest-timeout==2.4.0 standardwebhooks==1.1.0 mypy==2.4.1 types-PyYAML==6.0.12.20261122 openai-agents==0.24.0 mcp==2.3.0 jsonschema==4.26.0 langgraph==1.2.24 langgraph-checkpoint-sqlite==3.1.2"
 PY_SDK_VENV=".tools/python-sdk-venv"
 if [[ "${HOLDPOINT_SKIP_PYTHON:-}" != "1" ]]; then
     py_stamp="$PY_SDK_VENV/.holdpoint-requirements"

@@ -2,12 +2,16 @@
 ``langgraph`` package (a StateGraph with an in-memory checkpointer; no model)
 against a real ``holdpoint up``: an interrupt in a node becomes a Holdpoint
 interaction, the graph resumes from its checkpointer with the person's answer,
-and when two answers race the graph resumes once, with the one Holdpoint kept."""
+and when two answers race the graph resumes once, with the one Holdpoint kept;
+a released call runs once when the worker is killed (-9) between the approval
+and the execution, and when the runtime process itself (checkpointed on disk
+with ``AsyncSqliteSaver``) is killed (-9) after the approval and started again."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
@@ -70,6 +74,13 @@ class Shop:
             g.add_edge("approve", "act")
         g.add_edge("act", END)
         return g.compile(checkpointer=saver)
+
+
+async def event_count(rt: Runtime, task: str, name: str) -> int:
+    """How many ``name`` events of ``task`` the events stream holds."""
+    subject = f"hp.evt.acme.{task}.{name}"
+    info = await rt._js.stream_info("HP_EVENTS", subjects_filter=subject)
+    return int((info.state.subjects or {}).get(subject, 0))
 
 
 async def pending(rest: HoldpointRest, iid: str) -> bool:
@@ -149,6 +160,153 @@ async def test_two_answers_race_and_the_graph_resumes_once(up: Holdpoint) -> Non
     finally:
         await ana.aclose()
         await bob.aclose()
+        await rt.close()
+
+
+async def test_a_released_call_runs_once_across_a_worker_kill(split: Holdpoint) -> None:
+    worker = split.worker()
+    split.ingress()
+    rest = HoldpointRest(split.api, token=split.token("acme", "ana@acme.example"))
+    at = Placement(unique("sess"), "main", unique("task"), unique("ctx"))
+    saver, shop = InMemorySaver(), Shop()
+    thread = unique("thread")
+    config: dict[str, Any] = {"configurable": {"thread_id": thread}}
+    try:
+        # Runner 1: the graph stops at the approval, which is held; the runner's
+        # connection goes away.
+        rt1 = await Runtime.connect(split.nats_url, "acme")
+        await rt1.open_session(at.session)
+        first = await shop.graph(saver, question=False).ainvoke({"title": "Fix the build"}, config)
+        [held] = await GraphInterrupts(rt1, at, timeout=30).hold(first["__interrupt__"], thread)
+        await rt1.close()
+        effect = held.interaction_id
+
+        # The person approves; the worker is killed (-9) and a new one started.
+        await until("the approval", lambda: pending(rest, effect))
+        view = await rest.get(effect)
+        await rest.approve(effect, approved=True, arguments_digest=view["call"]["argumentsDigest"])
+        worker.p.kill()
+        assert worker.p.wait(5) == -9
+        split.worker()
+
+        # Runner 2 resumes the graph from its checkpointer: the call runs once.
+        rt2 = await Runtime.connect(split.nats_url, "acme")
+        try:
+            hp = GraphInterrupts(rt2, at, timeout=30)
+            done = await asyncio.wait_for(hp.resume(shop.graph(saver, question=False), config), 60)
+            assert done["decision"] == {"approved": True, "effectId": effect, "arguments": {"title": "Fix the build"}}
+            assert shop.runs == ["Fix the build"]
+            assert await rt2.report_tool_result(effect, tool_ok({"url": done["url"]})) == "finished"
+            await until("tool-call-finished", lambda: event_count(rt2, at.task_id, "tool-call-finished"), timeout=30)
+            # Resumed again (a runner restarted after the graph finished), nothing
+            # runs; the result reported again is a replay.
+            assert await hp.resume(shop.graph(saver, question=False), config) is None
+            assert await rt2.report_tool_result(effect, tool_ok({"url": done["url"]})) == "finished"
+            assert shop.runs == ["Fix the build"]
+            assert await event_count(rt2, at.task_id, "interaction-resolved") == 1
+            assert await event_count(rt2, at.task_id, "tool-call-released") == 1
+            assert await event_count(rt2, at.task_id, "tool-call-finished") == 1
+            assert (await rest.get(effect))["state"] == "finished"
+            record = await rt2.record(effect)
+            assert record is not None and record["result"] == {"status": "ok", "output": {"url": done["url"]}}
+        finally:
+            await rt2.close()
+    finally:
+        await rest.aclose()
+
+
+class Runner:
+    """tests/langgraph_runtime.py as a process: its output lines, read with deadlines."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+
+    @classmethod
+    async def start(cls, *args: str) -> Runner:
+        import sys
+
+        from .conftest import ROOT
+
+        script = ROOT / "sdks" / "python" / "tests" / "langgraph_runtime.py"
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(script), *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
+        return cls(proc)
+
+    async def line(self, prefix: str, timeout: float = 90) -> str:
+        """The next output line that starts with ``prefix`` (a loaded machine imports slowly)."""
+        assert self.proc.stdout is not None
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                raise TimeoutError(f"no line {prefix!r} in {timeout} s: {self.lines}")
+            raw = await asyncio.wait_for(self.proc.stdout.readline(), left)
+            if not raw:
+                raise RuntimeError(f"exited {await self.proc.wait()} before {prefix!r}: {''.join(self.lines)}")
+            text = raw.decode()
+            self.lines.append(text)
+            if text.startswith(prefix):
+                return text.rstrip("\n")
+
+    async def kill(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+        await self.proc.wait()
+
+
+@pytest.mark.parametrize("stop_in_act", ["before", "after"])
+async def test_a_runtime_killed_after_the_approval_resumes_from_its_checkpointer_and_runs_the_call_once(
+    up: Holdpoint, stop_in_act: str, tmp_path: Path
+) -> None:
+    """The runtime process is killed (-9) in the node that runs the released
+    call: before it ran the call (``before``), or after it ran it and reported
+    the result but before the step's checkpoint was written (``after``). Started
+    again, it resumes from its SQLite checkpointer without asking again; the
+    call has run once and has one ``tool-call-finished``."""
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="langgraph-checkpoint-sqlite is in ops/test.sh's venv")
+    session, task, thread = unique("sess"), unique("task"), unique("thread")
+    db, runs = str(tmp_path / "checkpoints.sqlite"), tmp_path / "runs"
+    args = [up.nats_url, session, task, thread, db, str(runs)]
+    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    rt = await Runtime.connect(up.nats_url, "acme")
+    first = await Runner.start(*args, "--stop-in-act", stop_in_act)
+    second: Runner | None = None
+    try:
+        effect = (await first.line("held ")).split()[1]
+        await until("the approval", lambda: pending(rest, effect))
+        view = await rest.get(effect)
+        await rest.approve(effect, approved=True, arguments_digest=view["call"]["argumentsDigest"])
+        await first.line("executing" if stop_in_act == "before" else "reported", timeout=60)
+        await first.kill()
+        assert first.proc.returncode == -9
+        ran_before = runs.read_text().splitlines() if runs.exists() else []
+        assert ran_before == ([] if stop_in_act == "before" else ["create_pull_request"])
+        if stop_in_act == "before":
+            assert (await rt.record(effect) or {}).get("result") is None
+
+        second = await Runner.start(*args)
+        await second.line("restarted")
+        done = await second.line("done ", timeout=60)
+        assert done == "done https://github.example/acme/app/pull/42"
+        assert await asyncio.wait_for(second.proc.wait(), 30) == 0, second.lines
+        assert not any(line.startswith("held ") for line in second.lines), "asked again"
+        assert runs.read_text().splitlines() == ["create_pull_request"], "the call ran twice"
+        await until("tool-call-finished", lambda: event_count(rt, task, "tool-call-finished"), timeout=30)
+        assert await event_count(rt, task, "interaction-resolved") == 1
+        assert await event_count(rt, task, "tool-call-released") == 1
+        assert await event_count(rt, task, "tool-call-finished") == 1
+        record = await rt.record(effect)
+        assert record is not None and record["result"] == {
+            "status": "ok", "output": "https://github.example/acme/app/pull/42",
+        }
+        assert (await rest.get(effect))["state"] == "finished"
+    finally:
+        await first.kill()
+        if second is not None:
+            await second.kill()
+        await rest.aclose()
         await rt.close()
 
 

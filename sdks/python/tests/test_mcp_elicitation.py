@@ -3,11 +3,15 @@ with the real ``mcp`` SDK (an ``MCPServer`` whose tools elicit, and a ``Client``
 connected to it in-process over the JSON-RPC session) against a real Holdpoint:
 form mode becomes a question whose answer is checked against the requested
 schema and returned as ``accept``; a decline is ``decline``, an expiry or a
-closing ``cancel``; URL mode becomes a connection request."""
+closing ``cancel``; URL mode becomes a connection request. With a ``key``, a
+retried elicitation (a runtime restarted, the worker killed -9 meanwhile) is the
+same interaction: answered once, the tool runs once, one
+``tool-call-finished``."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import uuid
 from typing import Any, Literal
@@ -50,6 +54,27 @@ async def book(ctx: Context) -> str:
     return f"{r.action}:{r.data.model_dump_json()}" if r.action == "accept" else r.action
 
 
+BOOKED: list[str] = []
+"""What ``book_once`` did (its side effect): one entry per accepted booking."""
+
+
+@server.tool()
+async def book_once(ctx: Context) -> str:
+    """Books a table after asking the user; the booking is counted."""
+    r = await ctx.elicit("Book a table", Booking)
+    if r.action != "accept":
+        return r.action
+    BOOKED.append(r.data.model_dump_json())
+    return f"booked:{r.data.model_dump_json()}"
+
+
+@server.tool()
+async def book_other(ctx: Context) -> str:
+    """Elicits with another message than ``book``."""
+    r = await ctx.elicit("Book a table for the team dinner", Booking)
+    return r.action
+
+
 @server.tool()
 async def connect_calendar(ctx: Context) -> str:
     """Asks the user to connect their calendar out of band."""
@@ -71,12 +96,27 @@ class Setup:
         return bool((await self.rest.get(iid))["state"] == "pending")
 
 
-async def setup(up: Holdpoint, *, expiry: Expiry | None = None, agent: AgentManifest | None = None) -> Setup:
+async def setup(
+    up: Holdpoint,
+    *,
+    expiry: Expiry | None = None,
+    agent: AgentManifest | None = None,
+    at: Placement | None = None,
+    key: str | None = None,
+) -> Setup:
     rt = await Runtime.connect(up.nats_url, "acme")
     rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
-    at = Placement(unique("sess"), "main", unique("task"), unique("ctx"), expiry=expiry or Expiry())
-    await rt.open_session(at.session)
-    return Setup(rt, rest, at, HoldpointElicitation(rt, at, agent=agent, timeout=60))
+    if at is None:
+        at = Placement(unique("sess"), "main", unique("task"), unique("ctx"), expiry=expiry or Expiry())
+        await rt.open_session(at.session)
+    return Setup(rt, rest, at, HoldpointElicitation(rt, at, agent=agent, timeout=60, key=key))
+
+
+async def event_count(rt: Runtime, task: str, name: str) -> int:
+    """How many ``name`` events of ``task`` the events stream holds."""
+    subject = f"hp.evt.acme.{task}.{name}"
+    info = await rt._js.stream_info("HP_EVENTS", subjects_filter=subject)
+    return int((info.state.subjects or {}).get(subject, 0))
 
 
 def _mcp_error(e: BaseException) -> MCPError | None:
@@ -181,6 +221,83 @@ async def test_url_mode_is_a_connection_request(up: Holdpoint) -> None:
         assert s.elicit.last_interactions == []
     finally:
         await close(s)
+
+
+async def test_with_a_key_a_retried_elicitation_is_the_same_interaction_across_a_worker_kill(split: Holdpoint) -> None:
+    worker = split.worker()
+    split.ingress()
+    key = unique("booking")
+    BOOKED.clear()
+    # Runtime 1: the tool elicits, the question is asked; the runtime goes away
+    # (its call cancelled, its connection closed) before the person answers.
+    s1 = await setup(split, key=key)
+    at = s1.at
+    try:
+        running = asyncio.create_task(call(s1, "book_once"))
+        qid = await s1.asked()
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    finally:
+        await close(s1)
+    # The person answers while no runtime is up; the worker is killed (-9) and a
+    # new one started.
+    rest = HoldpointRest(split.api, token=split.token("acme", "ana@acme.example"))
+    try:
+        await rest.answer_question(qid, [{"options": [], "text": "2031-06-01"}, {"options": [], "text": "2"}, {"options": [1]}, {"options": [1]}])
+    finally:
+        await rest.aclose()
+    worker.p.kill()
+    assert worker.p.wait(5) == -9
+    split.worker()
+    # Runtime 2, a new callback with the same key, replays the tool call: the
+    # elicitation is the same interaction, its answer is found, nothing is asked
+    # again, and the tool runs once.
+    s2 = await setup(split, at=at, key=key)
+    try:
+        text, error = await asyncio.wait_for(call(s2, "book_once"), 60)
+        assert not error, text
+        assert text == 'booked:{"date":"2031-06-01","seats":2,"window":false,"area":"terrace"}'
+        assert s2.elicit.last_interactions == [qid]
+        assert BOOKED == ['{"date":"2031-06-01","seats":2,"window":false,"area":"terrace"}']
+        await until("tool-call-finished", lambda: event_count(s2.rt, at.task_id, "tool-call-finished"), timeout=30)
+        assert await event_count(s2.rt, at.task_id, "interaction-resolved") == 1
+        assert await event_count(s2.rt, at.task_id, "tool-call-finished") == 1
+        assert (await s2.rest.get(qid))["state"] == "finished"
+    finally:
+        await close(s2)
+    # Without the key, a new callback asks a new interaction (the contrast: the
+    # key is what makes the retry the same one).
+    s3 = await setup(split, at=at)
+    try:
+        running = asyncio.create_task(call(s3, "book_once"))
+        other = await s3.asked()
+        assert other != qid
+        assert await s3.rt.close_interaction(other, "canceled") == "closed"
+        assert await asyncio.wait_for(running, 30) == ("cancel", False)
+        assert len(BOOKED) == 1
+    finally:
+        await close(s3)
+
+
+async def test_a_key_reused_for_another_elicitation_is_an_mcp_error(up: Holdpoint) -> None:
+    key = unique("booking")
+    s1 = await setup(up, key=key)
+    try:
+        running = asyncio.create_task(call(s1, "book"))
+        qid = await s1.asked()
+        await s1.rest.respond(qid, "decline")
+        assert await asyncio.wait_for(running, 30) == ("decline", False)
+    finally:
+        await close(s1)
+    # The same key and session, another elicitation (the calendar's URL mode
+    # would be a connection; a form with another message is another question).
+    s2 = await setup(up, at=s1.at, key=key)
+    try:
+        text, error = await asyncio.wait_for(call(s2, "book_other"), 30)
+        assert error and key in text and "another elicitation" in text, text
+    finally:
+        await close(s2)
 
 
 def test_the_schema_is_read_into_questions() -> None:

@@ -11,13 +11,17 @@ text), waits for the answers Holdpoint decided, and resumes the graph with
 interaction, so when two answers race (two people, or REST and A2A at once)
 the graph resumes once, with the answer that was kept; a resume that finds the
 checkpoint no longer waiting on those interrupts (a runner restarted after the
-graph moved on) does nothing. Run one resumer per thread at a time: two that
+graph moved on) does nothing, and one that finds steps left without an
+interrupt (a runtime killed after the graph took the answer) continues them.
+Run one resumer per thread at a time: two that
 resume the same checkpoint at the same instant would both run (LangGraph has no
 lock of its own).
 
 What a node gets back from ``interrupt``: for an approval ``{"approved": bool,
-"reason": ..., "arguments": ..., "effectId": ...}`` (report the released
-call's result with ``rt.report_tool_result(effectId, tool_ok(...))``); for
+"reason": ..., "arguments": ..., "effectId": ...}`` (run the released call
+with :meth:`GraphInterrupts.execute`, which reports its result and does not run
+a call whose result Holdpoint already holds; or report it yourself with
+``rt.report_tool_result(effectId, tool_ok(...))``); for
 questions ``{"answers": [{"options": [...], "text": ...}, ...]}`` or
 ``{"value": ...}``; when the interaction closed or expired undecided
 ``{"closed": reason}`` (an approval: ``approved: False`` too).
@@ -32,17 +36,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph.types import Command, Interrupt
+from langgraph.types import Command, Durability, Interrupt
 
 from .. import _wire
-from ..runtime import Followed, Placement, Question, Runtime
+from ..runtime import Followed, Placement, Question, Runtime, tool_error, tool_ok
 
-__all__ = ["GraphInterrupts", "HeldInterrupt"]
+__all__ = ["GraphInterrupts", "HeldInterrupt", "ToolFailed"]
 
 
 @dataclass(frozen=True)
@@ -143,15 +148,27 @@ class GraphInterrupts:
             with contextlib.suppress(RuntimeError):
                 await events.aclose()  # type: ignore[attr-defined]
 
-    async def resume(self, graph: Any, config: dict[str, Any]) -> Any:
+    async def resume(self, graph: Any, config: dict[str, Any], *, durability: Durability | None = None) -> Any:
         """Asks what the thread's checkpoint waits on, waits for the answers and
         resumes ``graph`` (a compiled graph with a checkpointer) once. Returns the
-        graph's result, or ``None`` when the checkpoint waits on nothing (or no
-        longer on these interrupts: another resume went first)."""
+        graph's result, or ``None`` when the checkpoint waits on nothing and has
+        no step left (or no longer waits on these interrupts: another resume
+        went first).
+
+        A checkpoint that waits on no interrupt but has steps left (a runtime
+        that died after the graph took the answer, before the next node
+        finished) is continued from there (``ainvoke(None, config)``): the node
+        that runs the released call runs, once, in the runtime that resumes.
+        ``durability`` goes to ``ainvoke`` (``"sync"``: each step's checkpoint is
+        written before the next step starts, so a runtime killed in a node
+        resumes at that node)."""
         thread = _thread(config)
+        extra: dict[str, Any] = {} if durability is None else {"durability": durability}
         state = await graph.aget_state(config)
         interrupts = [i for t in state.tasks for i in t.interrupts]
         if not interrupts:
+            if state.next:
+                return await graph.ainvoke(None, config, **extra)
             return None
         held = await self.hold(interrupts, thread)
         answers = {h.interrupt_id: await self.answer(h) for h in held}
@@ -159,7 +176,57 @@ class GraphInterrupts:
         waiting = {i.id for t in state.tasks for i in t.interrupts}
         if not set(answers) <= waiting:
             return None
-        return await graph.ainvoke(Command(resume=answers), config)
+        return await graph.ainvoke(Command(resume=answers), config, **extra)
+
+    async def execute(self, decision: Mapping[str, Any], run: Callable[[], Any]) -> Any:
+        """Runs the call an approval released, once, and reports its result to
+        Holdpoint (its one ``tool-call-finished``). ``decision`` is what the
+        node's ``interrupt`` got back; ``run`` does the call (a function, sync
+        or async, of no arguments) and returns its output (JSON, or anything
+        whose ``str`` is reported). Returns the output.
+
+        A call whose result Holdpoint already holds (a runtime that died after
+        executing and reporting, before its checkpoint was written) is not run
+        again: the recorded output is returned, or :class:`ToolFailed` raised
+        when the call failed. An exception of ``run`` is reported as
+        ``tool.failed`` and raised on. Raises :class:`ValueError` for a decision
+        that did not approve."""
+        if not decision.get("approved"):
+            raise ValueError("the call was not approved: nothing to execute")
+        effect_id = str(decision["effectId"])
+        record = await self.rt.record(effect_id)
+        result = (record or {}).get("result")
+        if isinstance(result, dict):
+            if result.get("status") == "ok":
+                return result.get("output")
+            raise ToolFailed(str(result.get("code", "tool.failed")), str(result.get("message", "")))
+        try:
+            output = run()
+            if inspect.isawaitable(output):
+                output = await output
+        except Exception as e:
+            await self.rt.report_tool_result(effect_id, tool_error("tool.failed", str(e)))
+            raise
+        await self.rt.report_tool_result(effect_id, tool_ok(_jsonable(output)))
+        return output
+
+
+class ToolFailed(Exception):
+    """A released call that failed before (its result in Holdpoint is an
+    error): ``code`` and ``message`` as reported."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as JSON (a call may return any object: its ``str`` then)."""
+    try:
+        return json.loads(json.dumps(value, ensure_ascii=False, allow_nan=False))
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def _question_answer(f: Followed, interaction_id: str) -> dict[str, Any] | None:

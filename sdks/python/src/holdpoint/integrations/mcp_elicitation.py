@@ -24,9 +24,13 @@ Holdpoint's questions have no schema field yet: the requested schema is kept by
 this callback (in the question's text as hints, and for the check), not stored
 with the interaction.
 
+Give the callback a ``key`` (the run's id) to make it crash-safe: the same key
+in a restarted runtime asks the same interactions again, as replays, and gets
+the answers given meanwhile.
+
 .. code-block:: python
 
-    elicit = HoldpointElicitation(rt, at, agent=AgentManifest.from_path("AGENT.md"))
+    elicit = HoldpointElicitation(rt, at, agent=AgentManifest.from_path("AGENT.md"), key=run_id)
     async with Client(server, elicitation_callback=elicit) as client:
         await client.call_tool("book_table", {})
 """
@@ -46,6 +50,7 @@ from mcp import types
 from mcp.client.session import ClientRequestContext
 
 from .. import _wire
+from .._errors_generated import CommandConflictsWithRecordError
 from ..manifest import AgentManifest
 from ..runtime import Followed, Placement, Question, Runtime
 
@@ -221,7 +226,18 @@ class HoldpointElicitation:
     ``agent``: the agent's manifest; URL mode needs ``loop.connections: true``
     in it. ``attempts``: how often a form is asked when answers do not fit the
     schema (default 3). ``timeout``: seconds to wait for each answer (default:
-    for ever; on timeout the elicitation is ``cancel``)."""
+    for ever; on timeout the elicitation is ``cancel``).
+
+    ``key``: the idempotency key of this callback's elicitations. Without it
+    every callback object asks new interactions (its ids carry a random
+    nonce). With it, the interaction ids come from the session, the key and the
+    elicitation's ordinal (the first, second, … elicitation this object is
+    called for), so a callback made again with the same key (a runtime
+    restarted, replaying the same tool call) asks its n-th elicitation as the
+    same interaction as the n-th of the old one: an answer given while no
+    runtime was up is found and returned, and nothing is asked twice. Reusing a
+    key for an elicitation with other content is refused by Holdpoint
+    (``NRY-0021``) and answered as an MCP error."""
 
     def __init__(
         self,
@@ -231,18 +247,24 @@ class HoldpointElicitation:
         agent: AgentManifest | None = None,
         attempts: int = 3,
         timeout: float | None = None,
+        key: str | None = None,
     ) -> None:
+        if key is not None and not key:
+            raise ValueError("key must not be empty")
         self.rt = rt
         self.at = at
         self.agent = agent or AgentManifest()
         self.attempts = max(1, attempts)
         self.timeout = timeout
+        self.key = key
         self._nonce = uuid.uuid4().hex
         self._count = 0
         self.last_interactions: list[str] = []
         """The Holdpoint interactions the last elicitation opened (for logs and tests)."""
 
     def _id(self, *parts: str) -> str:
+        if self.key is not None:
+            return _wire.digest(self.at.session, "key", self.key, *parts)[:32]
         return _wire.digest(self.at.session, self._nonce, *parts)[:32]
 
     async def __call__(
@@ -251,9 +273,17 @@ class HoldpointElicitation:
         self._count += 1
         base = self._id(str(self._count))
         self.last_interactions = []
-        if isinstance(params, types.ElicitRequestURLParams):
-            return await self._url(base, params)
-        return await self._form(base, params)
+        try:
+            if isinstance(params, types.ElicitRequestURLParams):
+                return await self._url(base, params)
+            return await self._form(base, params)
+        except CommandConflictsWithRecordError as e:
+            # Only a key reused for another elicitation gets here (the ids of a
+            # callback without a key are its own).
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"key {self.key!r} already asked another elicitation: {e}",
+            )
 
     async def _wait(self, interaction_id: str) -> _Outcome:
         events = await self.rt.follow(task=self.at.task_id, from_start=True)
