@@ -6,6 +6,8 @@
 //! - [`Bus`] ([`setup`](Bus::setup)): creates or binds every stream and bucket.
 //! - [`records`]: typed KV reads, pipelined compare-and-set writes, paged listing.
 //! - [`backoff`]: the one retry pacing policy.
+//! - [`batch`]: atomic batch publish (ADR-50): messages to one stream stored
+//!   together or not at all, and what to do after each failure.
 //! - [`effects`]: publishing a transition's effects and storing outcomes.
 //! - [`events`]: following the events stream (SSE, A2A streams, clients) within an
 //!   organisation.
@@ -21,6 +23,7 @@
 //! [`holdpoint_domain::subject_token`].
 
 pub mod backoff;
+pub mod batch;
 pub mod effects;
 pub mod error;
 pub mod events;
