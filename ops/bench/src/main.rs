@@ -4,7 +4,10 @@
 //! For each fsync setting (the server's default, then `sync_interval: always`):
 //! 1. the raw baseline on a stream configured like `HP_COMMANDS`: asynchronous
 //!    publish with `Nats-Msg-Id` (messages/s) and synchronous publish (messages/s,
-//!    round trip p50/p99), 128-byte payloads;
+//!    round trip p50/p99), 128-byte payloads; then the commit path's ceiling on
+//!    the same server: a transition (a 700-byte record by compare-and-set plus
+//!    three 350-byte events) as four separate publishes, and as atomic batches of
+//!    32 transitions (`holdpoint_bus::batch`), in transitions/s;
 //! 2. Holdpoint (`holdpoint ingress` and `holdpoint worker` as separate release
 //!    processes, people authenticated with real EdDSA JWTs): the time to open the
 //!    pending pool (questions and approvals on blocking sessions), the latency of
@@ -116,6 +119,7 @@ struct Report {
     fsync: &'static str,
     version: String,
     raw: Raw,
+    commits: Commits,
     open: (usize, Duration),
     get_one: [u64; 2],
     list_page: [u64; 2],
@@ -137,6 +141,7 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
         dir.path().display()
     );
     let raw = raw_baseline(&url, plan, setting.replicas()).await?;
+    let commits = commit_baseline(&url, plan, setting.replicas()).await?;
     let replicas = setting.replicas().to_string();
 
     let key = holdpoint_cli::devtoken::DevKey::load_or_create(&dir.path().join("jwt"))?;
@@ -322,6 +327,7 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
         fsync: setting.name(),
         version,
         raw,
+        commits,
         open: (opened, took),
         get_one: [get_h.value_at_quantile(0.5), get_h.value_at_quantile(0.99)],
         list_page: [

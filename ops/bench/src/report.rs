@@ -38,6 +38,17 @@ pub(crate) fn print(r: &Report) {
         ms(r.raw.sync_p99)
     );
     println!(
+        "| commit path ceiling: record CAS + 3 events as 4 publishes | {:.0} transitions/s ({:.2}x raw sync) |",
+        r.commits.separate,
+        r.commits.separate / r.raw.sync_rate
+    );
+    println!(
+        "| commit path ceiling: atomic batches of {GROUP} transitions | {:.0} transitions/s ({:.2}x raw sync, {:.2}x 4 publishes) |",
+        r.commits.grouped,
+        r.commits.grouped / r.raw.sync_rate,
+        r.commits.grouped / r.commits.separate
+    );
+    println!(
         "| open {} interactions | {:.1} s ({:.0}/s) |",
         r.open.0,
         r.open.1.as_secs_f64(),
