@@ -390,3 +390,131 @@ async fn a_schedule_in_a_batch_fires_into_the_stream() {
     .await;
     assert_eq!(fired.payload, Bytes::from("{\"expire\":true}"));
 }
+
+/// The stream's limit of open batches (50 by default): a batch started beyond it
+/// is refused at its first message, which asks for no reply, so its commit comes
+/// back as abandoned, and a resend after the open ones end commits.
+#[tokio::test]
+async fn a_batch_beyond_the_open_batch_limit_is_abandoned_and_a_resend_commits() {
+    let nats = NatsServer::start().await;
+    let client = nats.connect().await;
+    let js = jetstream::new(client.clone());
+    let mut state = state_stream(&js).await;
+
+    // Fifty batches started and left open.
+    for i in 0..50 {
+        let mut h = HeaderMap::new();
+        h.insert(batch::BATCH_ID, format!("open-{i}").as_str());
+        h.insert(batch::BATCH_SEQUENCE, "1");
+        client
+            .publish_with_headers(format!("hps.fx.evt.acme.t{i}.x"), h, Bytes::from("{}"))
+            .await
+            .expect("a first message");
+    }
+    client.flush().await.expect("flushed");
+    let t = transition(0, 1);
+    let err = batch::commit(&client, "over", &t)
+        .await
+        .expect_err("the fifty-first open batch");
+    assert!(
+        matches!(err, BatchError::Abandoned(_)),
+        "a batch refused at its start is incomplete at its commit: {err:?}"
+    );
+    assert_eq!(batch::next_step(&err, 1, 1), batch::Step::Resend);
+    assert_eq!(messages(&mut state).await, 0, "nothing of it was stored");
+
+    // Committing the open ones frees the slots.
+    for i in 0..50 {
+        let mut h = HeaderMap::new();
+        h.insert(batch::BATCH_ID, format!("open-{i}").as_str());
+        h.insert(batch::BATCH_SEQUENCE, "2");
+        h.insert(batch::BATCH_COMMIT, "1");
+        client
+            .request_with_headers(format!("hps.fx.evt.acme.t{i}.y"), h, Bytes::from("{}"))
+            .await
+            .expect("a commit");
+    }
+    let done = batch::commit(&client, "over-2", &t)
+        .await
+        .expect("the resend commits");
+    assert_eq!(done.count, 4);
+}
+
+/// On a replicated stream, a leader change between a batch's messages abandons the
+/// batch (nothing stored), and the whole batch resent under a new id commits once
+/// on the new leader.
+#[tokio::test]
+async fn on_r3_a_leader_change_abandons_a_batch_and_a_resend_commits() {
+    use holdpoint_tests::nats::NatsCluster;
+    let cluster = NatsCluster::start().await;
+    let client = cluster.connect().await;
+    let js = jetstream::new(client.clone());
+    let mut state = js
+        .create_stream(stream::Config {
+            name: STATE.into(),
+            subjects: vec!["hps.>".into()],
+            storage: stream::StorageType::File,
+            num_replicas: 3,
+            allow_atomic_publish: true,
+            allow_rollup: true,
+            allow_direct: true,
+            ..Default::default()
+        })
+        .await
+        .expect("an R3 state stream");
+    let first = batch::commit(&client, "r3-1", &transition(0, 1))
+        .await
+        .expect("a commit on R3");
+    let rec = first.sequence_of(0).expect("the record's sequence");
+
+    // A batch half sent, then the leader steps down.
+    let t = transition(rec, 2);
+    let (head, _) = t.messages().split_at(2);
+    for (i, m) in head.iter().enumerate() {
+        let mut h = m.headers.clone();
+        h.insert(batch::BATCH_ID, "r3-half");
+        h.insert(batch::BATCH_SEQUENCE, (i + 1).to_string().as_str());
+        client
+            .publish_with_headers(m.subject.clone(), h, m.payload.clone())
+            .await
+            .expect("a staged message");
+    }
+    client.flush().await.expect("flushed");
+    let leader = |s: stream::Info| s.cluster.and_then(|c| c.leader);
+    let before = leader(state.info().await.expect("info").clone());
+    let down: serde_json::Value = js
+        .request(format!("STREAM.LEADER.STEPDOWN.{STATE}"), &())
+        .await
+        .expect("a stepdown");
+    assert_eq!(down["success"], serde_json::json!(true), "{down}");
+    wait_for(Duration::from_secs(20), "a new stream leader", || {
+        let mut state = state.clone();
+        let before = before.clone();
+        async move {
+            let now = state.info().await.ok().and_then(|i| leader(i.clone()))?;
+            (Some(&now) != before.as_ref()).then_some(())
+        }
+    })
+    .await;
+    let mut h = t.messages()[2].headers.clone();
+    h.insert(batch::BATCH_ID, "r3-half");
+    h.insert(batch::BATCH_SEQUENCE, "3");
+    h.insert(batch::BATCH_COMMIT, "1");
+    let reply = client
+        .request_with_headers(t.messages()[2].subject.clone(), h, Bytes::new())
+        .await
+        .expect("an answer to the late commit");
+    let answer: serde_json::Value = serde_json::from_slice(&reply.payload).expect("a JSON reply");
+    assert_eq!(
+        answer["error"]["err_code"],
+        serde_json::json!(10176),
+        "the staged half died with the old leader: {answer}"
+    );
+    assert_eq!(messages(&mut state).await, 4, "nothing of it was stored");
+
+    let done = batch::commit(&client, "r3-2", &t)
+        .await
+        .expect("the whole batch resent commits on the new leader");
+    assert_eq!(done.count, 4);
+    assert_eq!(last_record(&state).await.1, record(2));
+}
