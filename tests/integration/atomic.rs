@@ -56,6 +56,17 @@ async fn events_stream(js: &jetstream::Context) -> stream::Stream {
     .expect("events stream")
 }
 
+/// A fresh server, a client, its JetStream context and the state stream.
+async fn fresh() -> (
+    NatsServer,
+    async_nats::Client,
+    jetstream::Context,
+    stream::Stream,
+) {
+    let (_nats, client, js, state) = fresh().await;
+    (nats, client, js, state)
+}
+
 fn record(n: u64) -> Bytes {
     Bytes::from(format!("{{\"version\":{n}}}"))
 }
@@ -100,10 +111,7 @@ async fn last_record(s: &stream::Stream) -> (u64, Bytes) {
 
 #[tokio::test]
 async fn a_batch_stores_all_of_a_transition_or_none_of_it() {
-    let nats = NatsServer::start().await;
-    let client = nats.connect().await;
-    let js = jetstream::new(client.clone());
-    let mut state = state_stream(&js).await;
+    let (_nats, client, js, mut state) = fresh().await;
 
     let first = batch::commit(&client, "t-1", &transition(0, 1))
         .await
@@ -146,10 +154,7 @@ async fn a_batch_stores_all_of_a_transition_or_none_of_it() {
 
 #[tokio::test]
 async fn a_retried_commit_stores_nothing_twice() {
-    let nats = NatsServer::start().await;
-    let client = nats.connect().await;
-    let js = jetstream::new(client.clone());
-    let mut state = state_stream(&js).await;
+    let (_nats, client, js, mut state) = fresh().await;
 
     let t = transition(0, 1);
     batch::commit(&client, "r-1", &t)
@@ -186,10 +191,7 @@ async fn a_retried_commit_stores_nothing_twice() {
 
 #[tokio::test]
 async fn a_batch_split_over_two_streams_stores_nothing() {
-    let nats = NatsServer::start().await;
-    let client = nats.connect().await;
-    let js = jetstream::new(client.clone());
-    let mut state = state_stream(&js).await;
+    let (_nats, client, js, mut state) = fresh().await;
     let mut other = js
         .create_stream(stream::Config {
             name: "T_OTHER".into(),
@@ -215,9 +217,7 @@ async fn a_batch_split_over_two_streams_stores_nothing() {
 
 #[tokio::test]
 async fn a_stream_without_atomic_publish_refuses_for_good() {
-    let nats = NatsServer::start().await;
-    let client = nats.connect().await;
-    let js = jetstream::new(client.clone());
+    let (_nats, client, js, _state) = fresh().await;
     js.create_stream(stream::Config {
         name: "T_PLAIN".into(),
         subjects: vec!["plain.>".into()],
@@ -247,10 +247,7 @@ async fn a_stream_without_atomic_publish_refuses_for_good() {
 /// one.
 #[tokio::test]
 async fn sourced_streams_get_committed_effects_only() {
-    let nats = NatsServer::start().await;
-    let client = nats.connect().await;
-    let js = jetstream::new(client.clone());
-    let state = state_stream(&js).await;
+    let (_nats, client, js, state) = fresh().await;
     let events = events_stream(&js).await;
     let topo = Topology::default();
     let (cmd_in, cmd_out) = topo.command_transform();
@@ -344,10 +341,7 @@ async fn sourced_streams_get_committed_effects_only() {
 /// the per-message TTL of an effect is accepted inside a batch.
 #[tokio::test]
 async fn a_schedule_in_a_batch_fires_into_the_stream() {
-    let nats = NatsServer::start().await;
-    let client = nats.connect().await;
-    let js = jetstream::new(client.clone());
-    let state = state_stream(&js).await;
+    let (_nats, client, js, state) = fresh().await;
 
     let at = time::OffsetDateTime::now_utc() + time::Duration::seconds(2);
     let at = at
@@ -396,10 +390,7 @@ async fn a_schedule_in_a_batch_fires_into_the_stream() {
 /// back as abandoned, and a resend after the open ones end commits.
 #[tokio::test]
 async fn a_batch_beyond_the_open_batch_limit_is_abandoned_and_a_resend_commits() {
-    let nats = NatsServer::start().await;
-    let client = nats.connect().await;
-    let js = jetstream::new(client.clone());
-    let mut state = state_stream(&js).await;
+    let (_nats, client, js, mut state) = fresh().await;
 
     // Fifty batches started and left open.
     for i in 0..50 {

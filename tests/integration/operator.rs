@@ -352,8 +352,7 @@ async fn next(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout
 #[tokio::test]
 async fn the_runtime_example_runs_a_released_call_once() {
     let (app, key, _jwks) = jwt_app().await;
-    let example =
-        holdpoint_tests::nats::workspace_root().join("target/debug/examples/approval_runtime");
+    let example = holdpoint_tests::app::target_dir().join("debug/examples/approval_runtime");
     assert!(
         example.is_file(),
         "{} is missing: run `cargo build --examples` (ops/test.sh does)",

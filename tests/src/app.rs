@@ -132,15 +132,19 @@ impl<N: Broker> Drop for TestApp<N> {
     }
 }
 
+/// Cargo's target directory: `CARGO_TARGET_DIR`, else `target/` in the workspace.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
 /// The `holdpoint` binary built by `cargo build --bins` (`HOLDPOINT_BIN` overrides).
 pub fn holdpoint_binary() -> PathBuf {
     if let Some(p) = std::env::var_os("HOLDPOINT_BIN") {
         return PathBuf::from(p);
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"));
-    let bin = target.join("debug").join("holdpoint");
+    let bin = target_dir().join("debug").join("holdpoint");
     assert!(
         bin.is_file(),
         "{} is missing: run `cargo build --bins` first (ops/test.sh does)",
