@@ -8,6 +8,8 @@
 //! - [`backoff`]: the one retry pacing policy.
 //! - [`batch`]: atomic batch publish (ADR-50): messages to one stream stored
 //!   together or not at all, and what to do after each failure.
+//! - [`delivery`]: pulling a partition's commands, each a [`delivery::Delivery`]
+//!   to ack, NAK or term, with progress acks and outcome replies.
 //! - [`effects`]: publishing a transition's effects and storing outcomes.
 //! - [`events`]: following the events stream (SSE, A2A streams, clients) within an
 //!   organisation.
@@ -24,6 +26,7 @@
 
 pub mod backoff;
 pub mod batch;
+pub mod delivery;
 pub mod effects;
 pub mod error;
 pub mod events;

@@ -18,8 +18,9 @@
 //!   to `decide` as data when an approval opens.
 //! - [`watch`]: the KV watch loop the session cache and the rule book share
 //!   (restart with back-off when a watch breaks), and [`watch::pause`].
-//! - [`delivery`]: one delivered command: ack, NAK with a delay by the error's kind,
-//!   or term; NAKed at once when dropped unsettled.
+//! - A delivered command is a `holdpoint_bus::delivery::Delivery` (ack, NAK with a
+//!   delay by the error's kind, or term; NAKed at once when dropped unsettled): the
+//!   bus owns the pull, the headers, progress acks and replies.
 //!
 //! **Observability.** Each command's events, lane messages and follow-up commands
 //! carry a `traceparent` that continues the trace of its `traceparent` header (set by
@@ -33,7 +34,6 @@
 
 pub mod batch;
 pub mod cache;
-pub mod delivery;
 pub mod relay;
 pub mod rules;
 pub mod runner;

@@ -18,11 +18,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use async_nats::jetstream;
-use async_nats::jetstream::consumer::pull::MessagesErrorKind;
-use futures::{FutureExt as _, StreamExt as _};
 use holdpoint_bus::Bus;
 use holdpoint_bus::backoff::Backoff;
+use holdpoint_bus::delivery::{Deliveries, Delivery, PullError};
 use holdpoint_bus::partitions::preferred;
 use time::OffsetDateTime;
 use tokio::time::Instant;
@@ -202,7 +200,7 @@ pub async fn run(
     let mut own = Ownership::default();
     let mut attempt = 0;
     while !shutdown.is_cancelled() {
-        let messages = match pull(&bus, &cfg, partition).await {
+        let messages = match bus.pull_partition(partition, cfg.batch).await {
             Ok(m) => m,
             Err(e) => {
                 attempt += 1;
@@ -256,43 +254,10 @@ enum Served {
     HandedOver(u32),
 }
 
-async fn pull(
-    bus: &Bus,
-    cfg: &WorkerConfig,
-    partition: u32,
-) -> Result<jetstream::consumer::pull::Stream, String> {
-    let consumer = bus
-        .partition_consumer(partition)
-        .await
-        .map_err(|e| e.to_string())?;
-    let (expires, heartbeat) = pull_timing(bus);
-    consumer
-        .stream()
-        .max_messages_per_batch(cfg.batch.max(1))
-        .expires(expires)
-        .heartbeat(heartbeat)
-        .group(bus.topo.priority_group())
-        .messages()
-        .await
-        .map_err(|e| e.to_string())
-}
-
-/// A pull request's expiry and idle heartbeat. Pull requests expire well before
-/// the pin does, so the pinned worker keeps it (every pull with its pin id restarts
-/// the server's timer); the server sends a heartbeat four times per expiry.
-fn pull_timing(bus: &Bus) -> (Duration, Duration) {
-    let expires = bus
-        .topo
-        .priority_timeout
-        .mul_f64(0.4)
-        .max(Duration::from_millis(200));
-    (expires, expires / 4)
-}
-
 async fn serve(
     runner: &mut Runner,
     own: &mut Ownership,
-    mut messages: jetstream::consumer::pull::Stream,
+    mut messages: Deliveries,
     me: &str,
     live: &Live,
     shutdown: &CancellationToken,
@@ -300,13 +265,12 @@ async fn serve(
     let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut owed_attempt = 0;
-    let mut silence = Silence::new(pull_timing(&runner.bus).1);
+    let mut silence = Silence::new(runner.bus.pull_heartbeat());
     loop {
         let first = tokio::select! {
             _ = shutdown.cancelled() => {
                 // Decide what was delivered already instead of leaving it to ack_wait.
-                let batch = ready(&mut messages, runner.cfg.batch);
-                let msgs: Vec<_> = batch.into_iter().collect();
+                let msgs = messages.ready(runner.cfg.batch);
                 if !msgs.is_empty() {
                     runner.process(msgs).await;
                 }
@@ -351,7 +315,7 @@ async fn serve(
                 silence.heard();
                 m
             }
-            Some(Err(e)) if e.kind() == MessagesErrorKind::MissingHeartbeat => {
+            Some(Err(PullError::MissedHeartbeat)) => {
                 // A late heartbeat on a busy machine, or the server away: the stream
                 // re-pulls by itself after a reconnect and keeps this runner's pin id,
                 // which a new stream would not have (its pulls would be refused until
@@ -369,7 +333,7 @@ async fn serve(
                 );
                 return Served::Broken;
             }
-            Some(Err(e)) => {
+            Some(Err(PullError::Broken(e))) => {
                 // The consumer was deleted, or a pull failed: pull anew.
                 warn!(partition = runner.partition, error = %e, "command stream error; pulling anew");
                 return Served::Broken;
@@ -377,32 +341,15 @@ async fn serve(
             None => return Served::Broken,
         };
         let mut batch = vec![msg];
-        batch.extend(ready(&mut messages, runner.cfg.batch.saturating_sub(1)));
+        batch.extend(messages.ready(runner.cfg.batch.saturating_sub(1)));
         notice_pin(runner, own, &batch).await;
         runner.process(batch).await;
     }
 }
 
-/// The messages the stream already holds, up to `max`, without waiting.
-fn ready(messages: &mut jetstream::consumer::pull::Stream, max: usize) -> Vec<jetstream::Message> {
-    let mut out = Vec::new();
-    while out.len() < max {
-        match messages.next().now_or_never() {
-            Some(Some(Ok(m))) => out.push(m),
-            _ => break,
-        }
-    }
-    out
-}
-
 /// Takes the partition over when the server pinned this runner anew.
-async fn notice_pin(runner: &mut Runner, own: &mut Ownership, batch: &[jetstream::Message]) {
-    let pin = batch.iter().find_map(|m| {
-        m.headers
-            .as_ref()
-            .and_then(|h| h.get("Nats-Pin-Id"))
-            .map(|v| v.to_string())
-    });
+async fn notice_pin(runner: &mut Runner, own: &mut Ownership, batch: &[Delivery]) {
+    let pin = batch.iter().find_map(|d| d.pin.clone());
     let Some(pin) = pin else { return };
     if own.pin.as_deref() == Some(pin.as_str()) {
         return;

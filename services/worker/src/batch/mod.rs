@@ -30,9 +30,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream;
-use bytes::Bytes;
-use holdpoint_bus::{Bus, BusError, ErrorKind, REPLY_HEADER, TRACEPARENT_HEADER};
+use holdpoint_bus::delivery::Delivery;
+use holdpoint_bus::{Bus, BusError, ErrorKind};
 use holdpoint_domain::{
     Command, CommandEnvelope, Ctx, Decision, OpenRequest, Snapshot, Transition, decide,
 };
@@ -42,7 +41,6 @@ use time::OffsetDateTime;
 use tracing::{debug, warn};
 
 use crate::cache::{RecordCache, SessionCache};
-use crate::delivery::Delivery;
 use crate::relay::{self, Owed};
 use crate::working::{Key, KeysOf, WorkingSet};
 use crate::{Failpoint, WorkerConfig};
@@ -122,19 +120,15 @@ impl Cmd {
 
 impl Runner {
     /// Decides, writes, publishes, replies and acks one batch of delivered commands.
-    pub async fn process(&mut self, msgs: Vec<jetstream::Message>) {
+    pub async fn process(&mut self, msgs: Vec<Delivery>) {
         if msgs.is_empty() {
             return;
         }
         self.cfg.metrics.batch_commands.observe(msgs.len() as f64);
-        let replies: Vec<String> = msgs
-            .iter()
-            .filter_map(|m| m.reply.as_ref().map(|r| r.to_string()))
-            .collect();
+        let acks: Vec<_> = msgs.iter().filter_map(|d| d.progress(&self.bus)).collect();
         // Long work (NATS slow, a leader election) keeps its messages: a progress ack
         // restarts their ack_wait.
         let every = (self.bus.topo.ack_wait / 3).max(Duration::from_millis(100));
-        let client = self.bus.client.clone();
         let work = self.run_batch(msgs);
         tokio::pin!(work);
         let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
@@ -142,20 +136,18 @@ impl Runner {
             tokio::select! {
                 () = &mut work => return,
                 _ = progress.tick() => {
-                    for r in &replies {
-                        let _ = client.publish(r.clone(), Bytes::from_static(b"+WPI")).await;
+                    for a in &acks {
+                        a.send().await;
                     }
                 }
             }
         }
     }
 
-    async fn run_batch(&mut self, msgs: Vec<jetstream::Message>) {
+    async fn run_batch(&mut self, msgs: Vec<Delivery>) {
         let mut cmds = Vec::with_capacity(msgs.len());
-        for msg in &msgs {
-            if let Ok(info) = msg.info() {
-                self.server_clock.observe(info.published);
-            }
+        for published in msgs.iter().filter_map(|d| d.published) {
+            self.server_clock.observe(published);
         }
         for msg in msgs {
             if let Some(c) = self.admit(msg).await {
@@ -205,22 +197,15 @@ impl Runner {
 
     /// Decodes a delivered command; terminates it with a dead letter when it cannot
     /// be decided.
-    async fn admit(&self, msg: jetstream::Message) -> Option<Cmd> {
-        let header = |name: &str| {
-            msg.headers
-                .as_ref()
-                .and_then(|h| h.get(name))
-                .map(|v| v.to_string())
-        };
+    async fn admit(&self, mut delivery: Delivery) -> Option<Cmd> {
         let traceparent = holdpoint_telemetry::trace::TraceContext::continue_or_start(
-            header(TRACEPARENT_HEADER).as_deref(),
+            delivery.traceparent.as_deref(),
         )
         .child()
         .header_value();
-        let (msg_id, reply) = (header("Nats-Msg-Id"), header(REPLY_HEADER));
-        let subject = msg.subject.to_string();
-        let decoded = serde_json::from_slice::<CommandEnvelope>(&msg.payload);
-        let delivery = Delivery::new(msg);
+        let (msg_id, reply) = (delivery.msg_id.take(), delivery.reply.take());
+        let subject = delivery.subject.clone();
+        let decoded = serde_json::from_slice::<CommandEnvelope>(&delivery.payload);
         if delivery.delivered > 1 {
             self.cfg.metrics.redeliveries.inc();
         }

@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 use tracing::{debug, warn};
 
 use super::{Cmd, Runner};
-use crate::delivery::Delivery;
+use holdpoint_bus::delivery::Delivery;
 
 impl Runner {
     /// Replies and acks a command whose effects are confirmed.
@@ -25,7 +25,7 @@ impl Runner {
         if let Some(reply) = &c.reply
             && let Ok(body) = serde_json::to_vec(&d.outcome)
         {
-            let _ = self.bus.client.publish(reply.clone(), body.into()).await;
+            self.bus.reply(reply, body.into()).await;
         }
         debug!(
             command_id = %c.ctx.command_id,
@@ -48,11 +48,7 @@ impl Runner {
             };
             match kind {
                 ErrorKind::Permanent => {
-                    let subject = c
-                        .delivery
-                        .message()
-                        .map(|m| m.subject.to_string())
-                        .unwrap_or_default();
+                    let subject = c.delivery.subject.clone();
                     self.cfg.metrics.command(c.env.verb(), OUTCOME_DEAD_LETTER);
                     self.dead_letter(c.delivery, &subject, &why, &c.traceparent)
                         .await;
