@@ -63,7 +63,10 @@ async fn fresh() -> (
     jetstream::Context,
     stream::Stream,
 ) {
-    let (_nats, client, js, state) = fresh().await;
+    let nats = NatsServer::start().await;
+    let client = nats.connect().await;
+    let js = jetstream::new(client.clone());
+    let state = state_stream(&js).await;
     (nats, client, js, state)
 }
 
@@ -111,7 +114,7 @@ async fn last_record(s: &stream::Stream) -> (u64, Bytes) {
 
 #[tokio::test]
 async fn a_batch_stores_all_of_a_transition_or_none_of_it() {
-    let (_nats, client, js, mut state) = fresh().await;
+    let (_nats, client, _js, mut state) = fresh().await;
 
     let first = batch::commit(&client, "t-1", &transition(0, 1))
         .await
@@ -154,7 +157,7 @@ async fn a_batch_stores_all_of_a_transition_or_none_of_it() {
 
 #[tokio::test]
 async fn a_retried_commit_stores_nothing_twice() {
-    let (_nats, client, js, mut state) = fresh().await;
+    let (_nats, client, _js, mut state) = fresh().await;
 
     let t = transition(0, 1);
     batch::commit(&client, "r-1", &t)
@@ -341,7 +344,7 @@ async fn sourced_streams_get_committed_effects_only() {
 /// the per-message TTL of an effect is accepted inside a batch.
 #[tokio::test]
 async fn a_schedule_in_a_batch_fires_into_the_stream() {
-    let (_nats, client, js, state) = fresh().await;
+    let (_nats, client, _js, state) = fresh().await;
 
     let at = time::OffsetDateTime::now_utc() + time::Duration::seconds(2);
     let at = at
@@ -390,7 +393,7 @@ async fn a_schedule_in_a_batch_fires_into_the_stream() {
 /// back as abandoned, and a resend after the open ones end commits.
 #[tokio::test]
 async fn a_batch_beyond_the_open_batch_limit_is_abandoned_and_a_resend_commits() {
-    let (_nats, client, js, mut state) = fresh().await;
+    let (_nats, client, _js, mut state) = fresh().await;
 
     // Fifty batches started and left open.
     for i in 0..50 {
