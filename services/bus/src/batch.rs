@@ -264,13 +264,14 @@ pub async fn commit(
     let reply = client
         .request_with_headers(last.subject.clone(), headers, last.payload.clone())
         .await
-        .map_err(|e| BatchError::Unanswered(e.to_string()))?;
-    if reply.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
-        return Err(BatchError::Refused {
-            code: 0,
-            description: format!("no stream stores {}", last.subject),
-        });
-    }
+        .map_err(|e| match e.kind() {
+            // Nobody took the commit: the stream has no leader yet (or none at
+            // all), so nothing of the batch was stored.
+            async_nats::RequestErrorKind::NoResponders => {
+                BatchError::Abandoned(format!("no stream leader answered for {}", last.subject))
+            }
+            _ => BatchError::Unanswered(e.to_string()),
+        })?;
     match serde_json::from_slice::<Response<PublishAck>>(&reply.payload) {
         Ok(Response::Ok(ack)) => Ok(Committed {
             stream: ack.stream,
@@ -284,6 +285,47 @@ pub async fn commit(
         Err(e) => Err(BatchError::Unanswered(format!(
             "the commit's reply is not a PubAck: {e}"
         ))),
+    }
+}
+
+/// [`commit`], sent again under a new id (`<id>.<attempt>`) for as long as
+/// [`next_step`] says resend or back off; every other step returns the error for the
+/// caller to act on (reload, isolate, give up). `transitions` is how many
+/// transitions the batch carries.
+///
+/// # Errors
+/// The [`BatchError`] whose step is not a resend; an id longer than
+/// [`MAX_ID_LEN`] less four characters is [`BatchError::Refused`] before anything
+/// is sent.
+pub async fn commit_resending(
+    client: &async_nats::Client,
+    id: &str,
+    batch: &AtomicBatch,
+    transitions: usize,
+) -> Result<Committed, BatchError> {
+    if id.len() > MAX_ID_LEN - 4 {
+        return Err(BatchError::Refused {
+            code: ErrorCode::ATOMIC_PUBLISH_INVALID_BATCH_ID.0,
+            description: format!("a resent batch's id has 1 to {} characters", MAX_ID_LEN - 4),
+        });
+    }
+    let mut attempt = 1;
+    loop {
+        let this = if attempt == 1 {
+            id.to_owned()
+        } else {
+            format!("{id}.{attempt}")
+        };
+        let err = match commit(client, &this, batch).await {
+            Ok(done) => return Ok(done),
+            Err(e) => e,
+        };
+        match next_step(&err, attempt, transitions) {
+            Step::Resend => {}
+            Step::Backoff(wait) => tokio::time::sleep(wait).await,
+            Step::Reload | Step::Isolate | Step::GiveUp => return Err(err),
+        }
+        attempt += 1;
     }
 }
 
