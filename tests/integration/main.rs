@@ -8,6 +8,7 @@ mod adversary;
 mod answers;
 mod auth;
 mod backup;
+mod batch;
 mod clocks;
 mod cluster;
 mod common;

@@ -390,6 +390,60 @@ describe('the inbox in Chromium, against holdpoint up', () => {
     }
   });
 
+  test('several approvals selected are approved together, each card showing its own outcome', async () => {
+    for (const n of [1, 2, 3]) {
+      await hp.hold('acme', { session: 's1', task: `tm${n}`, call: `call-m${n}`, effect: `eff_m${n}`, args: { n } });
+    }
+    // A tab that learns nothing new after its first listing (its event stream and
+    // later listings cut), so a card answered elsewhere stays on it until pressed.
+    const tab = await b.page({ record: false });
+    try {
+      await tab.route('**/v1/events*', (route) => route.abort());
+      await tab.goto(hp.inboxLink);
+      for (const n of [1, 2, 3]) await card(tab, `eff_m${n}`).waitFor();
+      await tab.route('**/v1/interactions?*', (route) => route.abort());
+      // Someone else denies the third meanwhile.
+      const bob = new HoldpointRest({ baseUrl: hp.api, token: await hp.token('acme', 'bob') });
+      await bob.approve('eff_m3', { approved: false, reason: 'mine' });
+
+      assert.equal(await tab.locator('#bulk').isHidden(), true);
+      for (const n of [1, 2, 3]) await card(tab, `eff_m${n}`).getByLabel('Select for approving or denying together').check();
+      assert.equal(await tab.locator('#bulk-count').textContent(), '3 selected');
+      const posted = tab.waitForRequest((r) => r.method() === 'POST' && r.url().endsWith('/v1/answers'));
+      const answered = tab.waitForResponse((r) => r.url().endsWith('/v1/answers'));
+      await tab.getByRole('button', { name: 'Approve selected' }).click();
+      const sent = JSON.parse((await posted).postData());
+      const views = await Promise.all([1, 2, 3].map((n) => rest.get(`eff_m${n}`)));
+      assert.deepEqual(
+        sent.items.map((i) => [i.interactionId, i.operation, i.body]),
+        views.map((v) => [v.interactionId, 'approve', { approved: true, argumentsDigest: v.call.argumentsDigest }]),
+      );
+      assert.equal(new Set(sent.items.map((i) => i.idempotencyKey)).size, 3, 'a key per item');
+      const reply = await (await answered).json();
+      assert.deepEqual(reply.results.map((r) => [r.interactionId, r.status, r.code ?? null]),
+        [['eff_m1', 204, null], ['eff_m2', 204, null], ['eff_m3', 409, 'NRY-0009']]);
+
+      await card(tab, 'eff_m1').waitFor({ state: 'detached' });
+      await card(tab, 'eff_m2').waitFor({ state: 'detached' });
+      const third = card(tab, 'eff_m3');
+      const problem = third.locator('.problem');
+      await problem.waitFor();
+      assert.match(await problem.textContent(), /NRY-0009/);
+      assert.match(await problem.textContent(), /no longer waiting for you/);
+      assert.equal(await third.getByLabel('Select for approving or denying together').isDisabled(), true);
+      for (const n of [1, 2]) {
+        const v = await rest.get(`eff_m${n}`);
+        assert.equal(v.resolution.answer.approved, true);
+        assert.equal(v.resolution.by, 'dev');
+      }
+      const v3 = await rest.get('eff_m3');
+      assert.equal(v3.resolution.by, 'bob');
+      assert.equal(v3.resolution.answer.approved, false);
+    } finally {
+      await tab.close();
+    }
+  });
+
   test('the page asked for nothing outside the ingress and raised no errors', () => {
     assert.deepEqual(b.foreign, []);
     assert.deepEqual(b.problems, []);

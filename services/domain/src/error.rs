@@ -120,6 +120,12 @@ pub enum ErrorCode {
     /// never proposed is not written. Nothing is decided or written.
     #[serde(rename = "NRY-0033")]
     EditNotRememberable,
+    /// A batch of answers (`POST /v1/answers`) that cannot be read as one: no
+    /// `items` array, none or more than 100 items, or an item that is not an object
+    /// with `interactionId`, `operation` (`approve`, `respond` or `answer`), `body`
+    /// and `idempotencyKey`. Nothing of the batch is decided.
+    #[serde(rename = "NRY-0034")]
+    BatchInvalid,
     /// A webhook URL Holdpoint will not call: not `https` (plain `http` only to a
     /// loopback host in local mode), credentials, a fragment or a control character
     /// in it (in the host also percent-encoded), or a literal
@@ -193,6 +199,7 @@ impl ErrorCode {
             ErrorCode::LaneBusy => (409, "NRY-0031", "Lane busy; message queued"),
             ErrorCode::AnswerNotDelivered => (409, "NRY-0032", "Answer not delivered"),
             ErrorCode::EditNotRememberable => (400, "NRY-0033", "Edit not rememberable"),
+            ErrorCode::BatchInvalid => (400, "NRY-0034", "Batch not valid"),
             ErrorCode::WebhookUrlRefused => (400, "NRY-0040", "Webhook URL refused"),
             ErrorCode::UnknownEventType => (400, "NRY-0041", "Unknown event type"),
             ErrorCode::TooManyWebhooks => (409, "NRY-0042", "Too many webhooks"),

@@ -11,6 +11,7 @@ __all__ = [
     "AnswerDoesNotFitError",
     "AnswerNotDeliveredError",
     "ArgumentsChangedError",
+    "BatchNotValidError",
     "CallNotEditableError",
     "CommandConflictsWithRecordError",
     "DeadlineNotValidError",
@@ -288,6 +289,15 @@ class EditNotRememberableError(HoldpointError):
     status = 400
 
 
+class BatchNotValidError(HoldpointError):
+    """``NRY-0034`` Batch not valid (HTTP 400; retryable: false)."""
+
+    code = "NRY-0034"
+    title = "Batch not valid"
+    retryable = False
+    status = 400
+
+
 class WebhookUrlRefusedError(HoldpointError):
     """``NRY-0040`` Webhook URL refused (HTTP 400; retryable: false)."""
 
@@ -370,6 +380,7 @@ ERRORS_BY_CODE: dict[str, type[HoldpointError]] = {
     "NRY-0031": LaneBusyMessageQueuedError,
     "NRY-0032": AnswerNotDeliveredError,
     "NRY-0033": EditNotRememberableError,
+    "NRY-0034": BatchNotValidError,
     "NRY-0040": WebhookUrlRefusedError,
     "NRY-0041": UnknownEventTypeError,
     "NRY-0042": TooManyWebhooksError,

@@ -10,6 +10,9 @@
 //      interaction (`GET /v1/interactions/{id}`, which holds the call's arguments)
 //      and show it; `interaction-resolved` / `interaction-closed`: take it away;
 //   4. on a drop, reconnect with `Last-Event-ID` (no gap, no repeat).
+// Approvals can be selected and approved or denied together: one
+// `POST /v1/answers`, each card bound to the digest it shows and given its own
+// outcome (one may have been answered by someone else meanwhile).
 // While the stream cannot be opened at all (a proxy that refuses long-lived
 // responses, say), the list is still shown and read again every
 // `RESYNC_MS`, so the page stays usable, only not live.
@@ -351,6 +354,94 @@ function updateCount() {
   const n = cards.size;
   $('count').textContent = n ? `(${n})` : '';
   $('empty').hidden = n > 0;
+  updateBulk();
+}
+
+/** The approval cards selected now, in page order. */
+function selected() {
+  return [...cards.values()].filter((c) => c.select?.checked && !c.select.disabled);
+}
+
+function updateBulk() {
+  const n = selected().length;
+  $('bulk').hidden = n === 0 && $('bulk-problem').hidden;
+  $('bulk-count').textContent = n === 1 ? '1 selected' : `${n} selected`;
+  $('bulk-approve').disabled = n === 0;
+  $('bulk-deny').disabled = n === 0;
+}
+
+/**
+ * Approves or denies the selected cards together (README "Answering many at
+ * once"): one `POST /v1/answers` of up to 100, each item bound to the digest its
+ * card shows, with a key of its own. Each card then shows its own outcome: taken
+ * away when decided, its problem when refused (someone else answered it, it
+ * changed). An item not confirmed in time keeps its key for a second press.
+ */
+async function decideSelected(approved) {
+  const chosen = selected().slice(0, 100);
+  if (chosen.length === 0) return;
+  const problem = $('bulk-problem');
+  problem.hidden = true;
+  const items = chosen.map((card) => {
+    const body = card.decision(approved);
+    const same = card.unconfirmed?.path === 'batch' && card.unconfirmed?.body === JSON.stringify(body);
+    const key = same ? card.unconfirmed.key : newKey();
+    card.unconfirmed = { path: 'batch', body: JSON.stringify(body), key };
+    setBusy(card, true);
+    card.problem.hidden = true;
+    setSending(card, 'Sending…');
+    return { interactionId: card.view.interactionId, operation: 'approve', body, idempotencyKey: key };
+  });
+  $('bulk-approve').disabled = true;
+  $('bulk-deny').disabled = true;
+  let results;
+  try {
+    ({ results } = await call('POST', '/v1/answers', { items }));
+  } catch (caught) {
+    const error = caught instanceof Problem
+      ? caught
+      : new Problem(0, 'network', 'Holdpoint is not reachable', String(caught?.message ?? caught));
+    problem.replaceChildren(el('strong', { text: `${error.title} (${error.code})` }), error.message,
+      '\nNothing may have been decided; press again to send the same answers with the same keys.');
+    problem.hidden = false;
+    for (const card of chosen) {
+      setSending(card, null);
+      setBusy(card, false);
+    }
+    updateBulk();
+    return;
+  }
+  chosen.forEach((card, i) => {
+    const result = results?.[i] ?? { status: 0, code: 'missing', title: 'No result', message: '' };
+    const id = card.view.interactionId;
+    setSending(card, null);
+    if (result.status === 204) {
+      card.unconfirmed = null;
+      take(id, approved ? 'approved' : 'denied');
+      return;
+    }
+    if (gone.has(id)) return;
+    const error = new Problem(result.status, result.code, result.title, result.message ?? '', null);
+    if (RETRY_STATUSES.has(result.status)) {
+      showProblem(card, error, 'Not confirmed in time. It may still be recorded; select it and press '
+        + 'again to send the same answer with the same key.');
+      setBusy(card, false);
+      return;
+    }
+    card.unconfirmed = null;
+    if (result.status === 409 && result.code !== 'NRY-0010') {
+      showProblem(card, error, 'This request is no longer waiting for you.');
+      card.select.checked = false;
+      card.select.disabled = true;
+      card.article.setAttribute('aria-busy', 'false');
+      return;
+    }
+    showProblem(card, error, result.code === 'NRY-0010' ? 'The call changed since it was shown.' : null);
+    setBusy(card, false);
+  });
+  const decided = results.filter((r) => r.status === 204).length;
+  announce(`${decided} of ${chosen.length} ${approved ? 'approved' : 'denied'}`);
+  updateBulk();
 }
 
 function show(view, fresh) {
@@ -410,6 +501,11 @@ function approvalCard(card, titleId) {
   const detail = view.detail ?? {};
   const held = view.call ?? {};
   header(card, titleId, 'Approval', view.prompt);
+  const selectId = `card-${n}-select`;
+  card.select = el('input', { id: selectId, type: 'checkbox', class: 'select' });
+  card.select.addEventListener('change', updateBulk);
+  card.article.append(el('p', { class: 'select-row' }, card.select,
+    el('label', { for: selectId, text: 'Select for approving or denying together' })));
   const argsId = `card-${n}-args`;
   const reasonId = `card-${n}-reason`;
   const approve = el('button', { type: 'button', class: 'go', text: 'Approve' });
@@ -443,6 +539,7 @@ function approvalCard(card, titleId) {
   const decide = (approved) => {
     submit(card, path, withReason({ approved, argumentsDigest: shown }), approved ? 'Approved' : 'Denied');
   };
+  card.decision = (approved) => withReason({ approved, argumentsDigest: shown });
   approve.addEventListener('click', () => decide(true));
   deny.addEventListener('click', () => decide(false));
 }
@@ -741,6 +838,8 @@ $('token-form').addEventListener('submit', (event) => {
   const value = $('token-input').value;
   if (value.trim()) useToken(value);
 });
+$('bulk-approve').addEventListener('click', () => decideSelected(true));
+$('bulk-deny').addEventListener('click', () => decideSelected(false));
 $('forget').addEventListener('click', () => {
   token = '';
   remember('');
