@@ -24,6 +24,7 @@ mod fault_suite;
 mod faults;
 mod hostile;
 mod hostile_fuzz;
+mod inbox_facts;
 mod nats_permissions;
 mod observability;
 mod openapi_fuzz;

@@ -390,6 +390,32 @@ describe('the inbox in Chromium, against holdpoint up', () => {
     }
   });
 
+  test('a card names its agent and session, and counts down to what its deadline decides', async () => {
+    await hp.hold('acme', { session: 's1', task: 'tdl1', call: 'call-dl1', effect: 'eff_dl1', args: {}, agent: 'coder', expiresIn: 600 });
+    const c = card(page, 'eff_dl1');
+    await c.waitFor();
+    const facts = await c.locator('dl.facts').innerText();
+    assert.match(facts, /Agent\s+coder/);
+    assert.match(facts, /Session\s+s1/);
+    const deadline = c.locator('.deadline');
+    const first = await deadline.textContent();
+    assert.match(first, /^Deadline in 9m \d+s: then it denies the call\.$/);
+    // It counts down in place: the text changes within a few seconds.
+    await page.waitForFunction(
+      ([id, before]) => document.querySelector(`li[data-interaction-id="${id}"] .deadline`)?.textContent !== before,
+      ['eff_dl1', first],
+      { timeout: 5000 },
+    );
+    assert.match(await deadline.textContent(), /^Deadline in 9m \d+s: then it denies the call\.$/);
+    // Without a deadline there is no such line.
+    await hp.hold('acme', { session: 's1', task: 'tdl2', call: 'call-dl2', effect: 'eff_dl2', args: {} });
+    await card(page, 'eff_dl2').waitFor();
+    assert.equal(await card(page, 'eff_dl2').locator('.deadline').count(), 0);
+    await rest.approve('eff_dl1', { approved: false, reason: 'cleanup' });
+    await rest.approve('eff_dl2', { approved: false, reason: 'cleanup' });
+    await c.waitFor({ state: 'detached' });
+  });
+
   test('several approvals selected are approved together, each card showing its own outcome', async () => {
     for (const n of [1, 2, 3]) {
       await hp.hold('acme', { session: 's1', task: `tm${n}`, call: `call-m${n}`, effect: `eff_m${n}`, args: { n } });

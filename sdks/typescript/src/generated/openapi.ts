@@ -1056,6 +1056,11 @@ export interface components {
         InteractionId: string;
         /** @description `GET /v1/interactions/{id}` body. */
         InteractionView: {
+            /**
+             * @description The agent the runtime named for the call, when it named one (printable
+             *     ASCII, no spaces).
+             */
+            agent?: components["schemas"]["AgentId"] | null;
             /** @description For approvals: the held call. */
             call?: components["schemas"]["HeldCall"] | null;
             /** @description The blocked call. */

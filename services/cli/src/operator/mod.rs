@@ -56,6 +56,11 @@ pub struct PendingArgs {
     /// API and identity.
     #[command(flatten)]
     pub api: ApiArgs,
+    /// Which interactions: `pending` (what waits), `resolved` (answered),
+    /// `finished` (answered and run), `closed` (closed without an answer) or `all`.
+    #[arg(long, default_value = "pending",
+          value_parser = ["pending", "resolved", "finished", "closed", "all"])]
+    pub state: String,
     /// Most interactions to show.
     #[arg(long, default_value_t = 50)]
     pub limit: usize,

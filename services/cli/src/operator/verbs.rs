@@ -25,16 +25,23 @@ fn text(v: &Value, key: &str) -> String {
 
 fn print_view(v: &Value) {
     let kind = text(v, "kind");
+    // A deadline matters while the interaction waits; a settled one says who.
     let left = v["expiresAt"]
         .as_str()
+        .filter(|_| v["state"] == "pending")
         .and_then(|s| holdpoint_domain::timestamp::parse(s).ok())
         .map(|at| format!(" {}", time_left(at, time::OffsetDateTime::now_utc())))
         .unwrap_or_default();
+    let by = v["resolution"]["by"]
+        .as_str()
+        .map(|who| format!(" by {}", terminal::line(who)))
+        .unwrap_or_default();
     println!(
-        "{} {} {}{} {}",
+        "{} {} {}{}{} {}",
         paint(kind_style(&kind), &format!("{kind:<10}")),
         paint(Style::new().bold(), &text(v, "interactionId")),
         paint(AnsiColor::BrightBlack.on_default(), &text(v, "state")),
+        paint(AnsiColor::BrightBlack.on_default(), &by),
         paint(AnsiColor::Yellow.on_default(), &left),
         terminal::line(v["prompt"].as_str().unwrap_or(""))
     );
@@ -63,20 +70,21 @@ pub fn time_left(at: time::OffsetDateTime, now: time::OffsetDateTime) -> String 
 pub async fn pending(args: PendingArgs) -> anyhow::Result<()> {
     let c = Client::new(&args.api)?;
     let limit = args.limit.clamp(1, 500);
+    let state = args.state.as_str();
     let page = c
         .get(&format!(
-            "/v1/interactions?state=pending&limit={limit}{}",
+            "/v1/interactions?state={state}&limit={limit}{}",
             cursor_query(args.cursor.as_deref())
         ))
         .await?;
-    print_page(
-        &page,
-        &args.api,
-        "pending",
-        limit,
-        "nothing pending",
-        print_view,
-    );
+    let (verb, empty) = match state {
+        "pending" => ("pending".to_owned(), "nothing pending".to_owned()),
+        other => (
+            format!("pending --state {other}"),
+            format!("nothing {other}"),
+        ),
+    };
+    print_page(&page, &args.api, &verb, limit, &empty, print_view);
     Ok(())
 }
 

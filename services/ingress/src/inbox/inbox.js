@@ -490,11 +490,58 @@ function header(card, titleId, kindLabel, title) {
     el('p', { class: 'kind', text: kindLabel }),
     el('h3', { id: titleId, tabindex: '-1', text: title }),
   );
+  const due = deadlineLine(card);
+  if (due) card.article.append(due);
 }
 
 function placement(view) {
-  return [['Task', view.taskId], ['Session', view.sessionId], ['Opened', new Date(view.openedAt).toLocaleString()]];
+  return [
+    ['Agent', view.agent],
+    ['Session', view.sessionId],
+    ['Task', view.taskId],
+    ['Opened', new Date(view.openedAt).toLocaleString()],
+  ];
 }
+
+/** What the deadline decides when nobody answers first (`onExpiry`, by kind). */
+function expiryOutcome(view) {
+  if (view.onExpiry === 'close') return 'closes it without an answer';
+  return {
+    approval: 'denies the call',
+    question: 'closes the question without an answer',
+    connection: 'answers not connected',
+  }[view.kind] ?? 'closes it';
+}
+
+/** `4m 12s` for `ms` milliseconds (at least `0s`). */
+function span(ms) {
+  const secs = Math.max(0, Math.floor(ms / 1000));
+  const [d, h, m, sec] = [Math.floor(secs / 86400), Math.floor(secs / 3600) % 24, Math.floor(secs / 60) % 60, secs % 60];
+  if (d) return `${d}d ${h}h`;
+  if (h) return `${h}h ${m}m`;
+  if (m) return `${m}m ${sec}s`;
+  return `${sec}s`;
+}
+
+/** The card's deadline line: the time left and what the deadline then decides. */
+function deadlineText(view, now = Date.now()) {
+  const left = new Date(view.expiresAt).getTime() - now;
+  const outcome = expiryOutcome(view);
+  return left > 0 ? `Deadline in ${span(left)}: then it ${outcome}.` : `Deadline passed: it ${outcome}.`;
+}
+
+/** A card's deadline line, kept current every second; none without a deadline. */
+function deadlineLine(card) {
+  if (!card.view.expiresAt) return null;
+  card.deadline = el('p', { class: 'deadline', text: deadlineText(card.view) });
+  return card.deadline;
+}
+
+setInterval(() => {
+  for (const card of cards.values()) {
+    if (card.deadline) card.deadline.textContent = deadlineText(card.view);
+  }
+}, 1000);
 
 function approvalCard(card, titleId) {
   const { view, n } = card;
