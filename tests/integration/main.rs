@@ -22,6 +22,7 @@ mod effects;
 mod exactly_once;
 mod fault_suite;
 mod faults;
+mod forms;
 mod hostile;
 mod hostile_fuzz;
 mod inbox_facts;

@@ -136,6 +136,8 @@ export const ERROR_CATALOG: Readonly<Record<ErrorCode, { readonly type: ErrorCla
   'NRY-0032': { type: ConflictError, retryable: false },
   'NRY-0033': { type: EditRefusedError, retryable: false },
   'NRY-0034': { type: InvalidRequestError, retryable: false },
+  'NRY-0035': { type: InvalidRequestError, retryable: false },
+  'NRY-0036': { type: AnswerDoesNotFitError, retryable: false },
   'NRY-0040': { type: WebhookRefusedError, retryable: false },
   'NRY-0041': { type: WebhookRefusedError, retryable: false },
   'NRY-0042': { type: ConflictError, retryable: false },

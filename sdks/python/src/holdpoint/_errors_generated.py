@@ -18,6 +18,7 @@ __all__ = [
     "DeadlinesNotAvailableError",
     "EditNotRememberableError",
     "EditNotValidError",
+    "FormSchemaNotSupportedError",
     "HeadersTooLargeError",
     "InteractionNotNamedError",
     "InternalError",
@@ -40,6 +41,7 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "UnsupportedOperationError",
     "UriTooLongError",
+    "ValueDoesNotFitTheFormError",
     "WebhookDisabledError",
     "WebhookUrlRefusedError",
     "ERRORS_BY_CODE",
@@ -298,6 +300,24 @@ class BatchNotValidError(HoldpointError):
     status = 400
 
 
+class FormSchemaNotSupportedError(HoldpointError):
+    """``NRY-0035`` Form schema not supported (HTTP 400; retryable: false)."""
+
+    code = "NRY-0035"
+    title = "Form schema not supported"
+    retryable = False
+    status = 400
+
+
+class ValueDoesNotFitTheFormError(HoldpointError):
+    """``NRY-0036`` Value does not fit the form (HTTP 400; retryable: false)."""
+
+    code = "NRY-0036"
+    title = "Value does not fit the form"
+    retryable = False
+    status = 400
+
+
 class WebhookUrlRefusedError(HoldpointError):
     """``NRY-0040`` Webhook URL refused (HTTP 400; retryable: false)."""
 
@@ -381,6 +401,8 @@ ERRORS_BY_CODE: dict[str, type[HoldpointError]] = {
     "NRY-0032": AnswerNotDeliveredError,
     "NRY-0033": EditNotRememberableError,
     "NRY-0034": BatchNotValidError,
+    "NRY-0035": FormSchemaNotSupportedError,
+    "NRY-0036": ValueDoesNotFitTheFormError,
     "NRY-0040": WebhookUrlRefusedError,
     "NRY-0041": UnknownEventTypeError,
     "NRY-0042": TooManyWebhooksError,

@@ -647,11 +647,16 @@ export interface components {
             code: components["schemas"]["ErrorCode"];
             /** @description What went wrong. */
             message: string;
+            /**
+             * @description `NRY-0036`: the JSON pointer of the first field of the answer's `value`
+             *     that does not fit the form (`/age`; `""` for the value itself).
+             */
+            pointer?: string | null;
             /** @description The code's title. */
             title: string;
         };
         /** @description A stable error code. Serialized as its `NRY-xxxx` string. */
-        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0024" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0028" | "NRY-0029" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0033" | "NRY-0034" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
+        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0024" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0028" | "NRY-0029" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0033" | "NRY-0034" | "NRY-0035" | "NRY-0036" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
         /** @description A CloudEvents 1.0 event (structured mode). `type` and `data` come from `EventData`. */
         Event: {
             /** @description The media type of `data`, always `application/json`. */
@@ -2077,7 +2082,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember; `NRY-0026` Rule scope unavailable; `NRY-0029` Edit not valid; `NRY-0033` Edit not rememberable */
+            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember; `NRY-0026` Rule scope unavailable; `NRY-0029` Edit not valid; `NRY-0033` Edit not rememberable; `NRY-0036` Value does not fit the form */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2180,7 +2185,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember */
+            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember; `NRY-0036` Value does not fit the form */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2283,7 +2288,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember */
+            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember; `NRY-0036` Value does not fit the form */
             400: {
                 headers: {
                     [name: string]: unknown;

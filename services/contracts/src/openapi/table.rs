@@ -7,10 +7,10 @@ use holdpoint_ingress::paths::{AGENT_CARD as AGENT_CARD_PATH, JSONRPC as JSONRPC
 
 use ErrorCode::{
     AlreadySettled, AnswerMismatch, AnswerNotDelivered, ArgumentsChanged, BatchInvalid,
-    EditInvalid, EditNotRememberable, Internal, InvalidRequest, LaneBusy, LaneRefused, NotEditable,
-    NotFound, NotRememberable, PayloadTooLarge, RuleNotFound, ScopeUnavailable, SessionNotFound,
-    TooManyStreams, TooManyWebhooks, Unauthenticated, Unavailable, UnknownEventType,
-    UnsupportedMediaType, WebhookDisabled, WebhookUrlRefused,
+    EditInvalid, EditNotRememberable, FormValueInvalid, Internal, InvalidRequest, LaneBusy,
+    LaneRefused, NotEditable, NotFound, NotRememberable, PayloadTooLarge, RuleNotFound,
+    ScopeUnavailable, SessionNotFound, TooManyStreams, TooManyWebhooks, Unauthenticated,
+    Unavailable, UnknownEventType, UnsupportedMediaType, WebhookDisabled, WebhookUrlRefused,
 };
 
 const WEBHOOK_CREATE_ERRORS: &[ErrorCode] = &[
@@ -45,6 +45,7 @@ const WEBHOOK_TEST_ERRORS: &[ErrorCode] = &[
 
 const ANSWER_ERRORS: &[ErrorCode] = &[
     InvalidRequest,
+    FormValueInvalid,
     NotRememberable,
     SessionNotFound,
     AnswerMismatch,
@@ -61,6 +62,7 @@ const ANSWER_ERRORS: &[ErrorCode] = &[
 
 const APPROVE_ERRORS: &[ErrorCode] = &[
     InvalidRequest,
+    FormValueInvalid,
     NotRememberable,
     ScopeUnavailable,
     EditInvalid,
