@@ -213,3 +213,30 @@ async def test_answer_many_decides_each_item_on_its_own_and_a_retry_decides_noth
             await rest.answer_many([])
     finally:
         await rt.close()
+
+
+async def test_a_form_question_takes_only_a_value_that_fits(up: Holdpoint) -> None:
+    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    rt = await Runtime.connect(up.nats_url, "acme")
+    try:
+        session = unique("sess")
+        await rt.open_session(session)
+        schema = {
+            "type": "object",
+            "properties": {"email": {"type": "string", "format": "email"}, "seats": {"type": "integer", "minimum": 1}},
+            "required": ["email"],
+        }
+        q = await rt.ask_user_form(
+            Placement(session, "main", unique("task"), unique("ctx")),
+            call_id=unique("call"), text="Who?", schema=schema,
+        )
+        view = await rest.get(q)
+        assert view["detail"]["questions"][0]["schema"] == schema
+        with pytest.raises(holdpoint.ValueDoesNotFitTheFormError) as misfit:
+            await rest.respond(q, {"email": "ana@acme.example", "seats": 0})
+        assert misfit.value.body["pointer"] == "/seats"
+        assert (await rest.get(q))["state"] == "pending"
+        await rest.respond(q, {"email": "ana@acme.example", "seats": 2})
+        assert (await rest.get(q))["resolution"]["answer"]["value"] == {"email": "ana@acme.example", "seats": 2}
+    finally:
+        await rt.close()
