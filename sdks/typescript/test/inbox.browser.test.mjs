@@ -416,6 +416,66 @@ describe('the inbox in Chromium, against holdpoint up', () => {
     await c.waitFor({ state: 'detached' });
   });
 
+  test('a question with a form: native inputs checked in the page, and a value the page lets through refused by the server', async () => {
+    const schema = {
+      type: 'object',
+      properties: {
+        email: { type: 'string', format: 'email', title: 'Work email' },
+        seats: { type: 'integer', minimum: 1, maximum: 10, title: 'Seats' },
+        plan: { type: 'string', enum: ['team', 'business'], enumNames: ['Team', 'Business'] },
+        renew: { type: 'boolean', title: 'Renew yearly' },
+      },
+      required: ['email', 'seats'],
+    };
+    const q = await hp.ask('acme', { session: 's1', task: 'tform1', call: 'call-form1', questions: [{ text: 'Who gets the licence?', schema }] });
+    const c = card(page, q);
+    await c.waitFor();
+    assert.equal(await c.locator('h3').textContent(), 'Who gets the licence?');
+    const email = c.getByLabel('Work email (required)');
+    const seats = c.getByLabel('Seats (required)');
+    assert.equal(await email.getAttribute('type'), 'email');
+    assert.equal(await seats.getAttribute('type'), 'number');
+    assert.equal(await seats.getAttribute('max'), '10');
+    assert.equal(await c.locator('select option').count(), 3);
+    const posts = [];
+    const onRequest = (r) => { if (r.method() === 'POST' && r.url().endsWith(`/v1/interactions/${q}/respond`)) posts.push(r); };
+    page.on('request', onRequest);
+    try {
+      // Out of bounds: the page refuses it, nothing is sent.
+      await email.fill('ana@acme.example');
+      await seats.fill('0');
+      await c.getByRole('button', { name: 'Send answer' }).click();
+      assert.equal(await seats.evaluate((i) => i.validity.valid), false);
+      assert.equal(posts.length, 0);
+      // The browser's email check lets `ana@acme` through; the server's does not.
+      await email.fill('ana@acme');
+      await seats.fill('3');
+      await c.getByLabel('Renew yearly').check();
+      const refused = page.waitForResponse((r) => r.url().endsWith(`/v1/interactions/${q}/respond`));
+      await c.getByRole('button', { name: 'Send answer' }).click();
+      const reply = await refused;
+      assert.equal(reply.status(), 400);
+      const body = await reply.json();
+      assert.equal(body.code, 'NRY-0036');
+      assert.equal(body.pointer, '/email');
+      assert.deepEqual(JSON.parse(posts[0].postData()), { value: { email: 'ana@acme', seats: 3, renew: true } });
+      const problem = c.locator('.problem');
+      await problem.waitFor();
+      assert.match(await problem.textContent(), /NRY-0036/);
+      assert.match(await problem.textContent(), /\/email/);
+      assert.equal((await rest.get(q)).state, 'pending');
+      // Fixed, it is answered.
+      await email.fill('ana@acme.example');
+      await c.locator('select').selectOption('business');
+      await c.getByRole('button', { name: 'Send answer' }).click();
+      await c.waitFor({ state: 'detached' });
+      const v = await rest.get(q);
+      assert.deepEqual(v.resolution.answer.value, { email: 'ana@acme.example', seats: 3, plan: 'business', renew: true });
+    } finally {
+      page.off('request', onRequest);
+    }
+  });
+
   test('several approvals selected are approved together, each card showing its own outcome', async () => {
     for (const n of [1, 2, 3]) {
       await hp.hold('acme', { session: 's1', task: `tm${n}`, call: `call-m${n}`, effect: `eff_m${n}`, args: { n } });

@@ -680,6 +680,10 @@ function diff(before, after, at = '') {
 function questionCard(card, titleId) {
   const { view, n } = card;
   const questions = Array.isArray(view.detail?.questions) ? view.detail.questions : [];
+  if (questions.length === 1 && questions[0].schema && typeof questions[0].schema === 'object') {
+    formCard(card, titleId, questions[0]);
+    return;
+  }
   header(card, titleId, questions.length > 1 ? `Questions (${questions.length})` : 'Question',
     questions.length === 1 ? questions[0].text : 'The agent asks');
   card.article.append(facts(placement(view)));
@@ -719,6 +723,76 @@ function questionCard(card, titleId) {
   send.addEventListener('click', () => {
     submit(card, `/v1/questions/${encodeURIComponent(view.interactionId)}/answer`,
       { answers: read.map((r) => r()) }, 'Answered');
+  });
+}
+
+/**
+ * A question with a form (README "Questions with a form"): one native input per
+ * property (text, email, url, date, datetime-local, number, a checkbox, a select
+ * for an enum) with the schema's bounds as the input's own constraints, so the
+ * page checks them before sending (`reportValidity`); the server checks again
+ * and names the first field that does not fit (`NRY-0036`), shown on the card.
+ */
+function formCard(card, titleId, q) {
+  const { view, n } = card;
+  header(card, titleId, 'Question', q.text);
+  card.article.append(facts(placement(view)));
+  const props = q.schema.properties && typeof q.schema.properties === 'object' ? q.schema.properties : {};
+  const required = new Set(Array.isArray(q.schema.required) ? q.schema.required : []);
+  const form = el('form', { class: 'form', novalidate: false });
+  const read = [];
+  Object.entries(props).forEach(([name, p], i) => {
+    const id = `card-${n}-f${i}`;
+    const label = `${p.title ?? name}${required.has(name) ? ' (required)' : ''}`;
+    let input;
+    if (p.type === 'boolean') {
+      input = el('input', { id, type: 'checkbox' });
+      if (p.default === true) input.checked = true;
+      form.append(el('div', { class: 'option' }, input, el('label', { for: id, text: label })));
+      read.push(() => [name, input.checked, true]);
+    } else {
+      if (p.type === 'string' && Array.isArray(p.enum)) {
+        input = el('select', { id });
+        input.append(el('option', { value: '', text: '—' }));
+        p.enum.forEach((v, k) => input.append(el('option', { value: String(v), text: String(p.enumNames?.[k] ?? v) })));
+      } else {
+        const type = p.type === 'number' || p.type === 'integer' ? 'number'
+          : ({ email: 'email', uri: 'url', date: 'date', 'date-time': 'datetime-local' }[p.format] ?? 'text');
+        input = el('input', { id, type });
+        if (type === 'number') input.step = p.type === 'integer' ? '1' : 'any';
+        if (p.minimum !== undefined) input.min = String(p.minimum);
+        if (p.maximum !== undefined) input.max = String(p.maximum);
+        if (p.minLength !== undefined) input.minLength = Number(p.minLength);
+        if (p.maxLength !== undefined) input.maxLength = Number(p.maxLength);
+      }
+      if (required.has(name)) input.required = true;
+      if (p.default !== undefined) input.value = String(p.default);
+      form.append(el('label', { class: 'field-label', for: id, text: label }), input);
+      if (p.description) form.append(el('p', { class: 'hint', text: p.description }));
+      read.push(() => {
+        const raw = input.value;
+        if (raw === '') return [name, undefined, false];
+        if (p.type === 'number' || p.type === 'integer') return [name, Number(raw), true];
+        // datetime-local has no zone: the person's local time, sent as UTC.
+        if (p.format === 'date-time') return [name, new Date(raw).toISOString(), true];
+        return [name, raw, true];
+      });
+    }
+  });
+  const send = el('button', { type: 'submit', class: 'go', text: 'Send answer' });
+  form.append(el('div', { class: 'actions' }, send));
+  card.article.append(form);
+  card.buttons = [send];
+  attachBoxes(card);
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    if (!form.reportValidity()) return;
+    const value = {};
+    for (const r of read) {
+      const [name, v, present] = r();
+      if (present) value[name] = v;
+    }
+    submit(card, `/v1/interactions/${encodeURIComponent(view.interactionId)}/respond`, { value }, 'Answered');
   });
 }
 
