@@ -645,6 +645,7 @@ async fn rest_fixtures() -> (TestApp, String, String, String, String) {
                 options: vec!["a".into(), "b".into(), "c".into()],
                 multiple: true,
                 allow_text: false,
+                schema: None,
             }],
             None,
         )

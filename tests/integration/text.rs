@@ -162,6 +162,7 @@ async fn a_runtime_cannot_open_with_control_characters_and_reads_why() {
             options: vec!["main".into(), option.into()],
             multiple: false,
             allow_text: false,
+            schema: None,
         }]
     };
     for option in ["release\u{1b}[8m", "a\rb", "x\u{9b}2K"] {

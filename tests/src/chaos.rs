@@ -101,12 +101,14 @@ pub fn two_questions() -> Vec<QuestionSpec> {
             options: vec!["main".into(), "release".into()],
             multiple: false,
             allow_text: false,
+            schema: None,
         },
         QuestionSpec {
             text: "What about duplicates?".into(),
             options: vec!["Delete".into(), "Merge".into(), "Keep both".into()],
             multiple: false,
             allow_text: true,
+            schema: None,
         },
     ]
 }

@@ -50,8 +50,8 @@ pub(crate) async fn open_pool(
                             &at,
                             &format!("call-{k}"),
                             vec![
-                                QuestionSpec { text: "Which branch?".into(), options: vec!["main".into(), "release".into()], multiple: false, allow_text: false },
-                                QuestionSpec { text: "Duplicates?".into(), options: vec!["Delete".into(), "Merge".into(), "Keep both".into()], multiple: false, allow_text: true },
+                                QuestionSpec { text: "Which branch?".into(), options: vec!["main".into(), "release".into()], multiple: false, allow_text: false , schema: None },
+                                QuestionSpec { text: "Duplicates?".into(), options: vec!["Delete".into(), "Merge".into(), "Keep both".into()], multiple: false, allow_text: true , schema: None },
                             ],
                             None,
                         )

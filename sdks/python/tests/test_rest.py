@@ -168,3 +168,75 @@ async def test_edit_then_approve_releases_the_edit_and_a_fixed_hold_refuses_it(u
     finally:
         await rest.aclose()
         await rt.close()
+
+
+async def test_answer_many_decides_each_item_on_its_own_and_a_retry_decides_nothing_twice(
+    up: Holdpoint,
+) -> None:
+    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    rt = await Runtime.connect(up.nats_url, "acme")
+    try:
+        session = unique("sess")
+        await rt.open_session(session)
+        effects = [
+            await rt.hold_for_approval(
+                Placement(session, "main", unique("task"), unique("ctx")),
+                effect_id=unique("eff"), call_id=unique("call"), server="s", tool="t", arguments={"n": n},
+            )
+            for n in range(3)
+        ]
+        # The third was answered by someone else first.
+        await HoldpointRest(up.api, token=up.token("acme", "bob@acme.example")).approve(
+            effects[2], approved=True
+        )
+        items = [
+            {"interactionId": effects[0], "operation": "approve", "body": {"approved": True},
+             "idempotencyKey": unique("k")},
+            {"interactionId": effects[1], "operation": "approve",
+             "body": {"approved": False, "reason": "later"}, "idempotencyKey": unique("k")},
+            {"interactionId": effects[2], "operation": "approve", "body": {"approved": True},
+             "idempotencyKey": unique("k")},
+            {"interactionId": "eff_missing", "operation": "approve", "body": {"approved": True},
+             "idempotencyKey": unique("k")},
+        ]
+        first = await rest.answer_many(items)
+        assert [(r["status"], r.get("code")) for r in first] == [
+            (204, None), (204, None), (409, "NRY-0009"), (404, "NRY-0004"),
+        ], first
+        assert [r["interactionId"] for r in first] == [i["interactionId"] for i in items]
+        again = await rest.answer_many(items)
+        assert again == first
+        for effect, approved in [(effects[0], True), (effects[1], False)]:
+            view = await rest.get(effect)
+            assert view["resolution"]["answer"]["approved"] is approved, view
+        with pytest.raises(holdpoint.BatchNotValidError):
+            await rest.answer_many([])
+    finally:
+        await rt.close()
+
+
+async def test_a_form_question_takes_only_a_value_that_fits(up: Holdpoint) -> None:
+    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    rt = await Runtime.connect(up.nats_url, "acme")
+    try:
+        session = unique("sess")
+        await rt.open_session(session)
+        schema = {
+            "type": "object",
+            "properties": {"email": {"type": "string", "format": "email"}, "seats": {"type": "integer", "minimum": 1}},
+            "required": ["email"],
+        }
+        q = await rt.ask_user_form(
+            Placement(session, "main", unique("task"), unique("ctx")),
+            call_id=unique("call"), text="Who?", schema=schema,
+        )
+        view = await rest.get(q)
+        assert view["detail"]["questions"][0]["schema"] == schema
+        with pytest.raises(holdpoint.ValueDoesNotFitTheFormError) as misfit:
+            await rest.respond(q, {"email": "ana@acme.example", "seats": 0})
+        assert misfit.value.body["pointer"] == "/seats"
+        assert (await rest.get(q))["state"] == "pending"
+        await rest.respond(q, {"email": "ana@acme.example", "seats": 2})
+        assert (await rest.get(q))["resolution"]["answer"]["value"] == {"email": "ana@acme.example", "seats": 2}
+    finally:
+        await rt.close()

@@ -62,5 +62,12 @@ export {
   authenticatingFetch,
   newIdempotencyKey,
 } from './http.js';
-export { type ApproveDecision, HoldpointRest, type ListOptions, type RespondOptions } from './rest.js';
+export {
+  type ApproveDecision,
+  type BatchAnswer,
+  type BatchResult,
+  HoldpointRest,
+  type ListOptions,
+  type RespondOptions,
+} from './rest.js';
 export type * from './types.js';

@@ -15,6 +15,8 @@ import {
   type AnswerOptions,
   type CallOptions,
   type ClientOptions,
+  DEFAULT_RETRY_FOR_MS,
+  RETRY_BACKOFF_MS,
   RETRY_STATUSES,
   authenticatingFetch,
   newIdempotencyKey,
@@ -54,6 +56,36 @@ export interface ApproveDecision {
    * denial (`NRY-0029`).
    */
   editedArguments?: Record<string, unknown>;
+}
+
+/**
+ * One answer of {@link HoldpointRest.answerMany}: what its single operation takes
+ * (the id of its path, its body) and its own idempotency key (a fresh one when
+ * left out).
+ */
+export type BatchAnswer = {
+  /** The interaction (for `answer`, the question's id). */
+  interactionId: string;
+  /** This item's key: the same key again replays its outcome (default: a fresh one). */
+  idempotencyKey?: string;
+} & (
+  | { operation: 'approve'; body: ApproveDecision & { remember?: Record<string, unknown> } }
+  | { operation: 'respond'; body: { value: unknown; reason?: string } }
+  | { operation: 'answer'; body: { answers: OptionAnswer[] } }
+);
+
+/** One item's result: the status its single operation would have answered. */
+export interface BatchResult {
+  /** The item's `interactionId`. */
+  interactionId: string;
+  /** `204` answered; otherwise the refusal's status. */
+  status: number;
+  /** The refusal's stable code, when `status` is not `204`. */
+  code?: string;
+  /** The code's title. */
+  title?: string;
+  /** What went wrong. */
+  message?: string;
 }
 
 /** Options of {@link HoldpointRest.respond}. */
@@ -200,6 +232,45 @@ export class HoldpointRest {
       });
       if (response.status !== 204) throw await errorFromResponse(response, error);
     }, transientRest, key, options);
+  }
+
+  /**
+   * Answers up to 100 interactions at once (`POST /v1/answers`): each item is
+   * decided on its own, as its single operation would be (not one transaction),
+   * and its result comes back in the items' order. Items answered `503` are sent
+   * again with their keys for at most `retryForMs`; the same keys never decide
+   * twice, so the whole call may be repeated with the same items.
+   *
+   * @throws {InvalidRequestError} a body that is not a batch (`NRY-0034`: no item, over 100).
+   */
+  async answerMany(items: BatchAnswer[], options: Omit<AnswerOptions, 'idempotencyKey'> = {}): Promise<BatchResult[]> {
+    const sent = items.map((i) => ({ ...i, idempotencyKey: i.idempotencyKey ?? newIdempotencyKey() }));
+    const results: BatchResult[] = new Array<BatchResult>(sent.length);
+    let waiting = sent.map((_, i) => i);
+    const budget = options.retryForMs ?? DEFAULT_RETRY_FOR_MS;
+    const started = Date.now();
+    for (let attempt = 1; ; attempt++) {
+      const batch = waiting.map((i) => sent[i]);
+      const got = await withRetries(async () => {
+        const response = await this.#fetch(`${this.#baseUrl}/v1/answers`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ items: batch }),
+          signal: options.signal,
+        });
+        const body: unknown = await response.json().catch(() => undefined);
+        if (response.status !== 200) throw await errorFromResponse(response, body);
+        return (body as { results: BatchResult[] }).results;
+      }, transientRest, 'batch', options);
+      if (got.length !== waiting.length) throw new TypeError(`${got.length} results for ${waiting.length} items`);
+      waiting.forEach((i, n) => {
+        results[i] = got[n] as BatchResult;
+      });
+      waiting = waiting.filter((i) => RETRY_STATUSES.includes(results[i]?.status ?? 0));
+      const delayMs = RETRY_BACKOFF_MS[Math.min(attempt - 1, RETRY_BACKOFF_MS.length - 1)] ?? 5000;
+      if (waiting.length === 0 || Date.now() - started + delayMs > budget) return results;
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+    }
   }
 
   /**

@@ -116,13 +116,15 @@ export function placement(at: Placement): Placement {
  * One question of an `askUser` call: its text (1 to 2,000 characters), the
  * options in order (answers index into them; at most 64 of at most 500
  * characters), whether several may be chosen and whether free text may come
- * with them (both default to false).
+ * with them (both default to false). `schema`: a form the answer's `value`
+ * must fit (README "Questions with a form"; only in a call of one question).
  */
 export interface Question {
   text: string;
   options?: readonly string[];
   multiple?: boolean;
   allowText?: boolean;
+  schema?: Record<string, unknown>;
 }
 
 /**
@@ -175,6 +177,7 @@ export function questionRequest(questions: readonly Question[]): Record<string, 
       options: [...(q.options ?? [])],
       multiple: Boolean(q.multiple),
       allowText: Boolean(q.allowText),
+      ...(q.schema === undefined ? {} : { schema: q.schema }),
     })),
   };
 }
@@ -664,6 +667,21 @@ export class Runtime {
     const qid = ask.questionId ?? randomUUID();
     await this.send(openCommand(placement(at), qid, ask.callId, questionRequest(ask.questions)));
     return qid;
+  }
+
+  /**
+   * `ask_user` with a form: one question whose answer is a JSON object that fits
+   * `schema`, the restricted JSON Schema of MCP elicitation's form mode. A schema
+   * outside that subset is refused when opened (`NRY-0035`); a `value` that does
+   * not fit is refused with the pointer of its first misfit (`NRY-0036`).
+   * Resolves to the question id.
+   */
+  async askUserForm(
+    at: Placement,
+    ask: { callId: string; text: string; schema: Record<string, unknown>; questionId?: string },
+  ): Promise<string> {
+    const questions = [{ text: ask.text, schema: ask.schema }];
+    return this.askUser(at, { callId: ask.callId, questions, ...(ask.questionId === undefined ? {} : { questionId: ask.questionId }) });
   }
 
   /**

@@ -186,9 +186,11 @@ export class Holdpoint {
   }
 
   /** Holds a call for approval; resolves to the effect id. */
-  async hold(org, { session, task, call, effect, server = 'github', tool = 'create_pull_request', args = {}, reason, editable }) {
+  async hold(org, { session, task, call, effect, server = 'github', tool = 'create_pull_request', args = {}, reason, editable, agent, expiresIn }) {
     const extra = reason ? ['--reason', reason] : [];
     if (editable) extra.push('--editable');
+    if (agent) extra.push('--agent', agent);
+    if (expiresIn) extra.push('--expires-in', String(expiresIn));
     return this.runtime(org, 'hold', '--session', session, '--task', task, '--call', call, '--effect', effect,
       '--server', server, '--tool', tool, '--arguments', JSON.stringify(args), ...extra);
   }

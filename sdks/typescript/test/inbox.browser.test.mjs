@@ -390,6 +390,146 @@ describe('the inbox in Chromium, against holdpoint up', () => {
     }
   });
 
+  test('a card names its agent and session, and counts down to what its deadline decides', async () => {
+    await hp.hold('acme', { session: 's1', task: 'tdl1', call: 'call-dl1', effect: 'eff_dl1', args: {}, agent: 'coder', expiresIn: 600 });
+    const c = card(page, 'eff_dl1');
+    await c.waitFor();
+    const facts = await c.locator('dl.facts').innerText();
+    assert.match(facts, /Agent\s+coder/);
+    assert.match(facts, /Session\s+s1/);
+    const deadline = c.locator('.deadline');
+    const first = await deadline.textContent();
+    assert.match(first, /^Deadline in 9m \d+s: then it denies the call\.$/);
+    // It counts down in place: the text changes within a few seconds.
+    await page.waitForFunction(
+      ([id, before]) => document.querySelector(`li[data-interaction-id="${id}"] .deadline`)?.textContent !== before,
+      ['eff_dl1', first],
+      { timeout: 5000 },
+    );
+    assert.match(await deadline.textContent(), /^Deadline in 9m \d+s: then it denies the call\.$/);
+    // Without a deadline there is no such line.
+    await hp.hold('acme', { session: 's1', task: 'tdl2', call: 'call-dl2', effect: 'eff_dl2', args: {} });
+    await card(page, 'eff_dl2').waitFor();
+    assert.equal(await card(page, 'eff_dl2').locator('.deadline').count(), 0);
+    await rest.approve('eff_dl1', { approved: false, reason: 'cleanup' });
+    await rest.approve('eff_dl2', { approved: false, reason: 'cleanup' });
+    await c.waitFor({ state: 'detached' });
+  });
+
+  test('a question with a form: native inputs checked in the page, and a value the page lets through refused by the server', async () => {
+    const schema = {
+      type: 'object',
+      properties: {
+        email: { type: 'string', format: 'email', title: 'Work email' },
+        seats: { type: 'integer', minimum: 1, maximum: 10, title: 'Seats' },
+        plan: { type: 'string', enum: ['team', 'business'], enumNames: ['Team', 'Business'] },
+        renew: { type: 'boolean', title: 'Renew yearly' },
+      },
+      required: ['email', 'seats'],
+    };
+    const q = await hp.ask('acme', { session: 's1', task: 'tform1', call: 'call-form1', questions: [{ text: 'Who gets the licence?', schema }] });
+    const c = card(page, q);
+    await c.waitFor();
+    assert.equal(await c.locator('h3').textContent(), 'Who gets the licence?');
+    const email = c.getByLabel('Work email (required)');
+    const seats = c.getByLabel('Seats (required)');
+    assert.equal(await email.getAttribute('type'), 'email');
+    assert.equal(await seats.getAttribute('type'), 'number');
+    assert.equal(await seats.getAttribute('max'), '10');
+    assert.equal(await c.locator('select option').count(), 3);
+    const posts = [];
+    const onRequest = (r) => { if (r.method() === 'POST' && r.url().endsWith(`/v1/interactions/${q}/respond`)) posts.push(r); };
+    page.on('request', onRequest);
+    try {
+      // Out of bounds: the page refuses it, nothing is sent.
+      await email.fill('ana@acme.example');
+      await seats.fill('0');
+      await c.getByRole('button', { name: 'Send answer' }).click();
+      assert.equal(await seats.evaluate((i) => i.validity.valid), false);
+      assert.equal(posts.length, 0);
+      // The browser's email check lets `ana@acme` through; the server's does not.
+      await email.fill('ana@acme');
+      await seats.fill('3');
+      await c.getByLabel('Renew yearly').check();
+      const refused = page.waitForResponse((r) => r.url().endsWith(`/v1/interactions/${q}/respond`));
+      await c.getByRole('button', { name: 'Send answer' }).click();
+      const reply = await refused;
+      assert.equal(reply.status(), 400);
+      const body = await reply.json();
+      assert.equal(body.code, 'NRY-0036');
+      assert.equal(body.pointer, '/email');
+      assert.deepEqual(JSON.parse(posts[0].postData()), { value: { email: 'ana@acme', seats: 3, renew: true } });
+      const problem = c.locator('.problem');
+      await problem.waitFor();
+      assert.match(await problem.textContent(), /NRY-0036/);
+      assert.match(await problem.textContent(), /\/email/);
+      assert.equal((await rest.get(q)).state, 'pending');
+      // Fixed, it is answered.
+      await email.fill('ana@acme.example');
+      await c.locator('select').selectOption('business');
+      await c.getByRole('button', { name: 'Send answer' }).click();
+      await c.waitFor({ state: 'detached' });
+      const v = await rest.get(q);
+      assert.deepEqual(v.resolution.answer.value, { email: 'ana@acme.example', seats: 3, plan: 'business', renew: true });
+    } finally {
+      page.off('request', onRequest);
+    }
+  });
+
+  test('several approvals selected are approved together, each card showing its own outcome', async () => {
+    for (const n of [1, 2, 3]) {
+      await hp.hold('acme', { session: 's1', task: `tm${n}`, call: `call-m${n}`, effect: `eff_m${n}`, args: { n } });
+    }
+    // A tab that learns nothing new after its first listing (its event stream and
+    // later listings cut), so a card answered elsewhere stays on it until pressed.
+    const tab = await b.page({ record: false });
+    try {
+      await tab.route('**/v1/events*', (route) => route.abort());
+      await tab.goto(hp.inboxLink);
+      for (const n of [1, 2, 3]) await card(tab, `eff_m${n}`).waitFor();
+      await tab.route('**/v1/interactions?*', (route) => route.abort());
+      // Someone else denies the third meanwhile.
+      const bob = new HoldpointRest({ baseUrl: hp.api, token: await hp.token('acme', 'bob') });
+      await bob.approve('eff_m3', { approved: false, reason: 'mine' });
+
+      assert.equal(await tab.locator('#bulk').isHidden(), true);
+      for (const n of [1, 2, 3]) await card(tab, `eff_m${n}`).getByLabel('Select for approving or denying together').check();
+      assert.equal(await tab.locator('#bulk-count').textContent(), '3 selected');
+      const posted = tab.waitForRequest((r) => r.method() === 'POST' && r.url().endsWith('/v1/answers'));
+      const answered = tab.waitForResponse((r) => r.url().endsWith('/v1/answers'));
+      await tab.getByRole('button', { name: 'Approve selected' }).click();
+      const sent = JSON.parse((await posted).postData());
+      const views = await Promise.all([1, 2, 3].map((n) => rest.get(`eff_m${n}`)));
+      assert.deepEqual(
+        sent.items.map((i) => [i.interactionId, i.operation, i.body]),
+        views.map((v) => [v.interactionId, 'approve', { approved: true, argumentsDigest: v.call.argumentsDigest }]),
+      );
+      assert.equal(new Set(sent.items.map((i) => i.idempotencyKey)).size, 3, 'a key per item');
+      const reply = await (await answered).json();
+      assert.deepEqual(reply.results.map((r) => [r.interactionId, r.status, r.code ?? null]),
+        [['eff_m1', 204, null], ['eff_m2', 204, null], ['eff_m3', 409, 'NRY-0009']]);
+
+      await card(tab, 'eff_m1').waitFor({ state: 'detached' });
+      await card(tab, 'eff_m2').waitFor({ state: 'detached' });
+      const third = card(tab, 'eff_m3');
+      const problem = third.locator('.problem');
+      await problem.waitFor();
+      assert.match(await problem.textContent(), /NRY-0009/);
+      assert.match(await problem.textContent(), /no longer waiting for you/);
+      assert.equal(await third.getByLabel('Select for approving or denying together').isDisabled(), true);
+      for (const n of [1, 2]) {
+        const v = await rest.get(`eff_m${n}`);
+        assert.equal(v.resolution.answer.approved, true);
+        assert.equal(v.resolution.by, 'dev');
+      }
+      const v3 = await rest.get('eff_m3');
+      assert.equal(v3.resolution.by, 'bob');
+      assert.equal(v3.resolution.answer.approved, false);
+    } finally {
+      await tab.close();
+    }
+  });
+
   test('the page asked for nothing outside the ingress and raised no errors', () => {
     assert.deepEqual(b.foreign, []);
     assert.deepEqual(b.problems, []);

@@ -148,6 +148,31 @@ describe('the TypeScript runtime against holdpoint up', () => {
     }
   });
 
+  test('askUserForm: the form reaches the view, a misfit value is refused with its pointer, a fitting one resolves', async () => {
+    const rt = await Runtime.connect(hp.natsUrl, ORG);
+    try {
+      const [session, task] = [unique('sess'), unique('task')];
+      await rt.openSession(session);
+      const at = placement({ session, lane: 'main', taskId: task, contextId: unique('ctx') });
+      const schema = {
+        type: 'object',
+        properties: { email: { type: 'string', format: 'email' }, seats: { type: 'integer', minimum: 1 } },
+        required: ['email'],
+      };
+      const qid = await rt.askUserForm(at, { callId: unique('call'), text: 'Who?', schema });
+      assert.deepEqual((await rest.get(qid)).detail.questions[0].schema, schema);
+      await assert.rejects(
+        rest.respond(qid, { email: 'ana@acme.example', seats: 0 }),
+        (e) => e.code === 'NRY-0036' && e.status === 400,
+      );
+      assert.equal((await rest.get(qid)).state, 'pending');
+      await rest.respond(qid, { email: 'ana@acme.example', seats: 2 });
+      assert.deepEqual((await rest.get(qid)).resolution.answer.value, { email: 'ana@acme.example', seats: 2 });
+    } finally {
+      await rt.close();
+    }
+  });
+
   test('questions, connections (AGENT.md), deadlines and closing', async () => {
     const rt = await Runtime.connect(hp.natsUrl, ORG);
     try {

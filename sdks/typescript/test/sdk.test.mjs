@@ -253,6 +253,31 @@ describe('the SDK against holdpoint up', () => {
     }
   });
 
+  test('REST: answerMany decides each item on its own, in order; the same keys decide nothing twice', async () => {
+    await hp.hold(ORG, { session: 's1', task: 'tb1', call: 'call-b1', effect: 'eff_b1', args: { n: 1 } });
+    await hp.hold(ORG, { session: 's1', task: 'tb2', call: 'call-b2', effect: 'eff_b2', args: { n: 2 } });
+    await hp.hold(ORG, { session: 's1', task: 'tb3', call: 'call-b3', effect: 'eff_b3', args: { n: 3 } });
+    // Someone else answers the third first.
+    const bob = new HoldpointRest({ baseUrl: hp.api, token: await hp.token(ORG, 'bob') });
+    await bob.approve('eff_b3', { approved: true });
+    const items = [
+      { interactionId: 'eff_b1', operation: 'approve', body: { approved: true }, idempotencyKey: 'batch-1' },
+      { interactionId: 'eff_b2', operation: 'approve', body: { approved: false, reason: 'later' }, idempotencyKey: 'batch-2' },
+      { interactionId: 'eff_b3', operation: 'approve', body: { approved: true }, idempotencyKey: 'batch-3' },
+      { interactionId: 'eff_nope', operation: 'approve', body: { approved: true }, idempotencyKey: 'batch-4' },
+    ];
+    const first = await rest.answerMany(items);
+    assert.deepEqual(
+      first.map((r) => [r.interactionId, r.status, r.code ?? null]),
+      [['eff_b1', 204, null], ['eff_b2', 204, null], ['eff_b3', 409, 'NRY-0009'], ['eff_nope', 404, 'NRY-0004']],
+    );
+    assert.deepEqual(await rest.answerMany(items), first);
+    assert.equal((await rest.get('eff_b1')).resolution.answer.approved, true);
+    assert.equal((await rest.get('eff_b2')).resolution.answer.approved, false);
+    assert.equal((await rest.get('eff_b3')).resolution.by, 'bob');
+    await assert.rejects(rest.answerMany([]), (e) => e instanceof HoldpointError && e.code === 'NRY-0034' && e.status === 400);
+  });
+
   test('pending() walks every page in the order the interactions were opened', async () => {
     const pager = 'pager';
     await hp.session(pager, 'sp');

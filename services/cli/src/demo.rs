@@ -328,6 +328,7 @@ async fn script(
                     options: vec!["main".into(), "release-2.3".into()],
                     multiple: false,
                     allow_text: false,
+                    schema: None,
                 },
                 QuestionSpec {
                     text: "What should happen to the duplicate invoices?".into(),
@@ -338,6 +339,7 @@ async fn script(
                     ],
                     multiple: false,
                     allow_text: true,
+                    schema: None,
                 },
             ],
             None,

@@ -367,6 +367,34 @@ impl Runtime {
             .await
     }
 
+    /// `ask_user` with a form: one question whose answer is a JSON object that fits
+    /// `schema`, the restricted JSON Schema of MCP elicitation's form mode (README
+    /// "Questions with a form"). A schema outside that subset is refused when the
+    /// question is opened (`NRY-0035`); a person's `value` that does not fit is
+    /// refused with the pointer of its first misfit (`NRY-0036`) and the question
+    /// keeps waiting.
+    ///
+    /// # Errors
+    /// As [`Runtime::send`].
+    pub async fn ask_user_form(
+        &self,
+        at: &Placement,
+        call_id: &str,
+        text: &str,
+        schema: serde_json::Value,
+        question_id: Option<uuid::Uuid>,
+    ) -> Result<InteractionId, ClientError> {
+        let question = QuestionSpec {
+            text: text.to_owned(),
+            options: Vec::new(),
+            multiple: false,
+            allow_text: false,
+            schema: Some(schema),
+        };
+        self.ask_user(at, call_id, vec![question], question_id)
+            .await
+    }
+
     /// `request_connection {app, reason}` for `agent`: refused unless the agent's
     /// manifest turns connections on. App and reason are cut at 80 and 280
     /// characters by the worker.

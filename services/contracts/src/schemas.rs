@@ -28,7 +28,8 @@ use holdpoint_domain::{
     Rule, Session, Task,
 };
 use holdpoint_ingress::wire::{
-    AnswerBody, ApproveBody, ListQuery, MessageAccepted, MessageBody, Page, RespondBody,
+    AnswerBody, ApproveBody, BatchBody, BatchResults, ListQuery, MessageAccepted, MessageBody,
+    Page, RespondBody,
 };
 use holdpoint_ingress::wire::{AuditPage, AuditQuery, EventsQuery, RulePage, RulesQuery};
 use schemars::JsonSchema;
@@ -145,6 +146,20 @@ pub fn files() -> Vec<(&'static str, Value)> {
             root::<RespondBody>(
                 "holdpoint_ingress::wire::RespondBody",
                 "Body of POST /v1/interactions/{id}/respond.",
+            ),
+        ),
+        (
+            "rest/batch-body.json",
+            root::<BatchBody>(
+                "holdpoint_ingress::wire::BatchBody",
+                "Body of POST /v1/answers.",
+            ),
+        ),
+        (
+            "rest/batch-results.json",
+            root::<BatchResults>(
+                "holdpoint_ingress::wire::BatchResults",
+                "200 body of POST /v1/answers.",
             ),
         ),
         (

@@ -120,6 +120,22 @@ pub enum ErrorCode {
     /// never proposed is not written. Nothing is decided or written.
     #[serde(rename = "NRY-0033")]
     EditNotRememberable,
+    /// A batch of answers (`POST /v1/answers`) that cannot be read as one: no
+    /// `items` array, none or more than 100 items, or an item that is not an object
+    /// with `interactionId`, `operation` (`approve`, `respond` or `answer`), `body`
+    /// and `idempotencyKey`. Nothing of the batch is decided.
+    #[serde(rename = "NRY-0034")]
+    BatchInvalid,
+    /// An `ask_user` question's `schema` outside the form subset (MCP elicitation's
+    /// form mode: a flat object of string, number, integer, boolean and enum
+    /// properties; `holdpoint_domain::form`), or on a call of more than one
+    /// question. Nothing is opened.
+    #[serde(rename = "NRY-0035")]
+    FormSchemaUnsupported,
+    /// A `value` that does not fit the question's form: `pointer` names the first
+    /// field that does not. Nothing is decided.
+    #[serde(rename = "NRY-0036")]
+    FormValueInvalid,
     /// A webhook URL Holdpoint will not call: not `https` (plain `http` only to a
     /// loopback host in local mode), credentials, a fragment or a control character
     /// in it (in the host also percent-encoded), or a literal
@@ -193,6 +209,9 @@ impl ErrorCode {
             ErrorCode::LaneBusy => (409, "NRY-0031", "Lane busy; message queued"),
             ErrorCode::AnswerNotDelivered => (409, "NRY-0032", "Answer not delivered"),
             ErrorCode::EditNotRememberable => (400, "NRY-0033", "Edit not rememberable"),
+            ErrorCode::BatchInvalid => (400, "NRY-0034", "Batch not valid"),
+            ErrorCode::FormSchemaUnsupported => (400, "NRY-0035", "Form schema not supported"),
+            ErrorCode::FormValueInvalid => (400, "NRY-0036", "Value does not fit the form"),
             ErrorCode::WebhookUrlRefused => (400, "NRY-0040", "Webhook URL refused"),
             ErrorCode::UnknownEventType => (400, "NRY-0041", "Unknown event type"),
             ErrorCode::TooManyWebhooks => (409, "NRY-0042", "Too many webhooks"),
@@ -259,6 +278,10 @@ pub struct Rejection {
     pub code: ErrorCode,
     /// What went wrong, for a person; never internals.
     pub message: String,
+    /// The JSON pointer of the first field that does not fit, into the answer's
+    /// `value` (`NRY-0036`); absent on other refusals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pointer: Option<String>,
 }
 
 impl Rejection {
@@ -267,7 +290,14 @@ impl Rejection {
         Self {
             code,
             message: message.into(),
+            pointer: None,
         }
+    }
+
+    /// This rejection, naming the JSON pointer of the field it is about.
+    pub fn at(mut self, pointer: impl Into<String>) -> Self {
+        self.pointer = Some(pointer.into());
+        self
     }
 }
 
@@ -282,6 +312,10 @@ pub struct ErrorBody {
     pub title: String,
     /// What went wrong.
     pub message: String,
+    /// `NRY-0036`: the JSON pointer of the first field of the answer's `value`
+    /// that does not fit the form (`/age`; `""` for the value itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pointer: Option<String>,
 }
 
 impl From<&Rejection> for ErrorBody {
@@ -291,6 +325,7 @@ impl From<&Rejection> for ErrorBody {
             code: spec.code.to_owned(),
             title: spec.title.to_owned(),
             message: r.message.clone(),
+            pointer: r.pointer.clone(),
         }
     }
 }

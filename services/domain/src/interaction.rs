@@ -155,6 +155,7 @@ impl Interaction {
             mode: self.mode,
             lane: self.lane.clone(),
             call_id: self.call_id.clone(),
+            agent: self.agent.clone(),
             opened_at: self.opened_at,
             expires_at: self.expires_at,
             on_expiry: self.on_expiry,
@@ -244,6 +245,10 @@ pub struct InteractionView {
     pub lane: LaneId,
     /// The blocked call.
     pub call_id: CallId,
+    /// The agent the runtime named for the call, when it named one (printable
+    /// ASCII, no spaces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentId>,
     /// When it opened.
     #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]

@@ -28,6 +28,7 @@ pub mod decide;
 pub mod digest;
 pub mod error;
 pub mod event;
+pub mod form;
 pub mod ids;
 pub mod integral;
 pub mod interaction;

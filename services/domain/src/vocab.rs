@@ -92,6 +92,19 @@ pub struct QuestionSpec {
     /// Whether free text may accompany (or replace) the chosen options.
     #[serde(default)]
     pub allow_text: bool,
+    /// A form the answer's `value` must fit: the restricted JSON Schema of MCP
+    /// elicitation's form mode (a flat object of string, number, integer, boolean
+    /// and enum properties with `title`, `description`, `required`,
+    /// `minLength`/`maxLength`, `minimum`/`maximum`, `format` email, uri, date or
+    /// date-time, `default`; `holdpoint_domain::form`). Only on a call of one
+    /// question; outside the subset the call is refused (`NRY-0035`), a value that
+    /// does not fit is `NRY-0036` with the field's `pointer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(extend("type" = ["object", "null"], "additionalProperties" = true))
+    )]
+    pub schema: Option<Value>,
 }
 
 /// What an interaction is about, by kind. Stored; `arguments` never leave through

@@ -8,6 +8,8 @@ pub const ANSWER_QUESTION: &str = "/v1/questions/{question_id}/answer";
 pub const APPROVE: &str = "/v1/interactions/{id}/approve";
 /// `POST`: the Runtime's `respond`.
 pub const RESPOND: &str = "/v1/interactions/{id}/respond";
+/// `POST`: many answers at once (approve, respond, answer), each decided on its own.
+pub const ANSWERS: &str = "/v1/answers";
 /// `GET`: one interaction.
 pub const INTERACTION: &str = "/v1/interactions/{id}";
 /// `GET`: a page of interactions.
@@ -43,10 +45,11 @@ pub const JSONRPC: &str = "/a2a";
 pub const ANSWER_ROUTES: [&str; 3] = [ANSWER_QUESTION, APPROVE, RESPOND];
 
 /// Every route template of the API (the metrics' `route` label).
-pub const ALL: [&str; 18] = [
+pub const ALL: [&str; 19] = [
     ANSWER_QUESTION,
     APPROVE,
     RESPOND,
+    ANSWERS,
     INTERACTION,
     INTERACTIONS,
     SESSION_MESSAGES,

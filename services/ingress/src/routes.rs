@@ -47,6 +47,7 @@ pub fn router(state: AppState) -> Router {
         .route(ANSWER_QUESTION, post(rest::answers::answer_question))
         .route(APPROVE, post(rest::answers::approve))
         .route(RESPOND, post(rest::answers::respond))
+        .route(ANSWERS, post(rest::answers::answer_many))
         .route(INTERACTION, get(rest::interactions::get_interaction))
         .route(INTERACTIONS, get(rest::interactions::list_interactions))
         .route(SESSION_MESSAGES, post(rest::sessions::post_message))

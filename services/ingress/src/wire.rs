@@ -8,13 +8,14 @@
 //! | [`AnswerBody`] | `POST /v1/questions/{questionId}/answer` |
 //! | [`ApproveBody`] | `POST /v1/interactions/{id}/approve` |
 //! | [`RespondBody`] | `POST /v1/interactions/{id}/respond` |
+//! | [`BatchBody`], [`BatchResults`] | `POST /v1/answers` |
 //! | [`ListQuery`], [`Page`] | `GET /v1/interactions` |
 //! | [`MessageBody`], [`MessageAccepted`] | `POST /v1/sessions/{sessionId}/messages` |
 //! | [`EventsQuery`] | `GET /v1/events` |
 //! | [`RulesQuery`], [`RulePage`] | `GET /v1/rules` (a rule itself is `holdpoint_domain::Rule`) |
 //! | [`AuditQuery`], [`AuditPage`] | `GET /v1/audit` |
 
-use holdpoint_domain::{Event, InteractionView, OptionAnswer, Remember, Rule};
+use holdpoint_domain::{ErrorBody, Event, InteractionView, OptionAnswer, Remember, Rule};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -108,6 +109,119 @@ pub struct RespondBody {
     /// connection, nothing written).
     #[serde(default)]
     pub remember: Option<Remember>,
+}
+
+/// Most items in one `POST /v1/answers`.
+pub const MAX_BATCH: usize = 100;
+
+/// `POST /v1/answers` body: 1 to 100 answers, each decided on its own as its
+/// single operation would decide it (not one transaction).
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct BatchBody {
+    /// The answers, 1 to 100; the results come back in this order.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = MAX_BATCH)))]
+    pub items: Vec<BatchItem>,
+}
+
+/// Which single operation a batch item is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum BatchOperation {
+    /// `POST /v1/interactions/{id}/approve`: `body` is an [`ApproveBody`].
+    Approve,
+    /// `POST /v1/interactions/{id}/respond`: `body` is a [`RespondBody`].
+    Respond,
+    /// `POST /v1/questions/{questionId}/answer`: `body` is an [`AnswerBody`].
+    Answer,
+}
+
+/// One answer of a batch: what its single operation takes in its path, its body
+/// and its `Idempotency-Key` header.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BatchItem {
+    /// The interaction (for `answer`, the question's id).
+    #[cfg_attr(feature = "schema", schemars(with = "holdpoint_domain::InteractionId"))]
+    pub interaction_id: String,
+    /// `approve`, `respond` or `answer`.
+    pub operation: BatchOperation,
+    /// The single operation's body, read exactly as that operation reads it.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(extend("type" = "object", "additionalProperties" = true))
+    )]
+    pub body: Value,
+    /// This item's idempotency key (1 to 128 printable ASCII characters): the same
+    /// key again, in this batch or another request, replays this item's outcome.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "holdpoint_domain::IdempotencyKey")
+    )]
+    pub idempotency_key: String,
+}
+
+/// `200` body of `POST /v1/answers`: one result per item, in the items' order.
+#[derive(Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct BatchResults {
+    /// One per item, in order.
+    pub results: Vec<BatchResult>,
+}
+
+/// What one batch item's single operation would have answered.
+#[derive(Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct BatchResult {
+    /// The item's `interactionId`, as sent.
+    pub interaction_id: String,
+    /// The HTTP status the single operation would have answered: `204` when
+    /// answered, else the error's status.
+    pub status: u16,
+    /// The stable error code when `status` is not `204` (see `schemas/errors.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<holdpoint_domain::ErrorCode>")
+    )]
+    pub code: Option<String>,
+    /// The code's title, with `code`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What went wrong, with `code`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl BatchResult {
+    /// The result of the item about `interaction_id`: `204` on `Ok`, the error's
+    /// status and body otherwise.
+    pub fn of(interaction_id: String, outcome: Result<(), &holdpoint_domain::Rejection>) -> Self {
+        match outcome {
+            Ok(()) => BatchResult {
+                interaction_id,
+                status: 204,
+                code: None,
+                title: None,
+                message: None,
+            },
+            Err(r) => {
+                let body = ErrorBody::from(r);
+                BatchResult {
+                    interaction_id,
+                    status: r.code.spec().status,
+                    code: Some(body.code),
+                    title: Some(body.title),
+                    message: Some(body.message),
+                }
+            }
+        }
+    }
 }
 
 /// Reads a field that is present as `Some`, whatever its JSON value: `null`

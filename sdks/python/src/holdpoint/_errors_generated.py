@@ -11,12 +11,14 @@ __all__ = [
     "AnswerDoesNotFitError",
     "AnswerNotDeliveredError",
     "ArgumentsChangedError",
+    "BatchNotValidError",
     "CallNotEditableError",
     "CommandConflictsWithRecordError",
     "DeadlineNotValidError",
     "DeadlinesNotAvailableError",
     "EditNotRememberableError",
     "EditNotValidError",
+    "FormSchemaNotSupportedError",
     "HeadersTooLargeError",
     "InteractionNotNamedError",
     "InternalError",
@@ -39,6 +41,7 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "UnsupportedOperationError",
     "UriTooLongError",
+    "ValueDoesNotFitTheFormError",
     "WebhookDisabledError",
     "WebhookUrlRefusedError",
     "ERRORS_BY_CODE",
@@ -288,6 +291,33 @@ class EditNotRememberableError(HoldpointError):
     status = 400
 
 
+class BatchNotValidError(HoldpointError):
+    """``NRY-0034`` Batch not valid (HTTP 400; retryable: false)."""
+
+    code = "NRY-0034"
+    title = "Batch not valid"
+    retryable = False
+    status = 400
+
+
+class FormSchemaNotSupportedError(HoldpointError):
+    """``NRY-0035`` Form schema not supported (HTTP 400; retryable: false)."""
+
+    code = "NRY-0035"
+    title = "Form schema not supported"
+    retryable = False
+    status = 400
+
+
+class ValueDoesNotFitTheFormError(HoldpointError):
+    """``NRY-0036`` Value does not fit the form (HTTP 400; retryable: false)."""
+
+    code = "NRY-0036"
+    title = "Value does not fit the form"
+    retryable = False
+    status = 400
+
+
 class WebhookUrlRefusedError(HoldpointError):
     """``NRY-0040`` Webhook URL refused (HTTP 400; retryable: false)."""
 
@@ -370,6 +400,9 @@ ERRORS_BY_CODE: dict[str, type[HoldpointError]] = {
     "NRY-0031": LaneBusyMessageQueuedError,
     "NRY-0032": AnswerNotDeliveredError,
     "NRY-0033": EditNotRememberableError,
+    "NRY-0034": BatchNotValidError,
+    "NRY-0035": FormSchemaNotSupportedError,
+    "NRY-0036": ValueDoesNotFitTheFormError,
     "NRY-0040": WebhookUrlRefusedError,
     "NRY-0041": UnknownEventTypeError,
     "NRY-0042": TooManyWebhooksError,

@@ -321,6 +321,47 @@ class HoldpointRest:
             retry_for,
         )
 
+    async def answer_many(
+        self,
+        items: Sequence[Mapping[str, Any]],
+        *,
+        retry_for: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Answers up to 100 interactions at once (``POST /v1/answers``). Each item
+        is ``{"interactionId", "operation": "approve"|"respond"|"answer", "body",
+        "idempotencyKey"}``, ``body`` as that single operation takes it; a missing
+        ``idempotencyKey`` gets a fresh one. Each item is decided on its own (not
+        one transaction): the result is one ``{"interactionId", "status", "code",
+        "title", "message"}`` per item, in order (``status`` 204 when answered,
+        else the refusal the single operation would have raised). Items answered
+        ``503`` are sent again with their keys for at most ``retry_for`` seconds;
+        the same keys never decide twice. A body that is not a batch raises
+        :class:`~holdpoint.BatchNotValidError` (``NRY-0034``)."""
+        sent = [dict(i) for i in items]
+        for item in sent:
+            item.setdefault("idempotencyKey", new_idempotency_key())
+        results: list[dict[str, Any]] = [{} for _ in sent]
+        waiting = list(range(len(sent)))
+        budget = self.retry_for if retry_for is None else retry_for
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            batch = {"items": [sent[i] for i in waiting]}
+            r = await self._request("POST", "/v1/answers", json=batch)
+            got = r.json().get("results", [])
+            if len(got) != len(waiting):
+                raise UnknownCodeError(
+                    "", "", f"{len(got)} results for {len(waiting)} items", status=r.status_code
+                )
+            for i, result in zip(waiting, got, strict=True):
+                results[i] = dict(result)
+            waiting = [i for i in waiting if results[i].get("status") in RETRY_STATUSES]
+            delay = RETRY_BACKOFF[min(attempt - 1, len(RETRY_BACKOFF) - 1)]
+            if not waiting or time.monotonic() - started + delay > budget:
+                return results
+            await asyncio.sleep(delay)
+
     # -- rules, audit -------------------------------------------------------------
 
     async def rules(self, *, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:

@@ -149,21 +149,27 @@ class Question:
     """One question of an ``ask_user`` call: its text (1 to 2,000 characters), the
     options in order (answers index into them; at most 64 of at most 500
     characters), whether several may be chosen and whether free text may come
-    with them."""
+    with them. ``schema``: a form the answer's ``value`` must fit (README
+    "Questions with a form"; only in a call of one question)."""
 
     text: str
     options: Sequence[str] = ()
     multiple: bool = False
     allow_text: bool = False
+    schema: Mapping[str, Any] | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        """The ``QuestionSpec`` JSON (every field written, as Rust writes it)."""
-        return {
+        """The ``QuestionSpec`` JSON (every field written, as Rust writes it; ``schema``
+        only when given)."""
+        wire: dict[str, Any] = {
             "text": self.text,
             "options": list(self.options),
             "multiple": self.multiple,
             "allowText": self.allow_text,
         }
+        if self.schema is not None:
+            wire["schema"] = dict(self.schema)
+        return wire
 
 
 @dataclass(frozen=True)
@@ -243,6 +249,7 @@ def _question_wire(q: Question | Mapping[str, Any]) -> dict[str, Any]:
         options=list(q.get("options", ())),
         multiple=bool(q.get("multiple", False)),
         allow_text=bool(q.get("allowText", q.get("allow_text", False))),
+        schema=q.get("schema"),
     ).to_wire()
 
 
@@ -698,6 +705,24 @@ class Runtime:
         qid = str(question_id) if question_id is not None else str(uuid.uuid4())
         await self.send(open_command(at, qid, call_id, question_request(questions)))
         return qid
+
+    async def ask_user_form(
+        self,
+        at: Placement,
+        *,
+        call_id: str,
+        text: str,
+        schema: Mapping[str, Any],
+        question_id: str | uuid.UUID | None = None,
+    ) -> str:
+        """``ask_user`` with a form: one question whose answer is a JSON object that
+        fits ``schema``, the restricted JSON Schema of MCP elicitation's form mode.
+        A schema outside that subset is refused when opened (``NRY-0035``); a
+        ``value`` that does not fit is refused with the pointer of its first misfit
+        (``NRY-0036``). Returns the question id."""
+        return await self.ask_user(
+            at, call_id=call_id, questions=[Question(text=text, schema=schema)], question_id=question_id
+        )
 
     async def request_connection(
         self,

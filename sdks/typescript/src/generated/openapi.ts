@@ -44,6 +44,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/answers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Answer many interactions at once
+         * @description 1 to 100 items, each one answer as its single operation takes it: `interactionId` (the path's id), `operation` (`approve`, `respond` or `answer`, a question's answer), `body` (that operation's body) and `idempotencyKey` (its `Idempotency-Key`). Each item is decided on its own, as its single operation would decide it: the batch is not one transaction, and one item's refusal leaves the others decided. The `200` lists one result per item, in order: the `status` the single operation would have answered (`204` answered) and, for a refusal, its `code`, `title` and `message`; another organisation's interaction answers exactly like a missing one (`404 NRY-0004`). The same request again with the same keys returns the same results and decides nothing twice; an item answered `503 NRY-0050` may be sent again with its key. A body that is not a batch is `400 NRY-0034` and decides nothing; the body limit is that of every request.
+         */
+        post: operations["answerMany"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/audit": {
         parameters: {
             query?: never;
@@ -518,6 +538,57 @@ export interface components {
              */
             nextAfter: number;
         };
+        /**
+         * @description `POST /v1/answers` body: 1 to 100 answers, each decided on its own as its
+         *     single operation would decide it (not one transaction).
+         */
+        BatchBody: {
+            /** @description The answers, 1 to 100; the results come back in this order. */
+            items: components["schemas"]["BatchItem"][];
+        };
+        /**
+         * @description One answer of a batch: what its single operation takes in its path, its body
+         *     and its `Idempotency-Key` header.
+         */
+        BatchItem: {
+            /** @description The single operation's body, read exactly as that operation reads it. */
+            body: {
+                [key: string]: unknown;
+            };
+            /**
+             * @description This item's idempotency key (1 to 128 printable ASCII characters): the same
+             *     key again, in this batch or another request, replays this item's outcome.
+             */
+            idempotencyKey: components["schemas"]["IdempotencyKey"];
+            /** @description The interaction (for `answer`, the question's id). */
+            interactionId: components["schemas"]["InteractionId"];
+            /** @description `approve`, `respond` or `answer`. */
+            operation: components["schemas"]["BatchOperation"];
+        } & (unknown & unknown & unknown);
+        /** @description Which single operation a batch item is. */
+        BatchOperation: "approve" | "respond" | "answer";
+        /** @description What one batch item's single operation would have answered. */
+        BatchResult: {
+            /** @description The stable error code when `status` is not `204` (see `schemas/errors.json`). */
+            code?: components["schemas"]["ErrorCode"] | null;
+            /** @description The item's `interactionId`, as sent. */
+            interactionId: string;
+            /** @description What went wrong, with `code`. */
+            message?: string | null;
+            /**
+             * Format: uint16
+             * @description The HTTP status the single operation would have answered: `204` when
+             *     answered, else the error's status.
+             */
+            status: number;
+            /** @description The code's title, with `code`. */
+            title?: string | null;
+        };
+        /** @description `200` body of `POST /v1/answers`: one result per item, in the items' order. */
+        BatchResults: {
+            /** @description One per item, in order. */
+            results: components["schemas"]["BatchResult"][];
+        };
         /** @description The tool call an interaction blocks (its `tool-call-finished` names it). */
         CallId: string;
         /** @description How a blocked call ends (`tool-call-finished` payload). */
@@ -576,11 +647,16 @@ export interface components {
             code: components["schemas"]["ErrorCode"];
             /** @description What went wrong. */
             message: string;
+            /**
+             * @description `NRY-0036`: the JSON pointer of the first field of the answer's `value`
+             *     that does not fit the form (`/age`; `""` for the value itself).
+             */
+            pointer?: string | null;
             /** @description The code's title. */
             title: string;
         };
         /** @description A stable error code. Serialized as its `NRY-xxxx` string. */
-        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0024" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0028" | "NRY-0029" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0033" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
+        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0024" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0028" | "NRY-0029" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0033" | "NRY-0034" | "NRY-0035" | "NRY-0036" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
         /** @description A CloudEvents 1.0 event (structured mode). `type` and `data` come from `EventData`. */
         Event: {
             /** @description The media type of `data`, always `application/json`. */
@@ -985,6 +1061,11 @@ export interface components {
         InteractionId: string;
         /** @description `GET /v1/interactions/{id}` body. */
         InteractionView: {
+            /**
+             * @description The agent the runtime named for the call, when it named one (printable
+             *     ASCII, no spaces).
+             */
+            agent?: components["schemas"]["AgentId"] | null;
             /** @description For approvals: the held call. */
             call?: components["schemas"]["HeldCall"] | null;
             /** @description The blocked call. */
@@ -1600,6 +1681,87 @@ export interface operations {
             };
         };
     };
+    answerMany: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchBody"];
+            };
+        };
+        responses: {
+            /** @description One result per item, in order; each item was decided on its own. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchResults"];
+                };
+            };
+            /** @description `NRY-0001` Invalid request; `NRY-0034` Batch not valid */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0011` Unauthenticated */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0013` Payload too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0014` Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0051` Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `NRY-0050` Temporarily unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     listAudit: {
         parameters: {
             query?: {
@@ -1920,7 +2082,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember; `NRY-0026` Rule scope unavailable; `NRY-0029` Edit not valid; `NRY-0033` Edit not rememberable */
+            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember; `NRY-0026` Rule scope unavailable; `NRY-0029` Edit not valid; `NRY-0033` Edit not rememberable; `NRY-0036` Value does not fit the form */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2023,7 +2185,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember */
+            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember; `NRY-0036` Value does not fit the form */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2126,7 +2288,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember */
+            /** @description `NRY-0001` Invalid request; `NRY-0002` Session not found; `NRY-0003` Answer does not fit; `NRY-0025` Nothing to remember; `NRY-0036` Value does not fit the form */
             400: {
                 headers: {
                     [name: string]: unknown;

@@ -56,6 +56,11 @@ pub struct PendingArgs {
     /// API and identity.
     #[command(flatten)]
     pub api: ApiArgs,
+    /// Which interactions: `pending` (what waits), `resolved` (answered),
+    /// `finished` (answered and run), `closed` (closed without an answer) or `all`.
+    #[arg(long, default_value = "pending",
+          value_parser = ["pending", "resolved", "finished", "closed", "all"])]
+    pub state: String,
     /// Most interactions to show.
     #[arg(long, default_value_t = 50)]
     pub limit: usize,
@@ -99,8 +104,10 @@ pub struct ApproveArgs {
     /// API and identity.
     #[command(flatten)]
     pub api: ApiArgs,
-    /// The interaction id (an approval's effect id).
-    pub id: String,
+    /// The interaction ids (approvals' effect ids). Several are answered together in
+    /// one `POST /v1/answers`, each on its own, and each one's outcome is printed.
+    #[arg(required = true, num_args = 1..=holdpoint_ingress::wire::MAX_BATCH)]
+    pub ids: Vec<String>,
     /// Deny instead of approve.
     #[arg(long)]
     pub deny: bool,
@@ -108,7 +115,8 @@ pub struct ApproveArgs {
     #[arg(long)]
     pub reason: Option<String>,
     /// Idempotency key (default: a fresh one for this invocation, printed when the
-    /// outcome is unknown, so a retry with it answers once).
+    /// outcome is unknown, so a retry with it answers once). With several ids, the
+    /// n-th id's key is `<key>-<n>` (from 1).
     #[arg(long)]
     pub key: Option<String>,
     /// Remember this decision as a rule for `session`, `agent` or `organisation`:
@@ -123,7 +131,8 @@ pub struct ApproveArgs {
     pub exact_arguments: bool,
     /// Edit, then approve: release the call with these arguments (a JSON object)
     /// instead of the held ones. Sent with the digest of the arguments shown; the
-    /// hold must be `editable` (else NRY-0028). Not with --deny or --remember.
+    /// hold must be `editable` (else NRY-0028). Not with --deny or --remember, nor
+    /// with several ids.
     #[arg(long, value_name = "JSON", conflicts_with_all = ["deny", "remember"])]
     pub edit: Option<String>,
 }
@@ -278,6 +287,20 @@ impl Client {
         body: &Value,
         key: Option<&str>,
     ) -> anyhow::Result<u16> {
+        self.post_answer(path, body, key).await.map(|(s, _)| s)
+    }
+
+    /// [`Client::post`], returning the success's JSON body (`Null` when it has none)
+    /// with its status.
+    ///
+    /// # Errors
+    /// As [`Client::post`].
+    pub(crate) async fn post_answer(
+        &self,
+        path: &str,
+        body: &Value,
+        key: Option<&str>,
+    ) -> anyhow::Result<(u16, Value)> {
         let key = key.map_or_else(
             || format!("cli-{}", uuid::Uuid::new_v4().simple()),
             str::to_owned,
@@ -310,9 +333,9 @@ impl Client {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     break if status >= 400 {
-                        json_or_error(resp).await.map(|_| status)
+                        json_or_error(resp).await.map(|_| (status, Value::Null))
                     } else {
-                        Ok(status)
+                        Ok((status, resp.json().await.unwrap_or(Value::Null)))
                     };
                 }
                 Err(e) => (

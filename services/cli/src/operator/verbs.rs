@@ -25,16 +25,23 @@ fn text(v: &Value, key: &str) -> String {
 
 fn print_view(v: &Value) {
     let kind = text(v, "kind");
+    // A deadline matters while the interaction waits; a settled one says who.
     let left = v["expiresAt"]
         .as_str()
+        .filter(|_| v["state"] == "pending")
         .and_then(|s| holdpoint_domain::timestamp::parse(s).ok())
         .map(|at| format!(" {}", time_left(at, time::OffsetDateTime::now_utc())))
         .unwrap_or_default();
+    let by = v["resolution"]["by"]
+        .as_str()
+        .map(|who| format!(" by {}", terminal::line(who)))
+        .unwrap_or_default();
     println!(
-        "{} {} {}{} {}",
+        "{} {} {}{}{} {}",
         paint(kind_style(&kind), &format!("{kind:<10}")),
         paint(Style::new().bold(), &text(v, "interactionId")),
         paint(AnsiColor::BrightBlack.on_default(), &text(v, "state")),
+        paint(AnsiColor::BrightBlack.on_default(), &by),
         paint(AnsiColor::Yellow.on_default(), &left),
         terminal::line(v["prompt"].as_str().unwrap_or(""))
     );
@@ -63,20 +70,21 @@ pub fn time_left(at: time::OffsetDateTime, now: time::OffsetDateTime) -> String 
 pub async fn pending(args: PendingArgs) -> anyhow::Result<()> {
     let c = Client::new(&args.api)?;
     let limit = args.limit.clamp(1, 500);
+    let state = args.state.as_str();
     let page = c
         .get(&format!(
-            "/v1/interactions?state=pending&limit={limit}{}",
+            "/v1/interactions?state={state}&limit={limit}{}",
             cursor_query(args.cursor.as_deref())
         ))
         .await?;
-    print_page(
-        &page,
-        &args.api,
-        "pending",
-        limit,
-        "nothing pending",
-        print_view,
-    );
+    let (verb, empty) = match state {
+        "pending" => ("pending".to_owned(), "nothing pending".to_owned()),
+        other => (
+            format!("pending --state {other}"),
+            format!("nothing {other}"),
+        ),
+    };
+    print_page(&page, &args.api, &verb, limit, &empty, print_view);
     Ok(())
 }
 
@@ -260,10 +268,10 @@ pub async fn answer(args: AnswerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `holdpoint approve`.
+/// `holdpoint approve`: one id, or several answered together.
 ///
 /// # Errors
-/// When the API refuses.
+/// When the API refuses (with several ids: when any of them was not answered).
 pub async fn approve(args: ApproveArgs) -> anyhow::Result<()> {
     // An edit that cannot be sent is refused here, before anything is sent.
     let edit = match &args.edit {
@@ -280,10 +288,52 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<()> {
         }
     };
     let c = Client::new(&args.api)?;
-    // Bind the decision to the arguments the operator is shown.
-    let view = c
-        .get(&format!("/v1/interactions/{}", segment(&args.id)))
+    let [id] = args.ids.as_slice() else {
+        anyhow::ensure!(
+            edit.is_none(),
+            "--edit applies to one held call; give one id"
+        );
+        return approve_many(&c, &args).await;
+    };
+    let (mut body, view) = decision(&c, &args, id).await?;
+    if body["argumentsDigest"].is_string() && !args.api.json {
+        println!(
+            "{} / {} {}",
+            txt(&view["call"]["server"]),
+            txt(&view["call"]["tool"]),
+            terminal::json(&view["call"]["arguments"])
+        );
+    }
+    if let Some(e) = edit {
+        anyhow::ensure!(
+            body["argumentsDigest"].is_string(),
+            "--edit applies to a held tool call; {} is not one",
+            terminal::line(id)
+        );
+        if !args.api.json {
+            println!("  edited to {}", terminal::json(&e));
+        }
+        body["editedArguments"] = e;
+    }
+    let status = c
+        .post(
+            &format!("/v1/interactions/{}/approve", segment(id)),
+            &body,
+            args.key.as_deref(),
+        )
         .await?;
+    report(
+        &args.api,
+        status,
+        if args.deny { "denied" } else { "approved" },
+    );
+    Ok(())
+}
+
+/// The `approve` body for `id` as `args` ask, bound to the arguments the operator
+/// is shown (their digest, read from the interaction), and the interaction read.
+async fn decision(c: &Client, args: &ApproveArgs, id: &str) -> anyhow::Result<(Value, Value)> {
+    let view = c.get(&format!("/v1/interactions/{}", segment(id))).await?;
     let mut body = json!({ "approved": !args.deny });
     if let Some(r) = &args.reason {
         body["reason"] = json!(r);
@@ -300,38 +350,100 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<()> {
     }
     if let Some(d) = view["call"]["argumentsDigest"].as_str() {
         body["argumentsDigest"] = json!(d);
-        if !args.api.json {
+    }
+    Ok((body, view))
+}
+
+/// `holdpoint approve eff_1 eff_2 …`: every id read (for the digest of what is
+/// printed), then all answered in one `POST /v1/answers`, each on its own; one line
+/// per id with its outcome. Items answered `503` (no outcome in time) are sent
+/// again with their keys, for at most [`super::ANSWER_RETRY_FOR`].
+async fn approve_many(c: &Client, args: &ApproveArgs) -> anyhow::Result<()> {
+    let reads = args.ids.iter().map(|id| decision(c, args, id));
+    let mut items = Vec::with_capacity(args.ids.len());
+    for (n, (id, read)) in args
+        .ids
+        .iter()
+        .zip(futures::future::join_all(reads).await)
+        .enumerate()
+    {
+        let (body, view) = read?;
+        if !args.api.json && view["call"].is_object() {
             println!(
-                "{} / {} {}",
+                "{}  {} / {} {}",
+                terminal::line(id),
                 txt(&view["call"]["server"]),
                 txt(&view["call"]["tool"]),
                 terminal::json(&view["call"]["arguments"])
             );
         }
+        let key = match &args.key {
+            Some(k) => format!("{k}-{}", n + 1),
+            None => format!("cli-{}", uuid::Uuid::new_v4().simple()),
+        };
+        items.push(json!({
+            "interactionId": id, "operation": "approve", "body": body, "idempotencyKey": key,
+        }));
     }
-    if let Some(e) = edit {
+    let mut results: Vec<Value> = vec![Value::Null; items.len()];
+    let mut waiting: Vec<usize> = (0..items.len()).collect();
+    let started = std::time::Instant::now();
+    let mut attempt = 1i64;
+    loop {
+        let batch: Vec<&Value> = waiting.iter().filter_map(|i| items.get(*i)).collect();
+        let (_, reply) = c
+            .post_answer("/v1/answers", &json!({ "items": batch }), None)
+            .await?;
+        let got = reply["results"].as_array().cloned().unwrap_or_default();
         anyhow::ensure!(
-            body["argumentsDigest"].is_string(),
-            "--edit applies to a held tool call; {} is not one",
-            terminal::line(&args.id)
+            got.len() == waiting.len(),
+            "Holdpoint answered {} results for {} items",
+            got.len(),
+            waiting.len()
         );
-        if !args.api.json {
-            println!("  edited to {}", terminal::json(&e));
+        for (i, r) in waiting.iter().zip(got) {
+            if let Some(slot) = results.get_mut(*i) {
+                *slot = r;
+            }
         }
-        body["editedArguments"] = e;
+        waiting.retain(|i| results.get(*i).is_some_and(|r| r["status"] == 503));
+        let pause = holdpoint_bus::backoff::Backoff::ANSWER_RETRY.delay(attempt);
+        if waiting.is_empty() || started.elapsed() + pause > super::ANSWER_RETRY_FOR {
+            break;
+        }
+        tokio::time::sleep(pause).await;
+        attempt += 1;
     }
-    let status = c
-        .post(
-            &format!("/v1/interactions/{}/approve", segment(&args.id)),
-            &body,
-            args.key.as_deref(),
-        )
-        .await?;
-    report(
-        &args.api,
-        status,
-        if args.deny { "denied" } else { "approved" },
-    );
+    let what = if args.deny { "denied" } else { "approved" };
+    let mut refused = 0;
+    for (item, r) in items.iter().zip(&results) {
+        let status = r["status"].as_u64().unwrap_or(0);
+        if status != 204 {
+            refused += 1;
+        }
+        if args.api.json {
+            continue;
+        }
+        let id = txt(&item["interactionId"]);
+        if status == 204 {
+            println!(
+                "{id}  {} ({status})",
+                paint(AnsiColor::Green.on_default().bold(), what)
+            );
+        } else {
+            println!(
+                "{id}  {} {}: {} ({status}; key {})",
+                paint(AnsiColor::Red.on_default().bold(), &txt(&r["code"])),
+                txt(&r["title"]),
+                txt(&r["message"]),
+                txt(&item["idempotencyKey"])
+            );
+        }
+    }
+    if args.api.json {
+        println!("{}", json!({ "results": results }));
+    }
+    anyhow::ensure!(refused == 0, "{refused} of {} not {what}", results.len());
     Ok(())
 }
 

@@ -12,7 +12,8 @@
 //!   question body's counts, `remember.expiresIn`, the webhook registration
 //!   (`webhook::check_url`, `check_registration`), the rotation's overlap, and
 //!   the `approve` / `respond` bodies' "exactly one of `approved` and `value`"
-//!   (the ingress's `rest::answers::one_of`);
+//!   (the ingress's `rest::answers::one_of`), and a batch item's body as its
+//!   operation's body (`rest::answers::input_of`);
 //! - [`CURSOR_PATTERN`], [`SEQUENCE_PATTERN`]: a page cursor and an event
 //!   sequence are decimal `u64`s (19 digits always fit).
 
@@ -126,6 +127,22 @@ pub(super) fn body_rules(schemas: &mut Map<String, Value>) {
             "properties": {"approved": {"type": "null"}},
         },
     ]);
+
+    // A batch item's body is its operation's body (`rest::answers::input_of`).
+    let by_operation: Vec<Value> = [
+        ("approve", "ApproveBody"),
+        ("respond", "RespondBody"),
+        ("answer", "AnswerBody"),
+    ]
+    .iter()
+    .map(|(operation, body)| {
+        json!({
+            "if": {"properties": {"operation": {"const": operation}}},
+            "then": {"properties": {"body": {"$ref": format!("#/components/schemas/{body}")}}},
+        })
+    })
+    .collect();
+    schemas["BatchItem"]["allOf"] = Value::Array(by_operation);
 
     // The question body: 1 to MAX_QUESTIONS entries (`rules::check_answers`), each
     // choosing among at most MAX_OPTIONS options; `remember` is never accepted.

@@ -14,8 +14,8 @@ use holdpoint_domain::webhook::{
 use holdpoint_domain::{Event, InteractionView, Rule, RuleId, SessionId, State, TaskId};
 use holdpoint_ingress::a2a::{EXTENSIONS_HEADER, LEGACY_EXTENSIONS_HEADER, VERSION_HEADER};
 use holdpoint_ingress::wire::{
-    AnswerBody, ApproveBody, AuditPage, AuditQuery, EventsQuery, ListQuery, MessageAccepted,
-    MessageBody, Page, RespondBody, RulePage, RulesQuery,
+    AnswerBody, ApproveBody, AuditPage, AuditQuery, BatchBody, BatchResults, EventsQuery,
+    ListQuery, MessageAccepted, MessageBody, Page, RespondBody, RulePage, RulesQuery,
 };
 use schemars::SchemaGenerator;
 use serde_json::{Map, Value, json};
@@ -39,6 +39,13 @@ pub(super) fn operation(op: &Operation, generator: &mut SchemaGenerator) -> Valu
             parameters.push(interaction_param(generator, "id"));
             parameters.push(idempotency_header(generator));
             request_body = json!({"required": true, "content": json_content(schema_ref::<RespondBody>(generator))});
+        }
+        "answerMany" => {
+            request_body = json!({"required": true, "content": json_content(schema_ref::<BatchBody>(generator))});
+            responses.insert(
+                "200".into(),
+                json!({"description": "One result per item, in order; each item was decided on its own.", "content": json_content(schema_ref::<BatchResults>(generator))}),
+            );
         }
         "getInteraction" => {
             parameters.push(interaction_param(generator, "id"));

@@ -6,11 +6,11 @@ use holdpoint_domain::ErrorCode;
 use holdpoint_ingress::paths::{AGENT_CARD as AGENT_CARD_PATH, JSONRPC as JSONRPC_PATH};
 
 use ErrorCode::{
-    AlreadySettled, AnswerMismatch, AnswerNotDelivered, ArgumentsChanged, EditInvalid,
-    EditNotRememberable, Internal, InvalidRequest, LaneBusy, LaneRefused, NotEditable, NotFound,
-    NotRememberable, PayloadTooLarge, RuleNotFound, ScopeUnavailable, SessionNotFound,
-    TooManyStreams, TooManyWebhooks, Unauthenticated, Unavailable, UnknownEventType,
-    UnsupportedMediaType, WebhookDisabled, WebhookUrlRefused,
+    AlreadySettled, AnswerMismatch, AnswerNotDelivered, ArgumentsChanged, BatchInvalid,
+    EditInvalid, EditNotRememberable, FormValueInvalid, Internal, InvalidRequest, LaneBusy,
+    LaneRefused, NotEditable, NotFound, NotRememberable, PayloadTooLarge, RuleNotFound,
+    ScopeUnavailable, SessionNotFound, TooManyStreams, TooManyWebhooks, Unauthenticated,
+    Unavailable, UnknownEventType, UnsupportedMediaType, WebhookDisabled, WebhookUrlRefused,
 };
 
 const WEBHOOK_CREATE_ERRORS: &[ErrorCode] = &[
@@ -45,6 +45,7 @@ const WEBHOOK_TEST_ERRORS: &[ErrorCode] = &[
 
 const ANSWER_ERRORS: &[ErrorCode] = &[
     InvalidRequest,
+    FormValueInvalid,
     NotRememberable,
     SessionNotFound,
     AnswerMismatch,
@@ -61,6 +62,7 @@ const ANSWER_ERRORS: &[ErrorCode] = &[
 
 const APPROVE_ERRORS: &[ErrorCode] = &[
     InvalidRequest,
+    FormValueInvalid,
     NotRememberable,
     ScopeUnavailable,
     EditInvalid,
@@ -74,6 +76,16 @@ const APPROVE_ERRORS: &[ErrorCode] = &[
     ArgumentsChanged,
     LaneBusy,
     AnswerNotDelivered,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    Internal,
+    Unavailable,
+];
+
+const BATCH_ERRORS: &[ErrorCode] = &[
+    BatchInvalid,
+    InvalidRequest,
+    Unauthenticated,
     PayloadTooLarge,
     UnsupportedMediaType,
     Internal,
@@ -151,6 +163,17 @@ pub const OPERATIONS: &[Operation] = &[
         description: "Any JSON `value`, read by the interaction's kind (the README's reading rules).",
         success: Success::NoContent,
         errors: ANSWER_ERRORS,
+        secured: true,
+    },
+    Operation {
+        method: "post",
+        path: "/v1/answers",
+        id: "answerMany",
+        tag: "interactions",
+        summary: "Answer many interactions at once",
+        description: "1 to 100 items, each one answer as its single operation takes it: `interactionId` (the path's id), `operation` (`approve`, `respond` or `answer`, a question's answer), `body` (that operation's body) and `idempotencyKey` (its `Idempotency-Key`). Each item is decided on its own, as its single operation would decide it: the batch is not one transaction, and one item's refusal leaves the others decided. The `200` lists one result per item, in order: the `status` the single operation would have answered (`204` answered) and, for a refusal, its `code`, `title` and `message`; another organisation's interaction answers exactly like a missing one (`404 NRY-0004`). The same request again with the same keys returns the same results and decides nothing twice; an item answered `503 NRY-0050` may be sent again with its key. A body that is not a batch is `400 NRY-0034` and decides nothing; the body limit is that of every request.",
+        success: Success::Json,
+        errors: BATCH_ERRORS,
         secured: true,
     },
     Operation {

@@ -132,12 +132,38 @@ pub fn means_connected(v: &Value) -> bool {
     }
 }
 
+/// The form of a call's question, when it carries one (only a call of one
+/// question may).
+fn form_of(questions: &[QuestionSpec]) -> Option<&Value> {
+    questions.first().and_then(|q| q.schema.as_ref())
+}
+
+/// `value` against the call's form, when it has one: `NRY-0036` with the pointer of
+/// the first field that does not fit.
+fn check_form(questions: &[QuestionSpec], value: &Value) -> Result<(), Rejection> {
+    let Some(schema) = form_of(questions) else {
+        return Ok(());
+    };
+    crate::form::check_value(schema, value).map_err(|e| {
+        let at = if e.pointer.is_empty() {
+            "the value".to_owned()
+        } else {
+            e.pointer.clone()
+        };
+        Rejection::new(
+            ErrorCode::FormValueInvalid,
+            format!("{at}: {}; nothing was decided", e.message),
+        )
+        .at(e.pointer)
+    })
+}
+
 /// Reads a person's input against the interaction (README "The HTTP API", reading rules):
 ///
 /// | kind | `approved` | `value` | text | `answers` (question body) |
 /// |---|---|---|---|---|
 /// | approval | the decision | a boolean reads as `approved`, else `NRY-0001` | `NRY-0020` (text never approves) | not a question |
-/// | question | read as the value | any JSON (`{answers:[…]}` is checked) | the value | checked |
+/// | question | read as the value | any JSON (`{answers:[…]}` is checked); with a form, an object that fits it (`NRY-0036`) | the value | checked |
 /// | connection | read as the value | `true`/`{connected:true}` connect | not connected | `NRY-0001` |
 ///
 /// # Errors
@@ -192,6 +218,22 @@ pub fn read_answer(spec: &Spec, input: &AnswerInput) -> Result<Answer, Rejection
             Ok(Answer::Question {
                 answers: answers.clone(),
             })
+        }
+        (Spec::Question { questions }, AnswerInput::Value { value, .. })
+            if form_of(questions).is_some() =>
+        {
+            check_form(questions, value)?;
+            check_value(value)?;
+            Ok(Answer::Value {
+                value: value.clone(),
+            })
+        }
+        (Spec::Question { questions }, AnswerInput::Approved { approved, .. })
+            if form_of(questions).is_some() =>
+        {
+            let value = Value::Bool(*approved);
+            check_form(questions, &value)?;
+            Ok(Answer::Value { value })
         }
         (Spec::Question { questions }, AnswerInput::Value { value, .. }) => {
             if let Some(raw) = value.as_object().and_then(|o| o.get("answers")) {

@@ -3,7 +3,7 @@
 
 use crate::command::OpenRequest;
 use crate::digest::{arguments_digest, canonical_json};
-use crate::error::Rejection;
+use crate::error::{ErrorCode, Rejection};
 use crate::vocab::{QuestionSpec, Spec};
 
 use super::text::{check_name, check_text, cut_chars, json_depth};
@@ -61,6 +61,17 @@ pub fn spec_from_request(req: &OpenRequest) -> Result<Spec, Rejection> {
             }
             for (i, q) in questions.iter().enumerate() {
                 check_question(i, q)?;
+                if let Some(schema) = &q.schema {
+                    let form = |m: String| Rejection::new(ErrorCode::FormSchemaUnsupported, m);
+                    if questions.len() > 1 {
+                        return Err(form(format!(
+                            "questions[{i}].schema: a form is asked alone, in a call of one question"
+                        )));
+                    }
+                    crate::form::check_schema(schema).map_err(|e| {
+                        form(format!("questions[{i}].schema{}: {}", e.pointer, e.message))
+                    })?;
+                }
             }
             Ok(Spec::Question {
                 questions: questions.clone(),
@@ -89,7 +100,7 @@ fn check_question(i: usize, q: &QuestionSpec) -> Result<(), Rejection> {
             "questions[{i}] has more than {MAX_OPTIONS} options"
         )));
     }
-    if q.options.is_empty() && !q.allow_text {
+    if q.options.is_empty() && !q.allow_text && q.schema.is_none() {
         return Err(invalid(format!(
             "questions[{i}] has no options and does not allow text"
         )));

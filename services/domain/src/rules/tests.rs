@@ -48,6 +48,7 @@ fn a_persons_text_is_refused_with_the_code_nul_had() {
             options: vec!["a".into(), "b".into()],
             multiple: false,
             allow_text: true,
+            schema: None,
         }],
     };
     let approval = Spec::Approval {
@@ -118,6 +119,7 @@ fn a_runtime_cannot_open_with_control_characters() {
             options: vec![option.into()],
             multiple: false,
             allow_text: false,
+            schema: None,
         }],
     };
     assert!(spec_from_request(&ask("Which?\u{85}", "a")).is_err());

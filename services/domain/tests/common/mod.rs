@@ -160,6 +160,7 @@ pub fn question(text: &str, options: &[&str], multiple: bool, allow_text: bool) 
         options: options.iter().map(|o| (*o).to_owned()).collect(),
         multiple,
         allow_text,
+        schema: None,
     }
 }
 

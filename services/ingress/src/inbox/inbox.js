@@ -10,6 +10,9 @@
 //      interaction (`GET /v1/interactions/{id}`, which holds the call's arguments)
 //      and show it; `interaction-resolved` / `interaction-closed`: take it away;
 //   4. on a drop, reconnect with `Last-Event-ID` (no gap, no repeat).
+// Approvals can be selected and approved or denied together: one
+// `POST /v1/answers`, each card bound to the digest it shows and given its own
+// outcome (one may have been answered by someone else meanwhile).
 // While the stream cannot be opened at all (a proxy that refuses long-lived
 // responses, say), the list is still shown and read again every
 // `RESYNC_MS`, so the page stays usable, only not live.
@@ -351,6 +354,94 @@ function updateCount() {
   const n = cards.size;
   $('count').textContent = n ? `(${n})` : '';
   $('empty').hidden = n > 0;
+  updateBulk();
+}
+
+/** The approval cards selected now, in page order. */
+function selected() {
+  return [...cards.values()].filter((c) => c.select?.checked && !c.select.disabled);
+}
+
+function updateBulk() {
+  const n = selected().length;
+  $('bulk').hidden = n === 0 && $('bulk-problem').hidden;
+  $('bulk-count').textContent = n === 1 ? '1 selected' : `${n} selected`;
+  $('bulk-approve').disabled = n === 0;
+  $('bulk-deny').disabled = n === 0;
+}
+
+/**
+ * Approves or denies the selected cards together (README "Answering many at
+ * once"): one `POST /v1/answers` of up to 100, each item bound to the digest its
+ * card shows, with a key of its own. Each card then shows its own outcome: taken
+ * away when decided, its problem when refused (someone else answered it, it
+ * changed). An item not confirmed in time keeps its key for a second press.
+ */
+async function decideSelected(approved) {
+  const chosen = selected().slice(0, 100);
+  if (chosen.length === 0) return;
+  const problem = $('bulk-problem');
+  problem.hidden = true;
+  const items = chosen.map((card) => {
+    const body = card.decision(approved);
+    const same = card.unconfirmed?.path === 'batch' && card.unconfirmed?.body === JSON.stringify(body);
+    const key = same ? card.unconfirmed.key : newKey();
+    card.unconfirmed = { path: 'batch', body: JSON.stringify(body), key };
+    setBusy(card, true);
+    card.problem.hidden = true;
+    setSending(card, 'Sending…');
+    return { interactionId: card.view.interactionId, operation: 'approve', body, idempotencyKey: key };
+  });
+  $('bulk-approve').disabled = true;
+  $('bulk-deny').disabled = true;
+  let results;
+  try {
+    ({ results } = await call('POST', '/v1/answers', { items }));
+  } catch (caught) {
+    const error = caught instanceof Problem
+      ? caught
+      : new Problem(0, 'network', 'Holdpoint is not reachable', String(caught?.message ?? caught));
+    problem.replaceChildren(el('strong', { text: `${error.title} (${error.code})` }), error.message,
+      '\nNothing may have been decided; press again to send the same answers with the same keys.');
+    problem.hidden = false;
+    for (const card of chosen) {
+      setSending(card, null);
+      setBusy(card, false);
+    }
+    updateBulk();
+    return;
+  }
+  chosen.forEach((card, i) => {
+    const result = results?.[i] ?? { status: 0, code: 'missing', title: 'No result', message: '' };
+    const id = card.view.interactionId;
+    setSending(card, null);
+    if (result.status === 204) {
+      card.unconfirmed = null;
+      take(id, approved ? 'approved' : 'denied');
+      return;
+    }
+    if (gone.has(id)) return;
+    const error = new Problem(result.status, result.code, result.title, result.message ?? '', null);
+    if (RETRY_STATUSES.has(result.status)) {
+      showProblem(card, error, 'Not confirmed in time. It may still be recorded; select it and press '
+        + 'again to send the same answer with the same key.');
+      setBusy(card, false);
+      return;
+    }
+    card.unconfirmed = null;
+    if (result.status === 409 && result.code !== 'NRY-0010') {
+      showProblem(card, error, 'This request is no longer waiting for you.');
+      card.select.checked = false;
+      card.select.disabled = true;
+      card.article.setAttribute('aria-busy', 'false');
+      return;
+    }
+    showProblem(card, error, result.code === 'NRY-0010' ? 'The call changed since it was shown.' : null);
+    setBusy(card, false);
+  });
+  const decided = results.filter((r) => r.status === 204).length;
+  announce(`${decided} of ${chosen.length} ${approved ? 'approved' : 'denied'}`);
+  updateBulk();
 }
 
 function show(view, fresh) {
@@ -399,17 +490,69 @@ function header(card, titleId, kindLabel, title) {
     el('p', { class: 'kind', text: kindLabel }),
     el('h3', { id: titleId, tabindex: '-1', text: title }),
   );
+  const due = deadlineLine(card);
+  if (due) card.article.append(due);
 }
 
 function placement(view) {
-  return [['Task', view.taskId], ['Session', view.sessionId], ['Opened', new Date(view.openedAt).toLocaleString()]];
+  return [
+    ['Agent', view.agent],
+    ['Session', view.sessionId],
+    ['Task', view.taskId],
+    ['Opened', new Date(view.openedAt).toLocaleString()],
+  ];
 }
+
+/** What the deadline decides when nobody answers first (`onExpiry`, by kind). */
+function expiryOutcome(view) {
+  if (view.onExpiry === 'close') return 'closes it without an answer';
+  return {
+    approval: 'denies the call',
+    question: 'closes the question without an answer',
+    connection: 'answers not connected',
+  }[view.kind] ?? 'closes it';
+}
+
+/** `4m 12s` for `ms` milliseconds (at least `0s`). */
+function span(ms) {
+  const secs = Math.max(0, Math.floor(ms / 1000));
+  const [d, h, m, sec] = [Math.floor(secs / 86400), Math.floor(secs / 3600) % 24, Math.floor(secs / 60) % 60, secs % 60];
+  if (d) return `${d}d ${h}h`;
+  if (h) return `${h}h ${m}m`;
+  if (m) return `${m}m ${sec}s`;
+  return `${sec}s`;
+}
+
+/** The card's deadline line: the time left and what the deadline then decides. */
+function deadlineText(view, now = Date.now()) {
+  const left = new Date(view.expiresAt).getTime() - now;
+  const outcome = expiryOutcome(view);
+  return left > 0 ? `Deadline in ${span(left)}: then it ${outcome}.` : `Deadline passed: it ${outcome}.`;
+}
+
+/** A card's deadline line, kept current every second; none without a deadline. */
+function deadlineLine(card) {
+  if (!card.view.expiresAt) return null;
+  card.deadline = el('p', { class: 'deadline', text: deadlineText(card.view) });
+  return card.deadline;
+}
+
+setInterval(() => {
+  for (const card of cards.values()) {
+    if (card.deadline) card.deadline.textContent = deadlineText(card.view);
+  }
+}, 1000);
 
 function approvalCard(card, titleId) {
   const { view, n } = card;
   const detail = view.detail ?? {};
   const held = view.call ?? {};
   header(card, titleId, 'Approval', view.prompt);
+  const selectId = `card-${n}-select`;
+  card.select = el('input', { id: selectId, type: 'checkbox', class: 'select' });
+  card.select.addEventListener('change', updateBulk);
+  card.article.append(el('p', { class: 'select-row' }, card.select,
+    el('label', { for: selectId, text: 'Select for approving or denying together' })));
   const argsId = `card-${n}-args`;
   const reasonId = `card-${n}-reason`;
   const approve = el('button', { type: 'button', class: 'go', text: 'Approve' });
@@ -443,6 +586,7 @@ function approvalCard(card, titleId) {
   const decide = (approved) => {
     submit(card, path, withReason({ approved, argumentsDigest: shown }), approved ? 'Approved' : 'Denied');
   };
+  card.decision = (approved) => withReason({ approved, argumentsDigest: shown });
   approve.addEventListener('click', () => decide(true));
   deny.addEventListener('click', () => decide(false));
 }
@@ -536,6 +680,10 @@ function diff(before, after, at = '') {
 function questionCard(card, titleId) {
   const { view, n } = card;
   const questions = Array.isArray(view.detail?.questions) ? view.detail.questions : [];
+  if (questions.length === 1 && questions[0].schema && typeof questions[0].schema === 'object') {
+    formCard(card, titleId, questions[0]);
+    return;
+  }
   header(card, titleId, questions.length > 1 ? `Questions (${questions.length})` : 'Question',
     questions.length === 1 ? questions[0].text : 'The agent asks');
   card.article.append(facts(placement(view)));
@@ -575,6 +723,76 @@ function questionCard(card, titleId) {
   send.addEventListener('click', () => {
     submit(card, `/v1/questions/${encodeURIComponent(view.interactionId)}/answer`,
       { answers: read.map((r) => r()) }, 'Answered');
+  });
+}
+
+/**
+ * A question with a form (README "Questions with a form"): one native input per
+ * property (text, email, url, date, datetime-local, number, a checkbox, a select
+ * for an enum) with the schema's bounds as the input's own constraints, so the
+ * page checks them before sending (`reportValidity`); the server checks again
+ * and names the first field that does not fit (`NRY-0036`), shown on the card.
+ */
+function formCard(card, titleId, q) {
+  const { view, n } = card;
+  header(card, titleId, 'Question', q.text);
+  card.article.append(facts(placement(view)));
+  const props = q.schema.properties && typeof q.schema.properties === 'object' ? q.schema.properties : {};
+  const required = new Set(Array.isArray(q.schema.required) ? q.schema.required : []);
+  const form = el('form', { class: 'form', novalidate: false });
+  const read = [];
+  Object.entries(props).forEach(([name, p], i) => {
+    const id = `card-${n}-f${i}`;
+    const label = `${p.title ?? name}${required.has(name) ? ' (required)' : ''}`;
+    let input;
+    if (p.type === 'boolean') {
+      input = el('input', { id, type: 'checkbox' });
+      if (p.default === true) input.checked = true;
+      form.append(el('div', { class: 'option' }, input, el('label', { for: id, text: label })));
+      read.push(() => [name, input.checked, true]);
+    } else {
+      if (p.type === 'string' && Array.isArray(p.enum)) {
+        input = el('select', { id });
+        input.append(el('option', { value: '', text: '—' }));
+        p.enum.forEach((v, k) => input.append(el('option', { value: String(v), text: String(p.enumNames?.[k] ?? v) })));
+      } else {
+        const type = p.type === 'number' || p.type === 'integer' ? 'number'
+          : ({ email: 'email', uri: 'url', date: 'date', 'date-time': 'datetime-local' }[p.format] ?? 'text');
+        input = el('input', { id, type });
+        if (type === 'number') input.step = p.type === 'integer' ? '1' : 'any';
+        if (p.minimum !== undefined) input.min = String(p.minimum);
+        if (p.maximum !== undefined) input.max = String(p.maximum);
+        if (p.minLength !== undefined) input.minLength = Number(p.minLength);
+        if (p.maxLength !== undefined) input.maxLength = Number(p.maxLength);
+      }
+      if (required.has(name)) input.required = true;
+      if (p.default !== undefined) input.value = String(p.default);
+      form.append(el('label', { class: 'field-label', for: id, text: label }), input);
+      if (p.description) form.append(el('p', { class: 'hint', text: p.description }));
+      read.push(() => {
+        const raw = input.value;
+        if (raw === '') return [name, undefined, false];
+        if (p.type === 'number' || p.type === 'integer') return [name, Number(raw), true];
+        // datetime-local has no zone: the person's local time, sent as UTC.
+        if (p.format === 'date-time') return [name, new Date(raw).toISOString(), true];
+        return [name, raw, true];
+      });
+    }
+  });
+  const send = el('button', { type: 'submit', class: 'go', text: 'Send answer' });
+  form.append(el('div', { class: 'actions' }, send));
+  card.article.append(form);
+  card.buttons = [send];
+  attachBoxes(card);
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    if (!form.reportValidity()) return;
+    const value = {};
+    for (const r of read) {
+      const [name, v, present] = r();
+      if (present) value[name] = v;
+    }
+    submit(card, `/v1/interactions/${encodeURIComponent(view.interactionId)}/respond`, { value }, 'Answered');
   });
 }
 
@@ -741,6 +959,8 @@ $('token-form').addEventListener('submit', (event) => {
   const value = $('token-input').value;
   if (value.trim()) useToken(value);
 });
+$('bulk-approve').addEventListener('click', () => decideSelected(true));
+$('bulk-deny').addEventListener('click', () => decideSelected(false));
 $('forget').addEventListener('click', () => {
   token = '';
   remember('');

@@ -1,62 +1,124 @@
-//! The three answer operations: `POST /v1/questions/{questionId}/answer`, and the Runtime's `approve` and `respond` as
-//! `POST /v1/interactions/{id}/approve|respond` (the reading rules: README "The HTTP API"). Each
-//! reads its body ([`crate::wire`]), derives the idempotency key and submits one
-//! `Answer` command; the worker reads the input against the interaction's kind.
+//! The answer operations: `POST /v1/questions/{questionId}/answer`, the Runtime's
+//! `approve` and `respond` as `POST /v1/interactions/{id}/approve|respond` (the
+//! reading rules: README "The HTTP API"), and `POST /v1/answers`, many of them at
+//! once. Each reads its body ([`crate::wire`]), derives the idempotency key and
+//! submits one `Answer` command; the worker reads the input against the
+//! interaction's kind.
 
+use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use holdpoint_domain::{
-    AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, ErrorCode, InteractionId,
-    Remember,
+    AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, ErrorCode, IdempotencyKey,
+    InteractionId, Remember,
 };
-use serde::de::DeserializeOwned;
+use serde::Deserialize as _;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::extract::{IdPath, idempotency_key, json_body, parse_id, trace_of};
 use crate::identity::Caller;
 use crate::state::AppState;
-use crate::wire::{AnswerBody, ApproveBody, RespondBody};
+use crate::wire::{
+    AnswerBody, ApproveBody, BatchItem, BatchOperation, BatchResult, BatchResults, MAX_BATCH,
+    RespondBody,
+};
 
-/// The shape of every answer operation: validates the path id (named `what`),
-/// reads the body `B`, turns it into the input with `input`, derives the
-/// idempotency key, submits one `Answer` command through `route`
-/// and maps the outcome: 204 on success, the refusal's code otherwise.
-async fn answer_with<B: DeserializeOwned>(
+/// The shape of every single answer operation: validates the path id (named
+/// `what`), reads the body as `route` reads it ([`input_of`]), derives the
+/// idempotency key, submits one `Answer` command and maps the outcome: 204 on
+/// success, the refusal's code otherwise.
+async fn answer_with(
     state: &AppState,
     (what, raw_id): (&str, String),
     caller: Caller,
     req: Request,
     route: AnswerRoute,
-    input: impl FnOnce(B) -> Result<(AnswerInput, Option<Remember>), ApiError>,
 ) -> Result<StatusCode, ApiError> {
     let interaction_id = parse_id(what, InteractionId::parse, raw_id)?;
     let headers = req.headers().clone();
     let trace = trace_of(&req);
-    let (body, _): (B, Value) = json_body(state.cfg.body_limit, req).await?;
-    let (input, remember) = input(body)?;
-    if let Some(r) = &remember {
-        r.check().map_err(ApiError::from)?;
-    }
+    let (_, body): (IgnoredAny, Value) = json_body(state.cfg.body_limit, req).await?;
+    let answer = input_of(route, body)?;
     let key = idempotency_key(&headers)?;
+    let target = (interaction_id, route, key);
+    decide(state, &caller, target, answer, trace.as_deref()).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Submits one `Answer` command and waits for its outcome: `Ok` when answered,
+/// the refusal (or `503 NRY-0050`) otherwise.
+async fn decide(
+    state: &AppState,
+    caller: &Caller,
+    (interaction_id, route, key): (InteractionId, AnswerRoute, IdempotencyKey),
+    (input, remember): (AnswerInput, Option<Remember>),
+    trace: Option<&str>,
+) -> Result<(), ApiError> {
     let env = CommandEnvelope {
-        org: caller.org,
+        org: caller.org.clone(),
         command: Command::Answer(Box::new(AnswerCommand {
             interaction_id,
             route,
             key,
-            by: caller.person,
+            by: caller.person.clone(),
             task_id: None,
             context_id: None,
             input,
             remember,
         })),
     };
-    let outcome = super::submit(state, env, trace.as_deref()).await?;
+    let outcome = super::submit(state, env, trace).await?;
     match outcome.result {
-        Ok(_) => Ok(StatusCode::NO_CONTENT),
+        Ok(_) => Ok(()),
         Err(r) => Err(r.into()),
     }
+}
+
+/// The body of the single operation `route`, read as that operation reads it: the
+/// input and the `remember` (checked here).
+///
+/// # Errors
+/// `400 NRY-0001` for a body of the wrong shape; `400 NRY-0025` for `remember` on a
+/// question; a `remember` out of bounds.
+fn input_of(route: AnswerRoute, body: Value) -> Result<(AnswerInput, Option<Remember>), ApiError> {
+    let (input, remember) = match route {
+        AnswerRoute::Question => {
+            let b: AnswerBody = typed(body)?;
+            if b.remember.is_some() {
+                return Err(ApiError::new(
+                    ErrorCode::NotRememberable,
+                    "remember applies to approvals only: no rule can be written about a \
+                     question, and nothing was written",
+                ));
+            }
+            (AnswerInput::Answers { answers: b.answers }, None)
+        }
+        AnswerRoute::Approve => {
+            let b: ApproveBody = typed(body)?;
+            let names = "`approved` (boolean) or `value`";
+            let binding = (b.arguments_digest, b.edited_arguments);
+            let input = one_of((b.approved, b.value), b.reason, binding, names)?;
+            (input, b.remember)
+        }
+        AnswerRoute::Respond | AnswerRoute::A2a => {
+            let b: RespondBody = typed(body)?;
+            let names = "`value` or `approved`";
+            let input = one_of((b.approved, b.value), b.reason, (None, None), names)?;
+            (input, b.remember)
+        }
+    };
+    if let Some(r) = &remember {
+        r.check().map_err(ApiError::from)?;
+    }
+    Ok((input, remember))
+}
+
+/// `body` typed as `B` (a struct that refuses unknown fields), with the message
+/// [`json_body`] gives.
+fn typed<B: DeserializeOwned>(body: Value) -> Result<B, ApiError> {
+    B::deserialize(body).map_err(|e| ApiError::invalid(format!("invalid body: {e}")))
 }
 
 /// `POST /v1/questions/{questionId}/answer`: one entry per question, in order.
@@ -67,24 +129,115 @@ pub async fn answer_question(
     req: Request,
 ) -> Result<StatusCode, ApiError> {
     let route = AnswerRoute::Question;
-    answer_with(
-        &state,
-        ("questionId", id),
-        caller,
-        req,
-        route,
-        |b: AnswerBody| {
-            if b.remember.is_some() {
-                return Err(ApiError::new(
-                    ErrorCode::NotRememberable,
-                    "remember applies to approvals only: no rule can be written about a \
-                     question, and nothing was written",
-                ));
-            }
-            Ok((AnswerInput::Answers { answers: b.answers }, None))
-        },
-    )
-    .await
+    answer_with(&state, ("questionId", id), caller, req, route).await
+}
+
+/// `POST /v1/interactions/{id}/approve`: `approved` (or a boolean `value`).
+pub async fn approve(
+    State(state): State<AppState>,
+    IdPath(id): IdPath,
+    caller: Caller,
+    req: Request,
+) -> Result<StatusCode, ApiError> {
+    let route = AnswerRoute::Approve;
+    answer_with(&state, ("interactionId", id), caller, req, route).await
+}
+
+/// `POST /v1/interactions/{id}/respond`: `value` (or `approved`, read as the value).
+pub async fn respond(
+    State(state): State<AppState>,
+    IdPath(id): IdPath,
+    caller: Caller,
+    req: Request,
+) -> Result<StatusCode, ApiError> {
+    let route = AnswerRoute::Respond;
+    answer_with(&state, ("interactionId", id), caller, req, route).await
+}
+
+/// `POST /v1/answers`: 1 to [`MAX_BATCH`] answers, each decided on its own as its
+/// single operation decides it (its own idempotency key and outcome; not one
+/// transaction), the results in the items' order. An item that cannot be read as
+/// its operation's answer is that item's `400`; a body that cannot be read as a
+/// batch is `400 NRY-0034` and decides nothing.
+///
+/// The items share round trips: every command is published at once, and the
+/// PubAcks and outcomes are awaited concurrently over the one connection, so a
+/// batch costs about one answer's latency rather than one per item.
+pub async fn answer_many(
+    State(state): State<AppState>,
+    caller: Caller,
+    req: Request,
+) -> Result<Json<BatchResults>, ApiError> {
+    let trace = trace_of(&req);
+    let (_, body): (IgnoredAny, Value) = json_body(state.cfg.body_limit, req).await?;
+    let items = read_batch(body)?;
+    let (state, caller, trace) = (&state, &caller, trace.as_deref());
+    let answers = items
+        .into_iter()
+        .map(|item| answer_item(state, caller, item, trace));
+    let results = futures::future::join_all(answers).await;
+    Ok(Json(BatchResults { results }))
+}
+
+/// Reads a batch body: an object of exactly `items`, 1 to [`MAX_BATCH`] of them,
+/// each a [`BatchItem`].
+///
+/// # Errors
+/// `400 NRY-0034` saying what is wrong (with the item's index).
+fn read_batch(body: Value) -> Result<Vec<BatchItem>, ApiError> {
+    let bad = |m: String| ApiError::new(ErrorCode::BatchInvalid, m);
+    let Value::Object(mut fields) = body else {
+        return Err(bad("the body must be an object with `items`".into()));
+    };
+    let Some(Value::Array(items)) = fields.remove("items") else {
+        return Err(bad("`items` must be an array of answers".into()));
+    };
+    if let Some(other) = fields.keys().next() {
+        return Err(bad(format!(
+            "unknown field `{other}`: the body takes `items` only"
+        )));
+    }
+    if items.is_empty() || items.len() > MAX_BATCH {
+        return Err(bad(format!(
+            "`items` holds {} answers; a batch takes 1 to {MAX_BATCH}",
+            items.len()
+        )));
+    }
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| BatchItem::deserialize(item).map_err(|e| bad(format!("items[{i}]: {e}"))))
+        .collect()
+}
+
+/// One batch item, decided as its single operation would decide it.
+async fn answer_item(
+    state: &AppState,
+    caller: &Caller,
+    item: BatchItem,
+    trace: Option<&str>,
+) -> BatchResult {
+    let BatchItem {
+        interaction_id: raw_id,
+        operation,
+        body,
+        idempotency_key: raw_key,
+    } = item;
+    let (route, what) = match operation {
+        BatchOperation::Approve => (AnswerRoute::Approve, "interactionId"),
+        BatchOperation::Respond => (AnswerRoute::Respond, "interactionId"),
+        BatchOperation::Answer => (AnswerRoute::Question, "questionId"),
+    };
+    let result = async {
+        let interaction_id = parse_id(what, InteractionId::parse, raw_id.clone())?;
+        let key = IdempotencyKey::parse(raw_key).map_err(|_| {
+            ApiError::invalid("idempotencyKey must be 1 to 128 printable ASCII characters")
+        })?;
+        let answer = input_of(route, body)?;
+        decide(state, caller, (interaction_id, route, key), answer, trace).await
+    }
+    .await;
+    BatchResult::of(raw_id, result.as_ref().map_err(|e| &e.0).copied())
 }
 
 /// Exactly one of `approved` and `value` (the reading rules read each as the
@@ -119,55 +272,4 @@ fn one_of(
         (None, Some(value)) => Ok(AnswerInput::Value { value, reason }),
         _ => Err(ApiError::invalid(format!("give exactly one of {names}"))),
     }
-}
-
-/// `POST /v1/interactions/{id}/approve`: `approved` (or a boolean `value`).
-pub async fn approve(
-    State(state): State<AppState>,
-    IdPath(id): IdPath,
-    caller: Caller,
-    req: Request,
-) -> Result<StatusCode, ApiError> {
-    let route = AnswerRoute::Approve;
-    answer_with(
-        &state,
-        ("interactionId", id),
-        caller,
-        req,
-        route,
-        |b: ApproveBody| {
-            let names = "`approved` (boolean) or `value`";
-            let binding = (b.arguments_digest, b.edited_arguments);
-            let input = one_of((b.approved, b.value), b.reason, binding, names)?;
-            Ok((input, b.remember))
-        },
-    )
-    .await
-}
-
-/// `POST /v1/interactions/{id}/respond`: `value` (or `approved`, read as the value).
-pub async fn respond(
-    State(state): State<AppState>,
-    IdPath(id): IdPath,
-    caller: Caller,
-    req: Request,
-) -> Result<StatusCode, ApiError> {
-    let route = AnswerRoute::Respond;
-    answer_with(
-        &state,
-        ("interactionId", id),
-        caller,
-        req,
-        route,
-        |b: RespondBody| {
-            let input = one_of(
-                (b.approved, b.value),
-                b.reason,
-                (None, None),
-                "`value` or `approved`",
-            )?;
-            Ok((input, b.remember))
-        },
-    )
-    .await
 }

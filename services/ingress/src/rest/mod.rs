@@ -5,6 +5,7 @@
 //! | POST | `/v1/questions/{questionId}/answer` | [`answers::answer_question`] |
 //! | POST | `/v1/interactions/{id}/approve` | [`answers::approve`] |
 //! | POST | `/v1/interactions/{id}/respond` | [`answers::respond`] |
+//! | POST | `/v1/answers` | [`answers::answer_many`] (up to 100 of the three above) |
 //! | GET | `/v1/interactions/{id}` | [`interactions::get_interaction`] |
 //! | GET | `/v1/interactions?state=pending&limit=50&cursor=…` | [`interactions::list_interactions`] |
 //! | POST | `/v1/sessions/{sessionId}/messages` | [`sessions::post_message`] |
