@@ -7,4 +7,5 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source ops/env.sh >/dev/null
 cargo build --release --quiet --bin holdpoint --bin holdpoint-bench
-exec ./target/release/holdpoint-bench --holdpoint-bin target/release/holdpoint "$@"
+built="${CARGO_TARGET_DIR:-target}/release"
+exec "$built/holdpoint-bench" --holdpoint-bin "$built/holdpoint" "$@"

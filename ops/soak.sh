@@ -29,8 +29,9 @@ stamp="$(date -u +%Y%m%dT%H%M%SZ)"
 log="target/soak/soak-$stamp.log"
 workers="target/soak/workers-$stamp.log"
 # Run copies, so a rebuild during the run cannot swap the binaries under it.
-cp target/debug/holdpoint "target/soak/holdpoint-$stamp"
-cp target/debug/holdpoint-soak "target/soak/holdpoint-soak-$stamp"
+built="${CARGO_TARGET_DIR:-target}/debug"
+cp "$built/holdpoint" "target/soak/holdpoint-$stamp"
+cp "$built/holdpoint-soak" "target/soak/holdpoint-soak-$stamp"
 HOLDPOINT_BIN="$PWD/target/soak/holdpoint-$stamp"
 export HOLDPOINT_BIN
 echo "soak: output in $log, worker logs in $workers"
