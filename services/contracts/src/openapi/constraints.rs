@@ -128,21 +128,19 @@ pub(super) fn body_rules(schemas: &mut Map<String, Value>) {
         },
     ]);
 
-    // A batch item's body is its operation's body (`rest::answers::input_of`).
-    let by_operation: Vec<Value> = [
-        ("approve", "ApproveBody"),
-        ("respond", "RespondBody"),
-        ("answer", "AnswerBody"),
-    ]
-    .iter()
-    .map(|(operation, body)| {
-        json!({
-            "if": {"properties": {"operation": {"const": operation}}},
-            "then": {"properties": {"body": {"$ref": format!("#/components/schemas/{body}")}}},
-        })
-    })
-    .collect();
-    schemas["BatchItem"]["allOf"] = Value::Array(by_operation);
+    // A batch item's body is its operation's body (`rest::answers::input_of`), read
+    // per item like its id and key (`rest::answers::answer_item`): one that does not
+    // fit is that item's `400` in a `200`, and the other items are decided, so the
+    // batch's document takes any JSON there, and any string for the id and the key.
+    *prop(schemas, "BatchItem", "body") = json!({
+        "description": "The single operation's body, read exactly as that operation reads it: an `ApproveBody` for `approve`, a `RespondBody` for `respond`, an `AnswerBody` for `answer`; any other JSON is this item's `400 NRY-0001`.",
+    });
+    for (field, what) in [
+        ("interactionId", "The interaction (for `answer`, the question's id): 1 to 128 printable ASCII characters, else this item's `400 NRY-0001`."),
+        ("idempotencyKey", "This item's idempotency key: 1 to 128 printable ASCII characters, else this item's `400 NRY-0001`; the same key again, in this batch or another request, replays this item's outcome."),
+    ] {
+        *prop(schemas, "BatchItem", field) = json!({"type": "string", "description": what});
+    }
 
     // The question body: 1 to MAX_QUESTIONS entries (`rules::check_answers`), each
     // choosing among at most MAX_OPTIONS options; `remember` is never accepted.
