@@ -136,8 +136,14 @@ pub(super) fn body_rules(schemas: &mut Map<String, Value>) {
         "description": "The single operation's body, read exactly as that operation reads it: an `ApproveBody` for `approve`, a `RespondBody` for `respond`, an `AnswerBody` for `answer`; any other JSON is this item's `400 NRY-0001`.",
     });
     for (field, what) in [
-        ("interactionId", "The interaction (for `answer`, the question's id): 1 to 128 printable ASCII characters, else this item's `400 NRY-0001`."),
-        ("idempotencyKey", "This item's idempotency key: 1 to 128 printable ASCII characters, else this item's `400 NRY-0001`; the same key again, in this batch or another request, replays this item's outcome."),
+        (
+            "interactionId",
+            "The interaction (for `answer`, the question's id): 1 to 128 printable ASCII characters, else this item's `400 NRY-0001`.",
+        ),
+        (
+            "idempotencyKey",
+            "This item's idempotency key: 1 to 128 printable ASCII characters, else this item's `400 NRY-0001`; the same key again, in this batch or another request, replays this item's outcome.",
+        ),
     ] {
         *prop(schemas, "BatchItem", field) = json!({"type": "string", "description": what});
     }
