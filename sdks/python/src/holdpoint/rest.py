@@ -20,6 +20,7 @@ does (``sdks/typescript/src/http.ts``). The answer is then recorded once.
 
 from __future__ import annotations
 
+import builtins
 import asyncio
 import time
 import uuid
@@ -326,7 +327,7 @@ class HoldpointRest:
         items: Sequence[Mapping[str, Any]],
         *,
         retry_for: float | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> builtins.list[dict[str, Any]]:
         """Answers up to 100 interactions at once (``POST /v1/answers``). Each item
         is ``{"interactionId", "operation": "approve"|"respond"|"answer", "body",
         "idempotencyKey"}``, ``body`` as that single operation takes it; a missing
