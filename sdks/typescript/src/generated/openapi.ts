@@ -551,20 +551,15 @@ export interface components {
          *     and its `Idempotency-Key` header.
          */
         BatchItem: {
-            /** @description The single operation's body, read exactly as that operation reads it. */
-            body: {
-                [key: string]: unknown;
-            };
-            /**
-             * @description This item's idempotency key (1 to 128 printable ASCII characters): the same
-             *     key again, in this batch or another request, replays this item's outcome.
-             */
-            idempotencyKey: components["schemas"]["IdempotencyKey"];
-            /** @description The interaction (for `answer`, the question's id). */
-            interactionId: components["schemas"]["InteractionId"];
+            /** @description The single operation's body, read exactly as that operation reads it: an `ApproveBody` for `approve`, a `RespondBody` for `respond`, an `AnswerBody` for `answer`; any other JSON is this item's `400 NRY-0001`. */
+            body: unknown;
+            /** @description This item's idempotency key: 1 to 128 printable ASCII characters, else this item's `400 NRY-0001`; the same key again, in this batch or another request, replays this item's outcome. */
+            idempotencyKey: string;
+            /** @description The interaction (for `answer`, the question's id): 1 to 128 printable ASCII characters, else this item's `400 NRY-0001`. */
+            interactionId: string;
             /** @description `approve`, `respond` or `answer`. */
             operation: components["schemas"]["BatchOperation"];
-        } & (unknown & unknown & unknown);
+        };
         /** @description Which single operation a batch item is. */
         BatchOperation: "approve" | "respond" | "answer";
         /** @description What one batch item's single operation would have answered. */
