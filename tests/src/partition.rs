@@ -446,11 +446,23 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
                 .extend(seen.into_iter().map(|(org, s)| (Reader::Sse, org, s)));
         }
     }
-    // Webhooks: until every stored event has come (bounded).
-    let _ = wait_until(Duration::from_secs(90), || {
-        hooks.lock().map(|h| distinct(&h)).unwrap_or(0) >= expected_hooks
-    })
+    // Webhooks: until every stored event has come, for as long as deliveries keep
+    // coming. The notifier drains a backlog left by the faults (each endpoint one
+    // delivery at a time) at a rate that depends on the machine's load; a backlog
+    // still draining is not a loss, a receiver that stops getting anything is.
+    let drained = wait_while_advancing(
+        WEBHOOK_STALL,
+        WEBHOOK_DRAIN_MAX,
+        || hooks.lock().map(|h| distinct(&h)).unwrap_or(0),
+        expected_hooks,
+    )
     .await;
+    if drained > Duration::from_secs(30) {
+        history.notes.push(format!(
+            "webhook receiver: the backlog took {:.1} s to drain after the readers' deadline",
+            drained.as_secs_f64()
+        ));
+    }
     println!(
         "partition: {:.1} s readers done",
         started.elapsed().as_secs_f64()
@@ -488,6 +500,34 @@ fn distinct(h: &[(String, Seen)]) -> usize {
         .map(|(_, s)| s.id.as_str())
         .collect::<std::collections::HashSet<_>>()
         .len()
+}
+
+/// How long the webhook receiver may get nothing new before the run stops
+/// waiting for it (its notifier is then stuck, not slow).
+const WEBHOOK_STALL: Duration = Duration::from_secs(30);
+/// The most a run waits for the webhook backlog, however steadily it drains.
+const WEBHOOK_DRAIN_MAX: Duration = Duration::from_secs(300);
+
+/// Waits until `count()` reaches `target`, or it has not grown for `stall`, or
+/// `max` has passed; returns how long it waited.
+async fn wait_while_advancing(
+    stall: Duration,
+    max: Duration,
+    mut count: impl FnMut() -> usize,
+    target: usize,
+) -> Duration {
+    let start = Instant::now();
+    let mut last = count();
+    let mut last_change = start;
+    while last < target && start.elapsed() < max && last_change.elapsed() < stall {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = count();
+        if now != last {
+            last = now;
+            last_change = Instant::now();
+        }
+    }
+    start.elapsed()
 }
 
 async fn wait_until(within: Duration, mut f: impl FnMut() -> bool) -> Result<()> {

@@ -189,13 +189,14 @@ impl Bus {
     /// # Errors
     /// Transient on NATS failure.
     pub async fn webhooks_sequence(&self) -> Result<u64, BusError> {
-        let mut s = self
+        // One round trip: `get_stream` would fetch the info once more.
+        let s = self
             .js
-            .get_stream(format!("KV_{}", self.topo.webhooks_bucket()))
+            .get_stream_no_info(format!("KV_{}", self.topo.webhooks_bucket()))
             .await
             .map_err(|e| BusError::transient("webhooks info", e))?;
         let info = s
-            .info()
+            .get_info()
             .await
             .map_err(|e| BusError::transient("webhooks info", e))?;
         Ok(info.state.last_sequence)

@@ -109,7 +109,13 @@ async fn handle(
             return;
         }
     };
-    let current = match bus.load_webhook(&e.org, &e.id).await {
+    // The endpoint as it is now and the delivered marker, read together (each a
+    // round trip; one delivery at a time per endpoint makes every trip count).
+    let (current, delivered) = tokio::join!(
+        bus.load_webhook(&e.org, &e.id),
+        bus.delivered(&e.org, &e.id, &event.id)
+    );
+    let current = match current {
         Ok(l) => l,
         Err(err) => {
             debug!(error = %err, "cannot load the endpoint; retrying");
@@ -125,7 +131,7 @@ async fn handle(
         // Disabled: kept queued for when it is enabled again.
         return nak(&msg, Duration::from_secs(5)).await;
     }
-    match bus.delivered(&e.org, &e.id, &event.id).await {
+    match delivered {
         Ok(true) => {
             let _ = msg.double_ack().await;
             return;
@@ -172,11 +178,21 @@ async fn handle(
         error: sent.error.clone(),
         response_start: sent.response_start.clone(),
     };
-    if let Err(err) = bus.record_attempt(&e.org, &record).await {
+    let delivered = sent.result == AttemptResult::Delivered;
+    // The attempt and (after a 2xx) the delivered marker are written together; the
+    // ack below waits for both, so a redelivery after a lost ack finds the marker.
+    let (recorded, marked) = tokio::join!(bus.record_attempt(&e.org, &record), async {
+        if delivered {
+            bus.mark_delivered(&e.org, &e.id, &event.id).await
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(err) = recorded {
         warn!(webhook = %e.id.as_str(), error = %err, "attempt not recorded");
     }
-    if sent.result == AttemptResult::Delivered {
-        if let Err(err) = bus.mark_delivered(&e.org, &e.id, &event.id).await {
+    if delivered {
+        if let Err(err) = marked {
             // Without the marker a redelivery would send it again: retry soon.
             warn!(error = %err, "delivered marker not written; the event may be sent again");
         }

@@ -77,6 +77,13 @@ pub async fn run(bus: Bus, shutdown: CancellationToken) {
     }
 }
 
+/// Most events routed together: the ones already pulled when the router looks,
+/// up to this many, share one read of the endpoints and have their queue
+/// publishes and acks in flight together (one event at a time, each with its own
+/// PubAck and ack round trips, fell behind the load on a loaded machine:
+/// RELIABILITY.md, "Partitions").
+pub const MAX_ROUTED_TOGETHER: usize = 64;
+
 /// Routes what `messages` yields until it errs or ends (or `shutdown`).
 async fn pull(
     bus: &Bus,
@@ -84,28 +91,59 @@ async fn pull(
     messages: &mut holdpoint_bus::webhooks::PullStream,
     shutdown: &CancellationToken,
 ) {
+    let mut chunks = messages.ready_chunks(MAX_ROUTED_TOGETHER);
     loop {
-        let msg = tokio::select! {
+        let chunk = tokio::select! {
             () = shutdown.cancelled() => return,
-            m = messages.next() => m,
+            c = chunks.next() => c,
         };
-        let msg = match msg {
-            Some(Ok(m)) => m,
-            Some(Err(e)) => {
-                // A missed heartbeat (the pull request lost with a leader or a
-                // link), no responders, a deleted consumer: pull afresh from a
-                // re-made consumer rather than wait on this stream.
-                warn!(error = %e, "events consumer error; pulling afresh");
-                break;
+        let Some(chunk) = chunk else { break };
+        let mut pulled = Vec::with_capacity(chunk.len());
+        let mut failed = false;
+        for m in chunk {
+            match m {
+                Ok(m) => pulled.push(m),
+                Err(e) => {
+                    // A missed heartbeat (the pull request lost with a leader or a
+                    // link), no responders, a deleted consumer: pull afresh from a
+                    // re-made consumer rather than wait on this stream (what was
+                    // pulled before the error is still routed).
+                    warn!(error = %e, "events consumer error; pulling afresh");
+                    failed = true;
+                }
             }
-            None => break,
-        };
+        }
+        route_all(bus, endpoints, pulled).await;
+        if failed {
+            break;
+        }
+    }
+}
+
+/// Routes `pulled` (events in stream order): one read of the endpoints, then every
+/// event's queue publishes in flight together; each event is acked once all of
+/// its own publishes are confirmed, or NAKed to come again.
+async fn route_all(
+    bus: &Bus,
+    endpoints: &mut Endpoints,
+    pulled: Vec<holdpoint_bus::webhooks::Message>,
+) {
+    if pulled.is_empty() {
+        return;
+    }
+    if let Err(e) = endpoints.refresh(bus).await {
+        warn!(error = %e, "cannot read the webhook endpoints; the events come again");
+        futures::future::join_all(pulled.iter().map(|m| nak(m))).await;
+        return;
+    }
+    let endpoints = &*endpoints;
+    let outcomes = futures::future::join_all(pulled.iter().map(|msg| async move {
         let event: Event = match serde_json::from_slice(&msg.payload) {
             Ok(e) => e,
             Err(e) => {
                 warn!(subject = %msg.subject, error = %e, "an event that does not decode is not delivered to webhooks");
                 let _ = msg.ack_with(AckKind::Term).await;
-                continue;
+                return;
             }
         };
         match route(bus, endpoints, &event, &msg.payload).await {
@@ -116,30 +154,37 @@ async fn pull(
             }
             Err(e) => {
                 warn!(event = %event.id, error = %e, "cannot queue an event for webhooks; retrying");
-                let _ = msg
-                    .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-                    .await;
+                nak(msg).await;
             }
         }
-    }
+    }));
+    outcomes.await;
 }
 
+async fn nak(msg: &holdpoint_bus::webhooks::Message) {
+    let _ = msg
+        .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+        .await;
+}
+
+/// Queues `event` for every endpoint of its organisation that wants it, the
+/// publishes in flight together.
 async fn route(
     bus: &Bus,
-    endpoints: &mut Endpoints,
+    endpoints: &Endpoints,
     event: &Event,
     payload: &bytes::Bytes,
 ) -> Result<(), holdpoint_bus::BusError> {
-    endpoints.refresh(bus).await?;
     let Some(list) = endpoints.by_org.get(&event.orgid) else {
         return Ok(());
     };
-    for e in list {
+    let queued = list
+        .iter()
         // The tenant boundary: an endpoint only ever gets its own organisation's events.
-        if e.org != event.orgid || e.disabled_at.is_some() || !e.wants(event.name()) {
-            continue;
-        }
-        bus.enqueue_delivery(e, &event.id, payload.clone()).await?;
+        .filter(|e| e.org == event.orgid && e.disabled_at.is_none() && e.wants(event.name()))
+        .map(|e| bus.enqueue_delivery(e, &event.id, payload.clone()));
+    for r in futures::future::join_all(queued).await {
+        r?;
     }
     Ok(())
 }
