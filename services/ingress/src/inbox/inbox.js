@@ -13,6 +13,9 @@
 // Approvals can be selected and approved or denied together: one
 // `POST /v1/answers`, each card bound to the digest it shows and given its own
 // outcome (one may have been answered by someone else meanwhile).
+// An approval card may remember its decision for the session or the agent
+// (`remember: {scope}`); an edit never does. The History (on demand) pages
+// through the decided interactions and the decision audit.
 // While the stream cannot be opened at all (a proxy that refuses long-lived
 // responses, say), the list is still shown and read again every
 // `RESYNC_MS`, so the page stays usable, only not live.
