@@ -157,19 +157,39 @@ async fn over_a2a_the_status_carries_the_form_and_a_misfit_value_changes_nothing
     assert_eq!(detail["questions"][0]["schema"], form(), "{:#}", task.body);
 
     let meta = |v: Value| Some(json!({"interactionId": q, "value": v}));
-    let r = ana
-        .call(
-            "SendMessage",
-            answer(
-                &at,
-                "m1",
-                json!([{"text": "x"}]),
-                meta(json!({"email": "ana"})),
-            ),
-        )
-        .await;
-    r.assert_error(-32602, "NRY-0036");
-    assert_eq!(state_of(&app, "acme", &q).await, State::Pending);
+    // Each misfit names its first failing field, as REST's `pointer` does: the
+    // ErrorInfo's metadata carries it (`pointer`), and nothing changes.
+    for (n, (value, pointer)) in [
+        (json!({"email": "ana"}), "/email"),
+        (json!({"email": "ana@acme.example", "seats": 0}), "/seats"),
+        (
+            json!({"email": "ana@acme.example", "seats": 1, "x": 1}),
+            "/x",
+        ),
+        (json!(["ana@acme.example"]), ""),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = ana
+            .call(
+                "SendMessage",
+                answer(
+                    &at,
+                    &format!("m-misfit-{n}"),
+                    json!([{"text": "x"}]),
+                    meta(value.clone()),
+                ),
+            )
+            .await;
+        r.assert_error_for(&value.to_string(), -32602, "NRY-0036");
+        assert_eq!(
+            r.body["error"]["data"][0]["metadata"]["pointer"], pointer,
+            "{value}: {:#}",
+            r.body
+        );
+        assert_eq!(state_of(&app, "acme", &q).await, State::Pending);
+    }
     let fits = json!({"email": "ana@acme.example", "seats": 3});
     let r = ana
         .call(

@@ -33,6 +33,24 @@ pub(crate) async fn open_pool(
     n: usize,
     offset: usize,
 ) -> anyhow::Result<(Vec<Pending>, Duration)> {
+    open_some(rt, n, offset, false).await
+}
+
+/// `n` pending approvals only (each answered with a denial), for the batch figure.
+pub(crate) async fn open_approvals(
+    rt: &Runtime,
+    n: usize,
+    offset: usize,
+) -> anyhow::Result<Vec<Pending>> {
+    Ok(open_some(rt, n, offset, true).await?.0)
+}
+
+async fn open_some(
+    rt: &Runtime,
+    n: usize,
+    offset: usize,
+    approvals_only: bool,
+) -> anyhow::Result<(Vec<Pending>, Duration)> {
     let session = format!("bench-{}", uuid::Uuid::new_v4().simple());
     rt.open_session(&session, SessionMode::Blocking).await?;
     let pb = bar(n as u64, "opening pending interactions");
@@ -44,7 +62,7 @@ pub(crate) async fn open_pool(
             async move {
                 let k = i + offset;
                 let at = Placement::new(&session, "main", &format!("task-{k}"), "ctx")?;
-                let p = if k.is_multiple_of(2) {
+                let p = if !approvals_only && k.is_multiple_of(2) {
                     let id = rt
                         .ask_user(
                             &at,
@@ -247,4 +265,88 @@ pub(crate) async fn open_loop(
         to_finished: q(&hf),
         errors: errors.load(Ordering::Relaxed) + (scheduled_ids.len() as u64 - hf.len()),
     }
+}
+
+/// Items in one `POST /v1/answers` of the batch figure (the most a batch takes).
+pub(crate) const BATCH: usize = 100;
+
+/// The batch figure: the wall time of answering [`BATCH`] approvals as one
+/// `POST /v1/answers`, against [`BATCH`] single `approve` requests sent one after
+/// another (one client) and all at once (`BATCH` clients), `rounds` of each,
+/// interleaved, each on approvals of its own.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BatchFigure {
+    pub(crate) rounds: usize,
+    /// p50 and max wall time, µs: one batch of [`BATCH`].
+    pub(crate) batch: [u64; 2],
+    /// p50 and max wall time, µs: [`BATCH`] singles one after another.
+    pub(crate) sequential: [u64; 2],
+    /// p50 and max wall time, µs: [`BATCH`] singles all in flight at once.
+    pub(crate) concurrent: [u64; 2],
+    /// Answers that were not `204` (a batch item's status, or a single's).
+    pub(crate) errors: u64,
+}
+
+pub(crate) async fn batch_figure(
+    t: &Arc<Target>,
+    rt: &Runtime,
+    rounds: usize,
+    offset: usize,
+) -> anyhow::Result<BatchFigure> {
+    let items = open_approvals(rt, rounds * BATCH * 3, offset).await?;
+    let mut chunks = items.chunks(BATCH);
+    let (mut hb, mut hs, mut hc) = (hist(), hist(), hist());
+    let mut errors = 0u64;
+    let pb = bar(rounds as u64, "batch of 100 against 100 singles");
+    for _ in 0..rounds {
+        let (Some(batch), Some(seq), Some(conc)) = (chunks.next(), chunks.next(), chunks.next())
+        else {
+            bail!("the batch pool ran short");
+        };
+        let body = json!({"items": batch.iter().map(|p| json!({
+            "interactionId": p.id,
+            "operation": "approve",
+            "body": p.body,
+            "idempotencyKey": format!("bench-batch-{}", p.id),
+        })).collect::<Vec<_>>()});
+        let s = Instant::now();
+        let r = t
+            .http
+            .post(format!("{}/v1/answers", t.base))
+            .bearer_auth(&t.token)
+            .json(&body)
+            .send()
+            .await?;
+        let status = r.status();
+        let v: Value = r.json().await?;
+        hb.record(s.elapsed().as_micros() as u64).ok();
+        if status != 200 {
+            bail!("POST /v1/answers answered {status}: {v}");
+        }
+        let results = v["results"].as_array().map_or(&[][..], |a| a.as_slice());
+        errors += (BATCH - results.iter().filter(|r| r["status"] == 204).count()) as u64;
+
+        let s = Instant::now();
+        for p in seq {
+            if !t.answer(p).await {
+                errors += 1;
+            }
+        }
+        hs.record(s.elapsed().as_micros() as u64).ok();
+
+        let s = Instant::now();
+        let oks = futures::future::join_all(conc.iter().map(|p| t.answer(p))).await;
+        hc.record(s.elapsed().as_micros() as u64).ok();
+        errors += oks.iter().filter(|ok| !**ok).count() as u64;
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let q = |h: &Histogram<u64>| [h.value_at_quantile(0.5), h.max()];
+    Ok(BatchFigure {
+        rounds,
+        batch: q(&hb),
+        sequential: q(&hs),
+        concurrent: q(&hc),
+        errors,
+    })
 }

@@ -16,7 +16,9 @@
 //!    latency is measured from each request's scheduled time: no coordinated
 //!    omission) the latency of answer -> 204 and answer -> its `tool-call-finished`
 //!    seen by a subscriber; with one worker, then two;
-//! 3. peak RSS (VmHWM) of the ingress and the worker processes.
+//! 3. peak RSS (VmHWM) of the ingress and the worker processes;
+//! 4. with one worker, 100 approvals answered as one `POST /v1/answers` against
+//!    100 single `approve` requests, sent one after another and all at once.
 //!
 //! It prints one table per fsync setting and the ratios that matter.
 
@@ -89,6 +91,8 @@ struct Plan {
     saturation: Duration,
     latency: Duration,
     clients: usize,
+    /// Rounds of the batch figure (a batch of 100, 100 singles in turn, 100 at once).
+    batch_rounds: usize,
 }
 
 impl Plan {
@@ -101,6 +105,7 @@ impl Plan {
                 saturation: Duration::from_secs(2),
                 latency: Duration::from_secs(2),
                 clients: 32,
+                batch_rounds: 5,
             },
             "full" => Plan {
                 raw_async: 200_000,
@@ -109,6 +114,7 @@ impl Plan {
                 saturation: Duration::from_secs(10),
                 latency: Duration::from_secs(10),
                 clients: 64,
+                batch_rounds: 20,
             },
             other => bail!("--mode is short or full, not {other}"),
         })
@@ -130,6 +136,8 @@ struct Report {
     cpu: [f64; 4],
     /// Messages clients sent to nats-server per answer in that phase (one server).
     ops: Option<f64>,
+    /// One `POST /v1/answers` of 100 against 100 single answers (one worker).
+    batch: BatchFigure,
 }
 
 async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Result<Report> {
@@ -249,6 +257,16 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
         rss_after_pool[1].1
     );
 
+    // The batch figure, with one worker, on approvals of its own.
+    let batch = batch_figure(&t, &rt, plan.batch_rounds, 50_000_000).await?;
+    println!(
+        "  batch of {BATCH}: p50 {} ms; {BATCH} singles in turn p50 {} ms, all at once p50 {} ms ({} not 204)",
+        ms(batch.batch[0]),
+        ms(batch.sequential[0]),
+        ms(batch.concurrent[0]),
+        batch.errors
+    );
+
     // tool-call-finished observer (a core NATS subscriber on the events subjects).
     let finished: Arc<Mutex<HashMap<String, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
     let nc = holdpoint_bus::connect(&url, "bench-observer").await?;
@@ -338,6 +356,7 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
         rss,
         cpu,
         ops,
+        batch,
     })
 }
 

@@ -104,6 +104,30 @@ pub(crate) fn print(r: &Report) {
             "| messages clients sent to nats-server per answer (publishes, acks, API requests; /varz in_msgs) | {ops:.1} |"
         );
     }
+    let b = &r.batch;
+    let per_s = |us: u64| BATCH as f64 / (us.max(1) as f64 / 1e6);
+    println!(
+        "| 1 worker: {BATCH} approvals as one POST /v1/answers ({} rounds) | p50 {} ms, max {} ms ({:.0} answers/s) |",
+        b.rounds,
+        ms(b.batch[0]),
+        ms(b.batch[1]),
+        per_s(b.batch[0])
+    );
+    println!(
+        "| 1 worker: {BATCH} single approve requests one after another | p50 {} ms, max {} ms ({:.0} answers/s; the batch {:.1}x faster) |",
+        ms(b.sequential[0]),
+        ms(b.sequential[1]),
+        per_s(b.sequential[0]),
+        b.sequential[0] as f64 / b.batch[0].max(1) as f64
+    );
+    println!(
+        "| 1 worker: {BATCH} single approve requests all at once | p50 {} ms, max {} ms ({:.0} answers/s; the batch {:.2}x faster; {} answers not 204 in all) |",
+        ms(b.concurrent[0]),
+        ms(b.concurrent[1]),
+        per_s(b.concurrent[0]),
+        b.concurrent[0] as f64 / b.batch[0].max(1) as f64,
+        b.errors
+    );
     let best = r.runs.iter().map(|x| x.1).fold(0.0, f64::max);
     let p50_25 = r.runs.first().map_or(0, |x| x.3.to_204[0]);
     println!(

@@ -530,6 +530,187 @@ describe('the inbox in Chromium, against holdpoint up', () => {
     }
   });
 
+  test('remember: the choice is offered where the rules allow one, is refused with an edit, and a remembered approval decides the next matching call', async () => {
+    const ana = await hp.token('acme', 'ana');
+    const asAna = (path, init = {}) => fetch(`${hp.api}${path}`, { ...init, headers: { Authorization: `Bearer ${ana}`, ...init.headers } });
+    // A session and tools of their own, so the rule written here decides nothing of the other tests.
+    await hp.session('acme', 'sr1');
+    await hp.hold('acme', { session: 'sr1', task: 'trm1', call: 'call-rm1', effect: 'eff_rm1', server: 'deploys', tool: 'ship', args: { env: 'staging' }, agent: 'shipper' });
+    await hp.hold('acme', { session: 'sr1', task: 'trm0', call: 'call-rm0', effect: 'eff_rm0', server: 'deploys', tool: 'inspect', args: { env: 'staging' }, editable: true });
+    const c = card(page, 'eff_rm1');
+    const plain = card(page, 'eff_rm0');
+    await c.waitFor();
+    await plain.waitFor();
+    assert.deepEqual(await c.locator('fieldset.remember label').allTextContents(),
+      ['Only this call', 'This session (sr1)', 'This agent (shipper), in any session']);
+    assert.equal(await c.getByLabel('Only this call').isChecked(), true, 'nothing is remembered unless chosen');
+    // Without an agent named by the runtime, there is no agent choice (the server would refuse it, NRY-0026).
+    assert.deepEqual(await plain.locator('fieldset.remember label').allTextContents(), ['Only this call', 'This session (sr1)']);
+
+    // An edit is never remembered: the page refuses it before sending anything.
+    const edits = [];
+    const onRequest = (r) => { if (r.method() === 'POST' && r.url().endsWith('/v1/interactions/eff_rm0/approve')) edits.push(r); };
+    page.on('request', onRequest);
+    try {
+      await plain.getByLabel('This session (sr1)').check();
+      await plain.getByRole('button', { name: 'Edit', exact: true }).click();
+      await plain.getByLabel('Edited arguments (JSON object)').fill('{"env": "prod"}');
+      await plain.getByRole('button', { name: 'Approve with edits' }).click();
+      assert.match(await plain.locator('.edit-error').textContent(), /^An edit is never remembered/);
+      assert.equal(edits.length, 0, 'nothing was sent');
+      assert.equal((await rest.get('eff_rm0')).state, 'pending');
+    } finally {
+      page.off('request', onRequest);
+    }
+    await shot(page, 'inbox-remember');
+
+    const view = await rest.get('eff_rm1');
+    await c.getByLabel('This session (sr1)').check();
+    const posted = page.waitForRequest((r) => r.method() === 'POST' && r.url().endsWith('/v1/interactions/eff_rm1/approve'));
+    await c.getByRole('button', { name: 'Approve', exact: true }).click();
+    assert.deepEqual(JSON.parse((await posted).postData()), {
+      approved: true, argumentsDigest: view.call.argumentsDigest, remember: { scope: 'session' },
+    });
+    await c.waitFor({ state: 'detached' });
+    const rules = await (await asAna('/v1/rules')).json();
+    const rule = rules.items.find((r) => r.fromInteraction === 'eff_rm1');
+    assert.ok(rule, JSON.stringify(rules));
+    assert.deepEqual([rule.effect, rule.server, rule.tool, rule.scope, rule.session, rule.createdBy],
+      ['allow', 'deploys', 'ship', 'session', 'sr1', 'dev']);
+
+    // The next matching call in the session is decided by the rule at once: no person, no card.
+    const controller = new AbortController();
+    const events = collect(rest.events({ task: 'trm2', after: 0, signal: controller.signal }), controller);
+    try {
+      await hp.hold('acme', { session: 'sr1', task: 'trm2', call: 'call-rm2', effect: 'eff_rm2', server: 'deploys', tool: 'ship', args: { env: 'prod' } });
+      const released = await events.waitFor('tool-call-released', (e) => e.name === 'tool-call-released');
+      assert.equal(released.event.data.approvedBy, `dev (rule ${rule.id})`);
+      assert.deepEqual(released.event.data.arguments, { env: 'prod' });
+      const decided = await rest.get('eff_rm2');
+      assert.equal(decided.resolution.resolvedBy, 'rule');
+      assert.equal(await card(page, 'eff_rm2').count(), 0);
+    } finally {
+      await events.stop();
+    }
+    // A call of another session is not the rule's: it waits for a person.
+    await hp.session('acme', 'sr2');
+    await hp.hold('acme', { session: 'sr2', task: 'trm3', call: 'call-rm3', effect: 'eff_rm3', server: 'deploys', tool: 'ship', args: { env: 'prod' } });
+    await card(page, 'eff_rm3').waitFor();
+    assert.equal((await rest.get('eff_rm3')).state, 'pending');
+    // Cleanup: the rule revoked, the others denied.
+    assert.equal((await asAna(`/v1/rules/${rule.id}`, { method: 'DELETE' })).status, 200);
+    await rest.approve('eff_rm0', { approved: false, reason: 'cleanup' });
+    await rest.approve('eff_rm3', { approved: false, reason: 'cleanup' });
+    await plain.waitFor({ state: 'detached' });
+    await card(page, 'eff_rm3').waitFor({ state: 'detached' });
+  });
+
+  test("History: what was decided, by whom or by which rule or deadline, when, with what arguments, paged, and never another organisation's", async () => {
+    // More decisions than a page holds: 30 held calls, denied together by ana.
+    await hp.session('acme', 'shist');
+    const ids = [];
+    for (let n = 1; n <= 30; n++) {
+      ids.push(await hp.hold('acme', { session: 'shist', task: `thist${n}`, call: `call-hist${n}`, effect: `eff_hist${n}`, server: 'files', tool: 'delete', args: { path: `/tmp/${n}` } }));
+    }
+    const denied = await rest.answerMany(ids.map((id) => ({ interactionId: id, operation: 'approve', body: { approved: false, reason: 'not today' } })));
+    assert.deepEqual(denied.map((r) => r.status), ids.map(() => 204));
+    // One decided by its deadline.
+    const controller = new AbortController();
+    const events = collect(rest.events({ task: 'thx1', after: 0, signal: controller.signal }), controller);
+    try {
+      await hp.hold('acme', { session: 'shist', task: 'thx1', call: 'call-hx1', effect: 'eff_hx1', server: 'files', tool: 'purge', args: { all: true }, expiresIn: 1 });
+      await events.waitFor('the deadline to decide', (e) => e.name === 'interaction-resolved' || e.name === 'interaction-closed', 20000);
+    } finally {
+      await events.stop();
+    }
+    // Another organisation decides too: a person's approval that writes a rule, and the call the rule then decides.
+    const globex = new HoldpointRest({ baseUrl: hp.api, token: await hp.token('globex', 'gus') });
+    await hp.session('globex', 'ghist');
+    await hp.hold('globex', { session: 'ghist', task: 'tgh1', call: 'call-gh1', effect: 'eff_gh1', server: 'files', tool: 'delete', args: { path: '/globex' } });
+    await until('globex\'s hold to be listed', async () => (await globex.get('eff_gh1')).state === 'pending');
+    const remembered = await globex.answerMany([{ interactionId: 'eff_gh1', operation: 'approve', body: { approved: true, remember: { scope: 'session' } } }]);
+    assert.equal(remembered[0].status, 204, JSON.stringify(remembered));
+    await hp.hold('globex', { session: 'ghist', task: 'tgh2', call: 'call-gh2', effect: 'eff_gh2', server: 'files', tool: 'delete', args: { path: '/globex/2' } });
+    await until('globex\'s rule to decide', async () => (await globex.get('eff_gh2')).resolution?.resolvedBy === 'rule');
+
+    const lists = [];
+    const onRequest = (r) => {
+      const u = new URL(r.url());
+      if (u.pathname === '/v1/interactions' || u.pathname === '/v1/audit') lists.push(u);
+    };
+    page.on('request', onRequest);
+    try {
+      await page.getByRole('button', { name: 'Show history' }).click();
+      const history = page.locator('#history');
+      const audit = page.locator('#audit');
+      await page.locator('#history-body[aria-busy="false"]').waitFor();
+      assert.equal(await page.locator('#history-more').isVisible(), true, 'more than a page: the next one is offered');
+      assert.equal(await page.locator('#audit-more').isVisible(), true, 'the audit too');
+      for (const more of ['#history-more', '#audit-more']) {
+        while (await page.locator(more).isVisible()) {
+          await page.locator(more).click();
+          await page.locator('#history-body[aria-busy="false"]').waitFor();
+        }
+      }
+      const decided = lists.filter((u) => u.pathname === '/v1/interactions');
+      assert.ok(decided.length >= 2, 'read in pages');
+      assert.ok(decided.every((u) => u.searchParams.get('state') === 'all' && u.searchParams.get('limit') === '25'));
+      assert.equal(decided[0].searchParams.get('cursor'), null);
+      assert.ok(decided.slice(1).every((u) => u.searchParams.get('cursor')), 'later pages follow nextCursor');
+      const auditReads = lists.filter((u) => u.pathname === '/v1/audit');
+      assert.ok(auditReads.length >= 2 && auditReads[0].searchParams.get('after') === '0');
+
+      // Every one of the 30 is there once, denied by ana, with its arguments.
+      for (const [i, id] of ids.entries()) {
+        const entry = history.locator(`li[data-interaction-id="${id}"]`);
+        assert.equal(await entry.count(), 1, id);
+        assert.equal(await entry.locator('.outcome').textContent(), 'Denied by ana');
+        assert.equal(await entry.locator('pre.held-args').textContent(), JSON.stringify({ path: `/tmp/${i + 1}` }, null, 2));
+        assert.match(await entry.locator('dl.facts').innerText(), /Reason given\s+not today/);
+      }
+      // The deadline's decision, and when.
+      const expired = history.locator('li[data-interaction-id="eff_hx1"]');
+      assert.equal(await expired.locator('.outcome').textContent(), 'Denied by the deadline (nobody answered in time)');
+      const at = (await rest.get('eff_hx1')).resolution.at;
+      assert.match(await expired.locator('dl.facts').innerText(), new RegExp(`When\\s+${new Date(at).toLocaleString('en-GB', { timeZone: 'UTC' }).replace(/[/]/g, '\\/')}`));
+      // The audit has the same decisions, by person and by deadline.
+      const auditOf = (id) => audit.locator(`li[data-interaction-id="${id}"]`);
+      assert.equal(await auditOf('eff_hist1').locator('h4').textContent(), 'Denied: files / delete');
+      assert.match(await auditOf('eff_hist1').locator('dl.facts').innerText(), /Decided by\s+ana/);
+      assert.equal(await auditOf('eff_hx1').locator('h4').textContent(), 'Expired: files / purge');
+      assert.match(await auditOf('eff_hx1').locator('dl.facts').innerText(), /Decided by\s+the deadline/);
+      // The rule written earlier in this page (when that test ran) is in the audit with its author.
+      const written = audit.locator('li[data-rule-id]');
+      for (const r of await written.all()) assert.match(await r.locator('dl.facts').innerText(), /Written by\s+dev|Revoked by\s+ana/);
+      await shot(page, 'inbox-history');
+
+      // Nothing of globex's, anywhere on acme's page.
+      for (const id of ['eff_gh1', 'eff_gh2']) assert.equal(await page.locator(`[data-interaction-id="${id}"]`).count(), 0, id);
+      assert.doesNotMatch(await page.locator('.history').innerText(), /gus|globex/);
+    } finally {
+      page.off('request', onRequest);
+    }
+
+    // globex's own History shows its person's and its rule's decisions, and nothing of acme's.
+    const other = await b.page();
+    try {
+      await other.goto(linkWith(hp.inboxLink, await hp.token('globex', 'gus')));
+      await other.locator('#connection.live').waitFor();
+      await other.getByRole('button', { name: 'Show history' }).click();
+      await other.locator('#history-body[aria-busy="false"]').waitFor();
+      const mine = await other.locator('#history li[data-interaction-id]').evaluateAll((l) => l.map((e) => e.dataset.interactionId));
+      assert.deepEqual(mine.sort(), ['eff_gh1', 'eff_gh2']);
+      assert.equal(await other.locator('#history li[data-interaction-id="eff_gh1"] .outcome').textContent(), 'Approved by gus');
+      assert.match(await other.locator('#history li[data-interaction-id="eff_gh2"] .outcome').textContent(), /^Approved by a remembered rule: gus \(rule rul_[0-9a-f]{32}\)$/);
+      const audited = await other.locator('#audit li').evaluateAll((l) => l.map((e) => e.dataset.interactionId || `rule:${e.dataset.ruleId}`));
+      assert.equal(audited.length, 3, JSON.stringify(audited));
+      assert.deepEqual(audited.filter((x) => !x.startsWith('rule:')).sort(), ['eff_gh1', 'eff_gh2']);
+      assert.doesNotMatch(await other.locator('.history').innerText(), /eff_hist|eff_hx1|eff_rm|acme|\bana\b/);
+    } finally {
+      await other.close();
+    }
+  });
+
   test('the page asked for nothing outside the ingress and raised no errors', () => {
     assert.deepEqual(b.foreign, []);
     assert.deepEqual(b.problems, []);

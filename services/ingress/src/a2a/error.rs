@@ -18,6 +18,10 @@ pub struct RpcError {
     pub message: String,
     /// The Holdpoint code carried in `error.data`.
     pub holdpoint: ErrorCode,
+    /// `NRY-0036`: the JSON pointer of the first field of the answer's `value`
+    /// that does not fit the form, carried as the ErrorInfo's `pointer` (as
+    /// REST's error body carries it).
+    pub pointer: Option<String>,
 }
 
 impl RpcError {
@@ -33,6 +37,7 @@ impl RpcError {
             code,
             message: message.into(),
             holdpoint,
+            pointer: None,
         }
     }
 
@@ -78,15 +83,17 @@ impl RpcError {
             code,
             message: r.message,
             holdpoint: r.code,
+            pointer: r.pointer,
         }
     }
 
     /// The JSON-RPC error object: `data` is `[ErrorInfo]` with the A2A reason and
-    /// `metadata {code, title, retryable, timestamp}`; the timestamp is in
-    /// Holdpoint's one format ([`holdpoint_domain::timestamp`]).
+    /// `metadata {code, title, retryable, timestamp}` (and `pointer` for a form
+    /// value that does not fit); the timestamp is in Holdpoint's one format
+    /// ([`holdpoint_domain::timestamp`]).
     pub fn to_jsonrpc(&self) -> a2a_lf::JsonRpcError {
         let spec = self.holdpoint.spec();
-        let metadata = HashMap::from([
+        let mut metadata = HashMap::from([
             ("code".to_owned(), spec.code.to_owned()),
             ("title".to_owned(), spec.title.to_owned()),
             (
@@ -94,6 +101,9 @@ impl RpcError {
                 self.holdpoint.retryable().to_string(),
             ),
         ]);
+        if let Some(pointer) = &self.pointer {
+            metadata.insert("pointer".to_owned(), pointer.clone());
+        }
         let mut error = A2AError::new(self.code, self.message.clone())
             .with_details(vec![TypedDetail::error_info(
                 a2a_lf::error_reason(self.code),
@@ -131,6 +141,13 @@ mod tests {
             .expect("timestamp");
         assert!(at.ends_with('Z') && at.len() == 24, "{at}");
         assert_eq!(j["data"][0]["reason"], "INVALID_PARAMS");
+        assert!(j["data"][0]["metadata"].get("pointer").is_none(), "{j}");
+        let misfit = RpcError::from_rejection(
+            Rejection::new(ErrorCode::FormValueInvalid, "seats: below 1").at("/seats"),
+        );
+        let j = serde_json::to_value(misfit.to_jsonrpc()).expect("json");
+        assert_eq!(j["data"][0]["metadata"]["pointer"], "/seats");
+        assert_eq!(j["data"][0]["metadata"]["code"], "NRY-0036");
         assert_eq!(
             RpcError::from_rejection(Rejection::new(ErrorCode::UnsupportedOperation, "text")).code,
             error_code::UNSUPPORTED_OPERATION

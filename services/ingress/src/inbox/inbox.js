@@ -13,6 +13,9 @@
 // Approvals can be selected and approved or denied together: one
 // `POST /v1/answers`, each card bound to the digest it shows and given its own
 // outcome (one may have been answered by someone else meanwhile).
+// An approval card may remember its decision for the session or the agent
+// (`remember: {scope}`); an edit never does. The History (on demand) pages
+// through the decided interactions and the decision audit.
 // While the stream cannot be opened at all (a proxy that refuses long-lived
 // responses, say), the list is still shown and read again every
 // `RESYNC_MS`, so the page stays usable, only not live.
@@ -223,6 +226,7 @@ function clearCards() {
   gone.clear();
   lastSequence = null;
   updateCount();
+  historyForget();
 }
 
 // ---------------------------------------------------------------------------
@@ -558,6 +562,7 @@ function approvalCard(card, titleId) {
   const approve = el('button', { type: 'button', class: 'go', text: 'Approve' });
   const deny = el('button', { type: 'button', class: 'stop', text: 'Deny' });
   const reason = el('textarea', { id: reasonId, rows: '2' });
+  const remembering = rememberChoice(card);
   card.article.append(
     facts([
       ['Server', detail.server ?? held.server],
@@ -569,6 +574,7 @@ function approvalCard(card, titleId) {
     el('pre', { class: 'args', tabindex: '0', 'aria-labelledby': argsId, text: JSON.stringify(held.arguments ?? null, null, 2) }),
     el('label', { class: 'field-label', for: reasonId, text: 'Reason (optional; sent with your decision)' }),
     reason,
+    remembering.fieldset,
     el('div', { class: 'actions' }, approve, deny),
   );
   card.buttons = [approve, deny];
@@ -580,13 +586,29 @@ function approvalCard(card, titleId) {
     if (text) body.reason = text;
     return body;
   };
-  if (held.editable === true) editor(card, held, (edited) => submit(card, path,
-    withReason({ approved: true, argumentsDigest: shown, editedArguments: edited }), 'Approved with edits'));
+  // A plain decision carries the remember choice; an edit never does (NRY-0033).
+  const plain = (approved) => {
+    const body = withReason({ approved, argumentsDigest: shown });
+    const scope = remembering.scope();
+    if (scope) body.remember = { scope };
+    return body;
+  };
+  if (held.editable === true) {
+    editor(card, held, (edited) => {
+      if (remembering.scope()) {
+        return 'An edit is never remembered: choose "Only this call" to approve with edits.';
+      }
+      submit(card, path, withReason({ approved: true, argumentsDigest: shown, editedArguments: edited }), 'Approved with edits');
+      return null;
+    });
+  }
   attachBoxes(card);
   const decide = (approved) => {
-    submit(card, path, withReason({ approved, argumentsDigest: shown }), approved ? 'Approved' : 'Denied');
+    const body = plain(approved);
+    const done = approved ? 'Approved' : 'Denied';
+    submit(card, path, body, body.remember ? `${done} and remembered` : done);
   };
-  card.decision = (approved) => withReason({ approved, argumentsDigest: shown });
+  card.decision = plain;
   approve.addEventListener('click', () => decide(true));
   deny.addEventListener('click', () => decide(false));
 }
@@ -652,8 +674,41 @@ function editor(card, held, send) {
   go.addEventListener('click', () => {
     const r = redraw();
     if (r.problem) { text.focus(); return; }
-    send(r.value);
+    const refused = send(r.value);
+    if (refused) {
+      error.textContent = visible(refused);
+      error.hidden = false;
+    }
   });
+}
+
+/**
+ * The "remember" choice of an approval card (README "Remembered rules"): only
+ * this call (the default), this session, or this agent in any session, the last
+ * only where the runtime named the agent (else the server refuses it, NRY-0026).
+ * Questions and connections have none (NRY-0025). `scope()` is the choice's
+ * `remember.scope`, or null.
+ */
+function rememberChoice(card) {
+  const { view, n } = card;
+  const name = `card-${n}-remember`;
+  const choices = [['', 'Only this call'], ['session', `This session (${view.sessionId})`]];
+  if (view.agent) choices.push(['agent', `This agent (${view.agent}), in any session`]);
+  const inputs = [];
+  const fieldset = el('fieldset', { class: 'remember' },
+    el('legend', { text: 'Remember this decision for' }));
+  choices.forEach(([scope, label], i) => {
+    const id = `${name}-${i}`;
+    const input = el('input', { type: 'radio', name, id, value: scope, checked: i === 0 });
+    inputs.push(input);
+    fieldset.append(el('div', { class: 'option' }, input, el('label', { for: id, text: label })));
+  });
+  fieldset.append(el('p', { class: 'hint', text: 'A remembered approval or denial writes a rule: later calls of this tool '
+    + 'there are decided at once, without asking. An edit is never remembered.' }));
+  return {
+    fieldset,
+    scope: () => inputs.find((i) => i.checked)?.value || null,
+  };
 }
 
 /**
@@ -950,6 +1005,252 @@ function take(id, why) {
     target.focus();
   }
 }
+
+// ---------------------------------------------------------------------------
+// History (README "The web inbox", History): what the organisation decided, read
+// on demand from two REST sources, each paged with its own cursor:
+//   - "Decided": `GET /v1/interactions?state=all` in the order of their last
+//     change, pending ones skipped: each entry says what was decided, by whom (a
+//     person, a remembered rule, the deadline, or the host closing it), when, and
+//     with what arguments (the held ones and, for an edit, those released);
+//   - "Decision audit": `GET /v1/audit`, oldest first: every approval decision and
+//     every rule written or revoked, as recorded (digests, never arguments).
+// Both endpoints answer for the caller's organisation only, so another
+// organisation's decisions never reach the page.
+
+/** Entries per page of each part of the History. */
+const HISTORY_PAGE = 25;
+/** Listing requests per press at most: a page of `state=all` may be all pending. */
+const HISTORY_READS = 8;
+
+const past = {
+  cursor: null, // `nextCursor` of the last interactions page read
+  decidedDone: false,
+  after: 0, // `nextAfter` of the last audit page read
+  auditDone: false,
+  entries: new Map(), // interactionId -> li, so an entry changed since is redrawn in place
+  auditSeen: new Set(), // audit sequences shown
+};
+
+function historyProblem(error) {
+  const box = $('history-problem');
+  if (!error) {
+    box.hidden = true;
+    box.textContent = '';
+    return;
+  }
+  const p = error instanceof Problem ? error : new Problem(0, 'network', 'Holdpoint is not reachable', String(error?.message ?? error));
+  box.replaceChildren(el('strong', { text: `${p.title} (${p.code})` }), ` ${p.message}`);
+  box.hidden = false;
+}
+
+/** Who (or what) settled an interaction, in words. */
+function decidedBy(view) {
+  const r = view.resolution;
+  if (r) {
+    if (r.resolvedBy === 'rule') return `a remembered rule: ${r.by}`;
+    if (r.resolvedBy === 'expiry') return 'the deadline (nobody answered in time)';
+    return r.by;
+  }
+  const reason = view.closure?.reason;
+  return {
+    expired: 'the deadline (closed without an answer)',
+    superseded: 'a message on the lane instead of an answer',
+    interrupted: 'the host (the turn was interrupted)',
+    canceled: 'the host (canceled)',
+  }[reason] ?? 'the host';
+}
+
+/** What was decided, in a few words. */
+function decision(view) {
+  const answer = view.resolution?.answer;
+  if (!answer) return `Closed (${view.closure?.reason ?? 'no answer'})`;
+  if (view.kind === 'approval') {
+    if (!answer.approved) return 'Denied';
+    return answer.editedArguments !== undefined ? 'Approved with edits' : 'Approved';
+  }
+  if (view.kind === 'connection') return answer.connected ? 'Connected' : 'Not connected';
+  return 'Answered';
+}
+
+/** The answer a question or connection got, as JSON text (none for approvals). */
+function answerText(view) {
+  const answer = view.resolution?.answer;
+  if (!answer || view.kind === 'approval') return null;
+  if (answer.answers !== undefined) return JSON.stringify(answer.answers, null, 2);
+  if (answer.value !== undefined) return JSON.stringify(answer.value, null, 2);
+  return null;
+}
+
+function historyEntry(view) {
+  const when = view.resolution?.at ?? view.closure?.at;
+  const answer = view.resolution?.answer ?? {};
+  const held = view.call ?? {};
+  const li = el('li', { class: `past kind-${view.kind}`, 'data-interaction-id': view.interactionId });
+  li.append(
+    el('p', { class: 'kind', text: { approval: 'Approval', question: 'Question', connection: 'Connection' }[view.kind] ?? view.kind }),
+    el('h4', { text: view.prompt }),
+    el('p', { class: 'outcome', text: `${decision(view)} by ${decidedBy(view)}` }),
+    facts([
+      ['When', when ? new Date(when).toLocaleString() : null],
+      ['Server', view.detail?.server ?? held.server],
+      ['Tool', view.detail?.tool ?? held.tool],
+      ['Reason given', typeof answer.reason === 'string' ? answer.reason : null],
+      ['Agent', view.agent],
+      ['Session', view.sessionId],
+      ['Interaction', view.interactionId],
+    ]),
+  );
+  if (view.kind === 'approval' && held.arguments !== undefined) {
+    li.append(el('p', { class: 'args-label', text: answer.editedArguments !== undefined ? 'Arguments as held' : 'Arguments' }),
+      el('pre', { class: 'args held-args', tabindex: '0', text: JSON.stringify(held.arguments, null, 2) }));
+  }
+  if (answer.editedArguments !== undefined) {
+    li.append(el('p', { class: 'args-label', text: 'Arguments as released (edited)' }),
+      el('pre', { class: 'args edited-args', tabindex: '0', text: JSON.stringify(answer.editedArguments, null, 2) }));
+  }
+  const text = answerText(view);
+  if (text !== null) li.append(el('p', { class: 'args-label', text: 'Answer' }), el('pre', { class: 'args answer', tabindex: '0', text }));
+  return li;
+}
+
+/** The next page of decided interactions (pending ones skipped). */
+async function moreDecided() {
+  let added = 0;
+  for (let reads = 0; reads < HISTORY_READS && added < HISTORY_PAGE && !past.decidedDone; reads++) {
+    const query = new URLSearchParams({ state: 'all', limit: String(HISTORY_PAGE) });
+    if (past.cursor) query.set('cursor', past.cursor);
+    const page = await call('GET', `/v1/interactions?${query}`);
+    for (const view of page.items) {
+      if (view.state === 'pending') continue;
+      const li = historyEntry(view);
+      const before = past.entries.get(view.interactionId);
+      // Listed again after a later change (resolved, then finished): drawn anew at its new place.
+      if (before) before.remove();
+      else added++;
+      past.entries.set(view.interactionId, li);
+      $('history').append(li);
+    }
+    past.cursor = page.nextCursor ?? null;
+    past.decidedDone = !past.cursor;
+  }
+  $('history-more').hidden = past.decidedDone;
+  $('history-empty').hidden = past.entries.size > 0 || !past.decidedDone;
+}
+
+/** One audit record, in words. */
+function auditEntry(entry) {
+  const record = entry.record ?? {};
+  const d = record.data ?? {};
+  const li = el('li', { class: 'past audit', 'data-sequence': String(entry.sequence) });
+  const when = record.time ? new Date(record.time).toLocaleString() : null;
+  if (record.type === 'dev.holdpoint.approval-decided') {
+    li.dataset.interactionId = String(d.effectId ?? '');
+    const what = { allowed: 'Allowed', denied: 'Denied', expired: 'Expired' }[d.outcome] ?? (d.approved ? 'Allowed' : 'Denied');
+    const by = d.decidedBy === 'rule' ? `rule ${d.rule} (${d.approvedBy ?? 'its author'})`
+      : d.decidedBy === 'expiry' ? 'the deadline'
+        : (d.approvedBy ?? 'a person');
+    li.append(
+      el('h4', { text: `${what}: ${d.server} / ${d.tool}` }),
+      facts([
+        ['Decided by', by],
+        ['When', when],
+        ['Interaction', d.effectId],
+        ['Reason', d.reason],
+        ['Arguments digest', d.argumentsDigest],
+        ['Edited arguments', d.editedArguments !== undefined ? JSON.stringify(d.editedArguments) : null],
+      ]),
+    );
+  } else if (record.type === 'dev.holdpoint.rule-written' || record.type === 'dev.holdpoint.rule-revoked') {
+    const rule = d.rule ?? {};
+    li.dataset.ruleId = String(rule.id ?? '');
+    const revoked = record.type === 'dev.holdpoint.rule-revoked';
+    const where = rule.scope === 'session' ? `session ${rule.session}`
+      : rule.scope === 'agent' ? `agent ${rule.agent}` : 'the whole organisation';
+    li.append(
+      el('h4', { text: `Rule ${revoked ? 'revoked' : 'written'}: ${rule.effect} ${rule.server} / ${rule.tool}, for ${where}` }),
+      facts([
+        [revoked ? 'Revoked by' : 'Written by', revoked ? rule.revoked?.by : rule.createdBy],
+        ['When', when],
+        ['Rule', rule.id],
+        ['From', rule.fromInteraction],
+        ['Only the arguments with digest', rule.argumentsDigest],
+        ['Expires', rule.expiresAt ? new Date(rule.expiresAt).toLocaleString() : null],
+      ]),
+    );
+  } else {
+    li.append(el('h4', { text: String(record.type ?? 'record') }), facts([['When', when]]));
+  }
+  return li;
+}
+
+/** The next page of the decision audit. */
+async function moreAudit() {
+  const query = new URLSearchParams({ after: String(past.after), limit: String(HISTORY_PAGE) });
+  const page = await call('GET', `/v1/audit?${query}`);
+  for (const entry of page.items) {
+    if (past.auditSeen.has(entry.sequence)) continue;
+    past.auditSeen.add(entry.sequence);
+    $('audit').append(auditEntry(entry));
+  }
+  past.auditDone = page.items.length < HISTORY_PAGE || page.nextAfter === past.after;
+  past.after = page.nextAfter ?? past.after;
+  $('audit-more').hidden = past.auditDone;
+  $('audit-empty').hidden = past.auditSeen.size > 0 || !past.auditDone;
+}
+
+/** Runs one History read with the buttons held, showing what went wrong. */
+async function historyRead(...reads) {
+  const buttons = ['history-more', 'audit-more', 'history-refresh'].map($);
+  for (const b of buttons) b.disabled = true;
+  $('history-body').setAttribute('aria-busy', 'true');
+  historyProblem(null);
+  try {
+    await Promise.all(reads.map((r) => r()));
+  } catch (error) {
+    historyProblem(error);
+  } finally {
+    for (const b of buttons) b.disabled = false;
+    $('history-body').setAttribute('aria-busy', 'false');
+  }
+}
+
+/** Empties and closes the History (another person signs in). */
+function historyForget() {
+  past.entries.clear();
+  past.auditSeen.clear();
+  $('history').replaceChildren();
+  $('audit').replaceChildren();
+  $('history-body').hidden = true;
+  $('history-show').setAttribute('aria-expanded', 'false');
+  $('history-show').textContent = 'Show history';
+  $('history-refresh').hidden = true;
+}
+
+/** Reads the History from its beginning. */
+function historyReset() {
+  past.cursor = null;
+  past.decidedDone = false;
+  past.after = 0;
+  past.auditDone = false;
+  past.entries.clear();
+  past.auditSeen.clear();
+  $('history').replaceChildren();
+  $('audit').replaceChildren();
+  return historyRead(moreDecided, moreAudit);
+}
+
+$('history-show').addEventListener('click', () => {
+  const body = $('history-body');
+  body.hidden = !body.hidden;
+  $('history-show').setAttribute('aria-expanded', body.hidden ? 'false' : 'true');
+  $('history-show').textContent = body.hidden ? 'Show history' : 'Hide history';
+  $('history-refresh').hidden = body.hidden;
+  if (!body.hidden) historyReset();
+});
+$('history-refresh').addEventListener('click', () => historyReset());
+$('history-more').addEventListener('click', () => historyRead(moreDecided));
+$('audit-more').addEventListener('click', () => historyRead(moreAudit));
 
 // ---------------------------------------------------------------------------
 // Start
