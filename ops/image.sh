@@ -31,12 +31,8 @@
 #      it, its logs on stdout are JSON lines, every process runs as uid 10001,
 #      and `podman stop` (SIGTERM) ends the worker and the ingress with exit 0.
 #
-# Containers on this kind of machine: crun refuses to start any container (the
-# cgroup hierarchy is v1 with an empty v2 mounted beside it, "hybrid mode"), and
-# the root here lacks CAP_SYS_RESOURCE, so a container's ulimits may not exceed
-# what it may set (podman's defaults do). This script therefore runs podman and
-# buildah with runc (PODMAN_RUNTIME overrides) and with the largest nofile and
-# nproc limits a probe container accepts.
+# Containers run with runc and the largest ulimits a probe container accepts
+# (ops/lib/podman.sh says why).
 #
 # Work files: target/image/ (the debootstrap trees, logs).
 set -euo pipefail
@@ -79,30 +75,16 @@ if ((${#missing[@]})); then
         >"$WORK/apt.log" 2>&1 || { cat "$WORK/apt.log" >&2; die "could not install ${missing[*]}"; }
 fi
 
-RUNTIME="${PODMAN_RUNTIME:-runc}"
+# shellcheck source=ops/lib/podman.sh
+source ops/lib/podman.sh
+RUNTIME="$PODMAN_RUNTIME"
 ULIMITS=()
 podman_() { podman --runtime "$RUNTIME" "$@"; }
 
-# The largest nofile and nproc limits a container may have here: podman's
-# defaults are higher than this root may set, and on this kind of machine even
-# the shell's own nproc limit is refused (65536 fails, 32768 passes). Probed by
-# starting a container of the base image whose command does not exist: the
-# runtime sets the limits first, so the error names an rlimit or the command.
 probe_ulimits() {
-    local nofile nproc v
-    for v in "$(ulimit -Sn)" 16384 4096 1024; do
-        if ! grep -q rlimit <<<"$(podman_ run --rm --ulimit "nofile=$v:$v" --ulimit nproc=1024:1024 "$BASE_IMAGE" /none 2>&1)"; then
-            nofile=$v
-            break
-        fi
-    done
-    for v in "$(ulimit -Su)" 65536 32768 16384 8192 4096 1024; do
-        if ! grep -q rlimit <<<"$(podman_ run --rm --ulimit nofile=1024:1024 --ulimit "nproc=$v:$v" "$BASE_IMAGE" /none 2>&1)"; then
-            nproc=$v
-            break
-        fi
-    done
-    [[ -n "${nofile:-}" && -n "${nproc:-}" ]] || die "no container starts with any ulimits tried (podman run --runtime $RUNTIME)"
+    local limits nofile nproc
+    limits="$(podman_limits "$BASE_IMAGE")" || die "no container starts with any ulimits tried (podman run --runtime $RUNTIME)"
+    read -r nofile nproc <<<"$limits"
     ULIMITS=(--ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc")
     log "containers run with $RUNTIME, ${ULIMITS[*]}"
 }

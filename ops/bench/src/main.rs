@@ -136,6 +136,9 @@ struct Report {
     cpu: [f64; 4],
     /// Messages clients sent to nats-server per answer in that phase (one server).
     ops: Option<f64>,
+    /// Messages stored per answer in that phase (one server): the PubAcks an
+    /// answer costs.
+    stored: Option<f64>,
     /// One `POST /v1/answers` of 100 against 100 single answers (one worker).
     batch: BatchFigure,
 }
@@ -290,6 +293,7 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
     let mut runs = Vec::new();
     let mut cpu = [0.0f64; 4];
     let mut ops = None;
+    let mut stored = None;
     for n_workers in [1usize, 2] {
         while workers.len() < n_workers {
             let admin = free_port()?;
@@ -310,6 +314,7 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
         let cpu_of = |ps: &[u32]| ps.iter().map(|p| cpu_secs(*p)).sum::<f64>();
         let before: Vec<f64> = pids.iter().map(|ps| cpu_of(ps)).collect();
         let in_before = messages_in(&t.http, monitor).await;
+        let stored_before = messages_stored(&t.http, monitor).await;
         let answered_before = pool.next.load(Ordering::Relaxed);
         let (sat, sat_errors) = saturation(&t, &pool, plan).await;
         if n_workers == 1 {
@@ -319,6 +324,9 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
             }
             if let (Some(a), Some(b)) = (in_before, messages_in(&t.http, monitor).await) {
                 ops = Some(b.saturating_sub(a) as f64 / answered);
+            }
+            if let (Some(a), Some(b)) = (stored_before, messages_stored(&t.http, monitor).await) {
+                stored = Some(b.saturating_sub(a) as f64 / answered);
             }
         }
         let need = ((sat * 0.75) * plan.latency.as_secs_f64()) as usize + 100;
@@ -356,6 +364,7 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
         rss,
         cpu,
         ops,
+        stored,
         batch,
     })
 }

@@ -104,6 +104,11 @@ pub(crate) fn print(r: &Report) {
             "| messages clients sent to nats-server per answer (publishes, acks, API requests; /varz in_msgs) | {ops:.1} |"
         );
     }
+    if let Some(stored) = r.stored {
+        println!(
+            "| messages stored per answer, each a PubAck waited for (streams' last sequences, /jsz) | {stored:.1} |"
+        );
+    }
     let b = &r.batch;
     let per_s = |us: u64| BATCH as f64 / (us.max(1) as f64 / 1e6);
     println!(

@@ -194,3 +194,27 @@ pub(crate) async fn messages_in(http: &reqwest::Client, monitor: Option<u16>) ->
         .ok()?;
     v["in_msgs"].as_u64()
 }
+
+/// Messages stored in every stream so far (the sum of their last sequences, from
+/// `/jsz?streams=true`): each one a publish whose PubAck its client waited for,
+/// KV writes included (Holdpoint's streams source nothing, so no stored message
+/// comes without a PubAck; message schedules firing are the exception, and an
+/// answer fires none).
+pub(crate) async fn messages_stored(http: &reqwest::Client, monitor: Option<u16>) -> Option<u64> {
+    let port = monitor?;
+    let v: Value = http
+        .get(format!("http://127.0.0.1:{port}/jsz?streams=true"))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    let mut total = 0u64;
+    for account in v["account_details"].as_array()? {
+        for stream in account["stream_detail"].as_array().into_iter().flatten() {
+            total += stream["state"]["last_seq"].as_u64().unwrap_or(0);
+        }
+    }
+    Some(total)
+}
