@@ -205,3 +205,62 @@ async fn over_a2a_the_status_carries_the_form_and_a_misfit_value_changes_nothing
         .await;
     assert_eq!(view.body["resolution"]["answer"]["value"], fits, "{view:?}");
 }
+
+/// A refusal of the request as sent is not its key's answer (README "Only
+/// decisions are replayed"): a person who mistyped a form value, or approved
+/// arguments that had changed, sends the corrected request under the same key
+/// (as an A2A client with its `answer:<interactionId>` message id does) and it
+/// decides; from then on the key replays that decision, whatever body comes.
+#[tokio::test]
+async fn a_refused_request_leaves_its_key_free_for_the_corrected_one() {
+    let app = TestApp::start().await;
+    let rt = app.runtime("acme").await;
+    let session = open_session(&rt, SessionMode::Blocking).await;
+    let q = rt
+        .ask_user_form(
+            &placement(&session),
+            "call-form-key",
+            "Who gets the licence?",
+            form(),
+            None,
+        )
+        .await
+        .expect("form")
+        .to_string();
+    let ana = app.person("acme", "ana");
+    let path = format!("/v1/interactions/{q}/respond");
+    let misfit = json!({"value": {"email": "ana@acme.example", "seats": 51}});
+    for _ in 0..2 {
+        let r = ana.post_keyed(&path, "form-key", &misfit).await;
+        assert_eq!((r.status, r.code()), (400, "NRY-0036"), "{r:?}");
+        assert_eq!(r.body["pointer"], "/seats", "{r:?}");
+    }
+    let fits = json!({"email": "ana@acme.example", "seats": 5});
+    let r = ana
+        .post_keyed(&path, "form-key", &json!({"value": fits}))
+        .await;
+    assert_eq!(
+        r.status, 204,
+        "the corrected value decides under the same key: {r:?}"
+    );
+    let r = ana.post_keyed(&path, "form-key", &misfit).await;
+    assert_eq!(r.status, 204, "the key now replays its decision: {r:?}");
+    app.wait_idle().await;
+    let view = ana.get(&format!("/v1/interactions/{q}")).await;
+    assert_eq!(view.body["resolution"]["answer"]["value"], fits, "{view:?}");
+
+    // An approval of arguments the person did not see, then of the ones shown.
+    let at = placement(&session);
+    let effect = hold_call(&rt, &at, "merge", json!({"pr": 7}), None).await;
+    let path = format!("/v1/interactions/{effect}/approve");
+    let wrong = json!({"approved": true, "argumentsDigest": holdpoint_domain::digest::arguments_digest(&json!({"pr": 8}))});
+    let r = ana.post_keyed(&path, "approve-key", &wrong).await;
+    assert_eq!((r.status, r.code()), (409, "NRY-0010"), "{r:?}");
+    let right = json!({"approved": true, "argumentsDigest": holdpoint_domain::digest::arguments_digest(&json!({"pr": 7}))});
+    let r = ana.post_keyed(&path, "approve-key", &right).await;
+    assert_eq!(r.status, 204, "the corrected approval decides: {r:?}");
+    app.wait_idle().await;
+    let events = app.events("acme").await;
+    assert_eq!(named(&events, "tool-call-released", &effect).len(), 1);
+    assert_eq!(named(&events, "interaction-resolved", &q).len(), 1);
+}

@@ -226,25 +226,34 @@ impl ErrorCode {
         }
     }
 
-    /// True for a refusal that changed nothing and may not hold later, because it
-    /// says only what was true at the moment of deciding: the target was not there
-    /// yet (`NRY-0004` no such interaction, `NRY-0002` no such session: an answer
-    /// sent just before the runtime's opening landed, a hold sent before its
-    /// session), a lane could not take the message and kept nothing (`NRY-0030`,
-    /// `NRY-0032`: the lane may free), or Holdpoint could not decide
-    /// (`NRY-0050`, `NRY-0051`).
+    /// True for a refusal that changed nothing and is not the idempotency key's
+    /// answer, so the same key may still decide something. Two kinds:
     ///
-    /// Such an outcome is never an idempotency key's final answer: the same request
-    /// sent again with the same key is decided afresh (`holdpoint_bus::outcome`
-    /// publishes it under a fresh message id, since inside JetStream's duplicate
-    /// window the command id itself would be dropped as a duplicate). Every other
-    /// outcome is a *decision*, replayed to every retry with the key: a success, a
-    /// refusal of the input (`NRY-0001`, `NRY-0003`, ...), a conflict with the
-    /// record (`NRY-0009`, `NRY-0010`, `NRY-0021`), or a message kept
-    /// (`NRY-0031`). Deciding such a request again is safe because a decision that
-    /// wrote is recorded in its records (an interaction's resolution keeps its key,
-    /// a record's outbox its command id), so a key that decided something always
-    /// gets that decision back.
+    /// - it says only what was true at the moment of deciding: the target was not
+    ///   there yet (`NRY-0004` no such interaction, `NRY-0002` no such session: an
+    ///   answer sent just before the runtime's opening landed, a hold sent before
+    ///   its session), a lane could not take the message and kept nothing
+    ///   (`NRY-0030`, `NRY-0032`: the lane may free), or Holdpoint could not decide
+    ///   (`NRY-0050`, `NRY-0051`);
+    /// - it refuses the request *as sent*: the body does not fit the interaction,
+    ///   its form, its arguments or the rules (`NRY-0001`, `NRY-0003`, `NRY-0010`,
+    ///   `NRY-0020`, `NRY-0022` to `NRY-0026`, `NRY-0028`, `NRY-0029`, `NRY-0033`
+    ///   to `NRY-0036`, `NRY-0040`, `NRY-0041`). A person who mistyped a form
+    ///   value, or approved arguments that changed, corrects the request and sends
+    ///   it again; a client that keeps one key per interaction (A2A's
+    ///   `answer:<interactionId>` message ids) must then get the corrected request
+    ///   decided, not the first refusal back.
+    ///
+    /// Such an outcome is stored, but the same request sent again with the same
+    /// key is decided afresh (`holdpoint_bus::outcome` publishes it under a fresh
+    /// message id, since inside JetStream's duplicate window the command id itself
+    /// would be dropped as a duplicate). Every other outcome is a *decision*,
+    /// replayed to every retry with the key: a success, a conflict with the record
+    /// (`NRY-0009` already answered, `NRY-0021`), or a message kept (`NRY-0031`).
+    /// Deciding a request again is safe because a decision that wrote is recorded
+    /// in its records (an interaction's resolution keeps its key, a record's
+    /// outbox its command id), so a key that decided something always gets that
+    /// decision back.
     pub const fn is_provisional(self) -> bool {
         matches!(
             self,
@@ -254,6 +263,23 @@ impl ErrorCode {
                 | ErrorCode::AnswerNotDelivered
                 | ErrorCode::Unavailable
                 | ErrorCode::Internal
+                | ErrorCode::InvalidRequest
+                | ErrorCode::AnswerMismatch
+                | ErrorCode::ArgumentsChanged
+                | ErrorCode::UnsupportedOperation
+                | ErrorCode::DeadlineUnsupported
+                | ErrorCode::DeadlineInvalid
+                | ErrorCode::InteractionNotNamed
+                | ErrorCode::NotRememberable
+                | ErrorCode::ScopeUnavailable
+                | ErrorCode::NotEditable
+                | ErrorCode::EditInvalid
+                | ErrorCode::EditNotRememberable
+                | ErrorCode::BatchInvalid
+                | ErrorCode::FormSchemaUnsupported
+                | ErrorCode::FormValueInvalid
+                | ErrorCode::WebhookUrlRefused
+                | ErrorCode::UnknownEventType
         )
     }
 
