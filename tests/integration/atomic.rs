@@ -546,3 +546,187 @@ async fn on_r3_a_leader_change_abandons_a_batch_and_a_resend_commits() {
     assert_eq!(on_leader.payload, record(2));
     assert_eq!(Some(on_leader.sequence), done.sequence_of(0));
 }
+
+/// Effects on subjects of their own (the event id a token of the subject), so the
+/// state stream's per-subject limit, there for the records, never removes an
+/// effect a sourcing stream has not read yet; the sourcing stream's transform
+/// drops the id token to give the public subject.
+#[tokio::test]
+async fn a_sourcing_transform_drops_the_effect_id_token() {
+    let nats = NatsServer::start().await;
+    let client = nats.connect().await;
+    let js = jetstream::new(client.clone());
+    js.create_stream(stream::Config {
+        name: STATE.into(),
+        subjects: vec!["hps.>".into()],
+        storage: stream::StorageType::File,
+        allow_atomic_publish: true,
+        allow_rollup: true,
+        allow_direct: true,
+        // One message per subject: a record's last write is all the stream keeps.
+        max_messages_per_subject: 1,
+        ..Default::default()
+    })
+    .await
+    .expect("state stream");
+    let events = js
+        .create_stream(stream::Config {
+            name: EVENTS.into(),
+            storage: stream::StorageType::File,
+            sources: Some(vec![stream::Source {
+                name: STATE.into(),
+                subject_transforms: vec![stream::SubjectTransform {
+                    source: "hps.fx.evt.*.*.*.*".into(),
+                    destination: "hp.evt.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(4)}}".into(),
+                }],
+                ..Default::default()
+            }]),
+            ..Default::default()
+        })
+        .await
+        .expect("a sourcing stream whose transform drops a token");
+
+    // Two transitions of the record, each with an `interaction-resolved` of its own
+    // id: both effects stay (their subjects differ), the record keeps its last.
+    // The record is the first message of each batch: 1, then 4.
+    for (version, expected) in [(1u64, 0u64), (2, 1)] {
+        let mut b = AtomicBatch::new();
+        b.record(
+            "hps.rec.int.acme.i1",
+            expected,
+            HeaderMap::new(),
+            record(version),
+        )
+        .expect("one write of the record");
+        for name in ["interaction-resolved", "task-status"] {
+            b.effect(
+                format!("hps.fx.evt.acme.t1.e{version}x.{name}"),
+                msg_id(&format!("e{version}-{name}")),
+                Bytes::from(format!("{{\"event\":\"{name}\",\"version\":{version}}}")),
+            );
+        }
+        let c = batch::commit(&client, &format!("drop-{version}"), &b)
+            .await
+            .expect("the transition");
+        assert_eq!(c.count, 3);
+    }
+    let mut state = js.get_stream(STATE).await.expect("state");
+    assert_eq!(
+        messages(&mut state).await,
+        5,
+        "the record's last write and all four effects"
+    );
+    wait_for(Duration::from_secs(10), "the four events sourced", || {
+        let mut events = events.clone();
+        async move { (messages(&mut events).await == 4).then_some(()) }
+    })
+    .await;
+    let mut subjects = Vec::new();
+    for seq in 1..=4 {
+        let m = events.get_raw_message(seq).await.expect("a sourced event");
+        subjects.push(m.subject.to_string());
+    }
+    assert_eq!(
+        subjects,
+        [
+            "hp.evt.acme.t1.interaction-resolved",
+            "hp.evt.acme.t1.task-status",
+            "hp.evt.acme.t1.interaction-resolved",
+            "hp.evt.acme.t1.task-status",
+        ]
+    );
+}
+
+/// What `holdpoint migrate` needs to know about an effect the relay already
+/// published: a stream that sources from the state stream and also takes direct
+/// publishes (as the public streams do during the cutover), and that stored a
+/// `Nats-Msg-Id` inside its duplicate window, drops a sourced copy under the same
+/// id, as it drops a published one.
+#[tokio::test]
+async fn a_sourced_copy_of_an_id_already_stored_is_dropped_inside_the_window() {
+    let (_nats, client, js, _state) = fresh().await;
+    let events = js
+        .create_stream(stream::Config {
+            name: EVENTS.into(),
+            subjects: vec!["hp.evt.>".into()],
+            storage: stream::StorageType::File,
+            duplicate_window: Duration::from_secs(120),
+            sources: Some(vec![stream::Source {
+                name: STATE.into(),
+                subject_transforms: vec![stream::SubjectTransform {
+                    source: "hps.fx.evt.>".into(),
+                    destination: "hp.evt.>".into(),
+                }],
+                ..Default::default()
+            }]),
+            ..Default::default()
+        })
+        .await
+        .expect("events stream with subjects and a source");
+    // The relay's copy, published directly.
+    js.publish_with_headers(
+        "hp.evt.acme.t1.interaction-resolved",
+        msg_id("v1-interaction-resolved"),
+        Bytes::from_static(b"{\"relay\":true}"),
+    )
+    .await
+    .expect("publish")
+    .await
+    .expect("the relay's copy stored");
+    // A direct publish under the same id inside the window is dropped, as always.
+    let again = js
+        .publish_with_headers(
+            "hp.evt.acme.t1.interaction-resolved",
+            msg_id("v1-interaction-resolved"),
+            Bytes::from_static(b"{\"relay\":true}"),
+        )
+        .await
+        .expect("publish")
+        .await
+        .expect("PubAck");
+    assert!(
+        again.duplicate,
+        "a direct copy inside the window is a duplicate"
+    );
+    // The same effect committed in the state stream and sourced.
+    batch::commit(&client, "migrate-1", &transition(0, 1))
+        .await
+        .expect("the transition");
+    wait_for(Duration::from_secs(10), "the sourced events", || {
+        let mut events = events.clone();
+        async move { (messages(&mut events).await >= 3).then_some(()) }
+    })
+    .await;
+    // Then until the source has nothing left to deliver, so the count is final
+    // whichever way the server decides.
+    wait_for(Duration::from_secs(10), "every sourced effect", || {
+        let events = events.clone();
+        async move {
+            let info = events.get_info().await.ok()?;
+            let sourced = info
+                .sources
+                .iter()
+                .find(|s| s.name == STATE)
+                .map(|s| s.lag)?;
+            (sourced == 0).then_some(info.state.messages)
+        }
+    })
+    .await;
+    let mut subjects = Vec::new();
+    for seq in 1..=4 {
+        match events.get_raw_message(seq).await {
+            Ok(m) => subjects.push((m.subject.to_string(), m.payload)),
+            Err(_) => continue,
+        }
+    }
+    assert_eq!(
+        subjects.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>(),
+        [
+            "hp.evt.acme.t1.interaction-resolved",
+            "hp.evt.acme.t1.tool-call-finished",
+            "hp.evt.acme.t1.task-status",
+        ],
+        "the sourced copy of the relay's id is not stored"
+    );
+    assert_eq!(subjects[0].1, Bytes::from_static(b"{\"relay\":true}"));
+}
