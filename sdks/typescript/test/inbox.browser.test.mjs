@@ -681,7 +681,6 @@ describe('the inbox in Chromium, against holdpoint up', () => {
       // The rule written earlier in this page (when that test ran) is in the audit with its author.
       const written = audit.locator('li[data-rule-id]');
       for (const r of await written.all()) assert.match(await r.locator('dl.facts').innerText(), /Written by\s+dev|Revoked by\s+ana/);
-      await shot(page, 'inbox-history');
 
       // Nothing of globex's, anywhere on acme's page.
       for (const id of ['eff_gh1', 'eff_gh2']) assert.equal(await page.locator(`[data-interaction-id="${id}"]`).count(), 0, id);
