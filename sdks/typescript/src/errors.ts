@@ -28,6 +28,12 @@ export interface HoldpointErrorInit {
   rpcCode?: number | undefined;
   /** The A2A `ErrorInfo.reason` (A2A only, e.g. `UNSUPPORTED_OPERATION`). */
   reason?: string | undefined;
+  /**
+   * `NRY-0036`: the JSON pointer of the first field of the answer's `value` that
+   * does not fit the form (`/seats`; `""` for the value itself): REST's body
+   * `pointer`, A2A's `ErrorInfo.metadata.pointer`.
+   */
+  pointer?: string | undefined;
   /** The underlying error (the `@a2a-js/sdk` error for A2A calls). */
   cause?: unknown;
 }
@@ -48,6 +54,8 @@ export class HoldpointError extends Error {
   readonly rpcCode: number | undefined;
   /** A2A `ErrorInfo.reason` (A2A). */
   readonly reason: string | undefined;
+  /** `NRY-0036`: the JSON pointer of the first field that does not fit the form. */
+  readonly pointer: string | undefined;
 
   constructor(init: HoldpointErrorInit) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
@@ -59,6 +67,7 @@ export class HoldpointError extends Error {
     this.retryAfter = init.retryAfter;
     this.rpcCode = init.rpcCode;
     this.reason = init.reason;
+    this.pointer = init.pointer;
   }
 }
 
@@ -181,7 +190,7 @@ export async function errorFromResponse(response: Response, body?: unknown): Pro
       parsed = undefined;
     }
   }
-  const fields = (parsed ?? {}) as Partial<Record<'code' | 'title' | 'message', unknown>>;
+  const fields = (parsed ?? {}) as Partial<Record<'code' | 'title' | 'message' | 'pointer', unknown>>;
   const retryAfter = retryAfterOf(response.headers);
   if (isErrorCode(fields.code)) {
     return holdpointError({
@@ -190,6 +199,7 @@ export async function errorFromResponse(response: Response, body?: unknown): Pro
       message: typeof fields.message === 'string' ? fields.message : '',
       status: response.status,
       retryAfter,
+      pointer: typeof fields.pointer === 'string' ? fields.pointer : undefined,
     });
   }
   const code: ErrorCode =
@@ -232,6 +242,7 @@ export function errorFromA2A(error: unknown): HoldpointError | undefined {
     status: 200,
     rpcCode: typeof e.envelopeCode === 'number' ? e.envelopeCode : undefined,
     reason: typeof info?.reason === 'string' ? info.reason : typeof e.reason === 'string' ? e.reason : undefined,
+    pointer: typeof meta.pointer === 'string' ? meta.pointer : undefined,
     cause: error,
   });
 }

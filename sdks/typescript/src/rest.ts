@@ -56,6 +56,18 @@ export interface ApproveDecision {
    * denial (`NRY-0029`).
    */
   editedArguments?: Record<string, unknown>;
+  /**
+   * Remember this decision as a rule (README "Remembered rules"): `scope`
+   * `session`, `agent` (the runtime must have named the agent, else
+   * `NRY-0026`) or `organisation`; optional `expiresIn` seconds and
+   * `argumentsDigest` (`true`, or the digest shown) to match only these
+   * arguments. Refused with an edit (`NRY-0033`).
+   */
+  remember?: {
+    scope: 'session' | 'agent' | 'organisation';
+    expiresIn?: number;
+    argumentsDigest?: boolean | string;
+  };
 }
 
 /**
@@ -69,7 +81,7 @@ export type BatchAnswer = {
   /** This item's key: the same key again replays its outcome (default: a fresh one). */
   idempotencyKey?: string;
 } & (
-  | { operation: 'approve'; body: ApproveDecision & { remember?: Record<string, unknown> } }
+  | { operation: 'approve'; body: ApproveDecision }
   | { operation: 'respond'; body: { value: unknown; reason?: string } }
   | { operation: 'answer'; body: { answers: OptionAnswer[] } }
 );
@@ -197,10 +209,12 @@ export class HoldpointRest {
       reason?: string;
       argumentsDigest?: string;
       editedArguments?: Record<string, unknown>;
+      remember?: NonNullable<ApproveDecision['remember']>;
     } = { approved: decision.approved };
     if (decision.reason !== undefined) body.reason = decision.reason;
     if (decision.argumentsDigest !== undefined) body.argumentsDigest = decision.argumentsDigest;
     if (decision.editedArguments !== undefined) body.editedArguments = decision.editedArguments;
+    if (decision.remember !== undefined) body.remember = decision.remember;
     const key = options.idempotencyKey ?? newIdempotencyKey();
     await withRetries(async () => {
       const { error, response } = await this.api.POST('/v1/interactions/{id}/approve', {

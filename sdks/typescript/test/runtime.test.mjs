@@ -163,7 +163,7 @@ describe('the TypeScript runtime against holdpoint up', () => {
       assert.deepEqual((await rest.get(qid)).detail.questions[0].schema, schema);
       await assert.rejects(
         rest.respond(qid, { email: 'ana@acme.example', seats: 0 }),
-        (e) => e.code === 'NRY-0036' && e.status === 400,
+        (e) => e.code === 'NRY-0036' && e.status === 400 && e.pointer === '/seats',
       );
       assert.equal((await rest.get(qid)).state, 'pending');
       await rest.respond(qid, { email: 'ana@acme.example', seats: 2 });

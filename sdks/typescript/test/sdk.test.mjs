@@ -103,6 +103,27 @@ describe('the SDK against holdpoint up', () => {
     assert.deepEqual(view.resolution.answer.answers, value.answers);
   });
 
+  test('a form value that does not fit, over A2A: a typed refusal with the pointer of its first failing field, nothing changed', async () => {
+    const schema = {
+      type: 'object',
+      properties: { email: { type: 'string', format: 'email' }, seats: { type: 'integer', minimum: 1 } },
+      required: ['email', 'seats'],
+    };
+    const q = await hp.ask(ORG, { session: 's1', task: 'tqf1', call: 'call-qf1', questions: [{ text: 'Who?', schema }] });
+    const task = await a2a.getTask('tqf1');
+    assert.deepEqual(waiting(task).detail.questions[0].schema, schema);
+    for (const [n, [value, pointer]] of [[{ email: 'ana', seats: 2 }, '/email'], [{ email: 'ana@acme.example', seats: 0 }, '/seats']].entries()) {
+      await assert.rejects(
+        a2a.answer({ taskId: 'tqf1', contextId: task.contextId, interactionId: q, value, messageId: `misfit-${n}:${q}` }),
+        (e) => e instanceof AnswerDoesNotFitError && e.code === 'NRY-0036' && e.pointer === pointer,
+      );
+    }
+    assert.equal((await rest.get(q)).state, 'pending');
+    const fits = { email: 'ana@acme.example', seats: 2 };
+    await a2a.answer({ taskId: 'tqf1', contextId: task.contextId, interactionId: q, value: fits, messageId: `answer:${q}` });
+    assert.deepEqual((await rest.get(q)).resolution.answer.value, fits);
+  });
+
   test('answers a connection over A2A: Connected: <app> comes back as the call result', async () => {
     const id = await hp.connect(ORG, { session: 's1', task: 'tc1', call: 'call-c1', app: 'Linear', reason: 'file tickets' });
     const task = await a2a.getTask('tc1');

@@ -6,8 +6,10 @@
 //! client of the API like any other: it reads `GET /v1/interactions`, follows
 //! `GET /v1/events` (SSE, over `fetch` so it can send `Authorization: Bearer`),
 //! loads each new interaction with `GET /v1/interactions/{id}` and answers with
-//! the REST operations. So the page itself holds no data and needs no identity;
-//! every request it makes is authenticated and scoped like a curl call.
+//! the REST operations (a `remember` choice included); its History pages through
+//! `GET /v1/interactions?state=all` and `GET /v1/audit`. So the page itself holds
+//! no data and needs no identity; every request it makes is authenticated and
+//! scoped like a curl call.
 //!
 //! | path | what |
 //! |---|---|
