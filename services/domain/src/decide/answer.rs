@@ -64,7 +64,7 @@ pub(super) fn answer(ctx: &Ctx, snap: Snapshot<'_>, a: &AnswerCommand) -> Decisi
         return reject(
             ctx,
             ErrorCode::EditNotRememberable,
-            "remember cannot be combined with editedArguments: a rule about arguments the              agent never proposed is not written; nothing was decided",
+            "remember cannot be combined with editedArguments: a rule about arguments the agent never proposed is not written; nothing was decided",
         );
     }
     if let (

@@ -325,7 +325,7 @@ pub fn check_edit(
     if !*editable {
         return Err(Rejection::new(
             ErrorCode::NotEditable,
-            "this hold does not allow edits (its runtime opened it without `editable`):              approve or deny the call as held; nothing was decided",
+            "this hold does not allow edits (its runtime opened it without `editable`): approve or deny the call as held; nothing was decided",
         ));
     }
     if !approved {
@@ -335,7 +335,7 @@ pub fn check_edit(
     }
     if !with_digest {
         return Err(edit_invalid(
-            "editedArguments need the argumentsDigest of the arguments you were shown and              edited; nothing was decided"
+            "editedArguments need the argumentsDigest of the arguments you were shown and edited; nothing was decided"
                 .into(),
         ));
     }
