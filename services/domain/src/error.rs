@@ -370,17 +370,33 @@ mod tests {
 
     #[test]
     fn decisions_are_replayed_and_provisional_refusals_are_not() {
-        let provisional: Vec<&str> = ErrorCode::ALL
+        // A refusal that is the key's answer: the record decided it (already
+        // answered, a conflicting command, a message kept), or the request never
+        // reached a decision (the HTTP layer's own refusals, webhooks and rules
+        // administration, which no idempotency key covers).
+        let decisions: Vec<&str> = ErrorCode::ALL
             .iter()
-            .filter(|c| c.is_provisional())
+            .filter(|c| !c.is_provisional())
             .map(|c| c.spec().code)
             .collect();
         assert_eq!(
-            provisional,
+            decisions,
             [
-                "NRY-0002", "NRY-0004", "NRY-0030", "NRY-0032", "NRY-0050", "NRY-0051"
+                "NRY-0005", "NRY-0009", "NRY-0011", "NRY-0013", "NRY-0014", "NRY-0015", "NRY-0016",
+                "NRY-0017", "NRY-0021", "NRY-0027", "NRY-0031", "NRY-0042", "NRY-0043"
             ]
         );
+        // Every refusal of the input the answer path can give leaves its key free.
+        for code in [
+            ErrorCode::InvalidRequest,
+            ErrorCode::AnswerMismatch,
+            ErrorCode::ArgumentsChanged,
+            ErrorCode::NotEditable,
+            ErrorCode::EditInvalid,
+            ErrorCode::FormValueInvalid,
+        ] {
+            assert!(code.is_provisional(), "{code:?}");
+        }
     }
 
     #[test]

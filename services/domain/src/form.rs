@@ -34,7 +34,7 @@ fn err(pointer: impl Into<String>, message: impl Into<String>) -> FormError {
 }
 
 /// `name` escaped as one JSON pointer token (RFC 6901: `~` → `~0`, `/` → `~1`).
-fn token(name: &str) -> String {
+pub(crate) fn token(name: &str) -> String {
     name.replace('~', "~0").replace('/', "~1")
 }
 
@@ -220,7 +220,9 @@ fn check_field(at: &str, p: &Map<String, Value>, v: &Value) -> Result<(), FormEr
         "integer" => {
             let n = v
                 .as_f64()
-                .filter(|n| n.fract() == 0.0 && (v.is_i64() || v.is_u64()))
+                // JSON Schema's integer is a number without a fractional part, so
+                // `5.0` (as Python writes a float) is one.
+                .filter(|n| n.is_finite() && n.fract() == 0.0)
                 .ok_or_else(|| err(at, "a whole number"))?;
             bounds(at, p, n)
         }

@@ -369,7 +369,45 @@ fn check_value(v: &Value) -> Result<(), Rejection> {
     if canonical_json(v).len() > MAX_VALUE_BYTES {
         return Err(invalid("value is too large"));
     }
+    // A value reaches the agent's tool result and every reader of the events, as a
+    // text answer does: it may hold no control character a text may not.
+    let mut stack = vec![(v, String::new())];
+    while let Some((v, at)) = stack.pop() {
+        let found = match v {
+            Value::String(s) => forbidden_control(s),
+            Value::Array(items) => {
+                stack.extend(
+                    items
+                        .iter()
+                        .enumerate()
+                        .map(|(i, x)| (x, format!("{at}/{i}"))),
+                );
+                None
+            }
+            Value::Object(map) => {
+                if let Some(c) = map.keys().find_map(|k| forbidden_control(k)) {
+                    return Err(control_in_value(c, &at));
+                }
+                stack.extend(
+                    map.iter()
+                        .map(|(k, x)| (x, format!("{at}/{}", crate::form::token(k)))),
+                );
+                None
+            }
+            _ => None,
+        };
+        if let Some(c) = found {
+            return Err(control_in_value(c, &at));
+        }
+    }
     Ok(())
+}
+
+fn control_in_value(c: char, at: &str) -> Rejection {
+    invalid(format!(
+        "value holds the control character U+{:04X} at \"{at}\"; only TAB, LF and CR are allowed; nothing was decided",
+        u32::from(c)
+    ))
 }
 
 /// The output a blocking question's `tool-call-finished` gives the model: each answer

@@ -324,3 +324,69 @@ fn an_edit_is_read_only_where_it_can_be_released() {
     let e = read_answer(&q, &input(true, true, json!({}))).expect_err("connection");
     assert_eq!(e.code, ErrorCode::EditInvalid);
 }
+
+#[test]
+fn a_value_holds_no_control_character_a_text_may_not() {
+    let question = |schema: Option<Value>| Spec::Question {
+        questions: vec![QuestionSpec {
+            text: "Which?".into(),
+            options: vec!["a".into()],
+            multiple: false,
+            allow_text: true,
+            schema,
+        }],
+    };
+    let value = |v: Value| AnswerInput::Value {
+        value: v,
+        reason: None,
+    };
+    for (what, v, at) in [
+        ("a string", json!("\u{1b}]0;pwned\u{7}"), "\"\""),
+        ("in an array", json!(["ok", "x\u{9b}y"]), "\"/1\""),
+        (
+            "in an object",
+            json!({"a/b": {"c": "\u{0}"}}),
+            "\"/a~1b/c\"",
+        ),
+        ("in a key", json!({"k\u{1b}": 1}), "\"\""),
+    ] {
+        let e = read_answer(&question(None), &value(v)).expect_err(what);
+        assert_eq!(e.code, ErrorCode::InvalidRequest, "{what}: {}", e.message);
+        assert!(e.message.contains(at), "{what}: {}", e.message);
+    }
+    // TAB, LF and CR are text.
+    read_answer(&question(None), &value(json!({"note": "a\tb\r\nc"}))).expect("plain text");
+    // A form string field likewise.
+    let form = json!({"type": "object", "properties": {"name": {"type": "string"}}});
+    let e = read_answer(
+        &question(Some(form.clone())),
+        &value(json!({"name": "\u{1b}[2J"})),
+    )
+    .expect_err("a control character in a form field");
+    assert_eq!(e.code, ErrorCode::InvalidRequest, "{}", e.message);
+    read_answer(&question(Some(form)), &value(json!({"name": "Ana"}))).expect("a fitting value");
+}
+
+#[test]
+fn a_form_integer_may_be_written_with_a_zero_fraction() {
+    let form =
+        json!({"type": "object", "properties": {"seats": {"type": "integer", "maximum": 50}}});
+    let spec = Spec::Question {
+        questions: vec![QuestionSpec {
+            text: "Seats?".into(),
+            options: vec![],
+            multiple: false,
+            allow_text: false,
+            schema: Some(form),
+        }],
+    };
+    let value = |v: Value| AnswerInput::Value {
+        value: v,
+        reason: None,
+    };
+    read_answer(&spec, &value(json!({"seats": 5.0}))).expect("5.0 is an integer");
+    for bad in [json!({"seats": 5.5}), json!({"seats": 51.0})] {
+        let e = read_answer(&spec, &value(bad.clone())).expect_err("refused");
+        assert_eq!(e.code, ErrorCode::FormValueInvalid, "{bad}: {}", e.message);
+    }
+}
