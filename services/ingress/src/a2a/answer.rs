@@ -53,6 +53,37 @@ const META_FIELDS: [&str; 7] = [
 /// # Errors
 /// Invalid params for a message that cannot answer; `ContentTypeNotSupportedError`
 /// for file parts.
+/// A message whose metadata decides one thing and whose data part another (a
+/// data part `{"approved": false}` under metadata `approved: true`, or two
+/// different values) is refused rather than read by precedence: the person's
+/// client said two things, and which one it showed them is not known. A text
+/// part beside the metadata is a comment and never contradicts it.
+fn refuse_contradicting_parts(input: &AnswerInput, parts: &[Part]) -> Result<(), RpcError> {
+    if parts.is_empty() || matches!(input, AnswerInput::Text { .. }) {
+        return Ok(());
+    }
+    let Ok(from_parts) = read_parts(parts) else {
+        return Ok(());
+    };
+    let contradicts = match (input, &from_parts) {
+        (AnswerInput::Approved { approved: a, .. }, AnswerInput::Approved { approved: b, .. }) => {
+            a != b
+        }
+        (AnswerInput::Value { value: v, .. }, AnswerInput::Value { value: w, .. }) => v != w,
+        (AnswerInput::Value { value: v, .. }, AnswerInput::Approved { approved: b, .. }) => {
+            *v != Value::Bool(*b)
+        }
+        _ => false,
+    };
+    if contradicts {
+        return Err(RpcError::invalid_params(format!(
+            "the message's metadata[{EXTENSION_URI}] and its data part give two different \
+             answers; send one (nothing was decided)"
+        )));
+    }
+    Ok(())
+}
+
 pub fn read_message(msg: &Message, extension: bool) -> Result<Reading, RpcError> {
     let meta = msg.metadata.as_ref().and_then(|m| m.get(EXTENSION_URI));
     let Some(meta) = meta else {
@@ -131,6 +162,7 @@ pub fn read_message(msg: &Message, extension: bool) -> Result<Reading, RpcError>
         },
         (None, None) => read_parts(&msg.parts)?,
     };
+    refuse_contradicting_parts(&input, &msg.parts)?;
     // Edit, then approve: the worker checks the edit against the hold (NRY-0028,
     // NRY-0029) and the digest against the held arguments (NRY-0010).
     if let Some(edit) = obj.get("editedArguments") {
@@ -490,8 +522,37 @@ mod tests {
 
     #[test]
     fn extension_metadata_names_the_interaction() {
+        // Metadata and a data part that say two things: refused, not read by
+        // precedence; the same thing twice, or a text comment beside it, reads.
+        for (part, meta) in [
+            (
+                Part::data(json!({"approved": false})),
+                json!({"interactionId": "eff_1", "approved": true}),
+            ),
+            (
+                Part::data(json!({"approved": true})),
+                json!({"interactionId": "q1", "value": {"seats": 5}}),
+            ),
+            (
+                Part::data(json!({"seats": 4})),
+                json!({"interactionId": "q1", "value": {"seats": 5}}),
+            ),
+        ] {
+            let e = read_message(&msg(vec![part], Some(meta.clone())), true);
+            assert!(e.is_err(), "{meta}");
+        }
+        let agrees = msg(
+            vec![Part::data(json!({"seats": 5}))],
+            Some(json!({"interactionId": "q1", "value": {"seats": 5}})),
+        );
+        assert!(read_message(&agrees, true).is_ok());
+        let comment = msg(
+            vec![Part::text("looks fine")],
+            Some(json!({"interactionId": "eff_1", "approved": true})),
+        );
+        assert!(read_message(&comment, true).is_ok());
         let m = msg(
-            vec![Part::data(json!({"approved": false}))],
+            vec![Part::data(json!({"approved": true}))],
             Some(json!({"interactionId": "eff_1", "approved": true})),
         );
         let r = read_message(&m, true).expect("reads");
