@@ -704,3 +704,46 @@ async fn approve_behind_a_proxy_that_times_out_first_ends_approved() {
     let events = app.events("acme").await;
     assert_eq!(named(&events, "interaction-resolved", &eff).len(), 1);
 }
+
+/// `holdpoint up` on a NATS port another server already holds refuses to start,
+/// naming the port, instead of running on that server's store (where earlier
+/// answers would look lost and new ones land in somebody else's data).
+#[tokio::test]
+async fn up_refuses_a_nats_port_another_server_holds() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = taken.local_addr().expect("addr").port().to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(holdpoint_binary())
+            .current_dir(dir.path())
+            .env("NO_COLOR", "1")
+            .args([
+                "up",
+                "--dev-jwt",
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--nats-port",
+                &port,
+                "--store",
+            ])
+            .arg(dir.path().join("nats"))
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("holdpoint up exits within 60 s")
+    .expect("holdpoint up runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "up started on a taken port: {stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("127.0.0.1:{port} is already in use")),
+        "{stderr}"
+    );
+    drop(taken);
+}

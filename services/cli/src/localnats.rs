@@ -147,6 +147,16 @@ impl LocalNats {
     pub async fn start(store: &Path, port: u16) -> anyhow::Result<Self> {
         let bin = find_binary()?;
         let port = if port == 0 { free_port()? } else { port };
+        // A server already on the port (another checkout's, or one a killed
+        // `holdpoint up` left running) would be used instead of ours, with its own
+        // store: earlier answers would look lost and new ones land elsewhere.
+        if let Err(e) = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
+            bail!(
+                "127.0.0.1:{port} is already in use ({e}): another nats-server, perhaps one a \
+                 killed `holdpoint up` left running (`ss -ltnp 'sport = :{port}'` names it); \
+                 stop it, or choose another port (--nats-port)"
+            );
+        }
         std::fs::create_dir_all(store).with_context(|| format!("creating {}", store.display()))?;
         let log = store.join("nats-server.log");
         // The log is written anew for each start.
@@ -163,12 +173,16 @@ impl LocalNats {
         ];
         let child = spawn(&bin, args, Some(&log))?;
         // Killed on drop from here on.
-        let nats = LocalNats {
+        let mut nats = LocalNats {
             child,
             url: format!("nats://127.0.0.1:{port}"),
             store: store.to_path_buf(),
         };
-        if wait_listening(port, Duration::from_secs(10)).await.is_err() {
+        let listening = wait_listening(port, Duration::from_secs(10)).await;
+        // Listening, but not ours: our server exited (it could not bind, or its
+        // store is locked by another server) and something else took the port.
+        let exited = !matches!(nats.child.try_wait(), Ok(None));
+        if listening.is_err() || exited {
             bail!("nats-server did not start; see {}", log.display());
         }
         Ok(nats)
