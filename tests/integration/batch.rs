@@ -300,7 +300,27 @@ async fn the_cli_approves_several_ids_at_once_and_prints_each_outcome() {
     let (_, text, _) = crate::operator::cli(&args(&["approve", &a, &b])).await;
     let lines: Vec<&str> = text.lines().filter(|l| l.contains("NRY-0009")).collect();
     assert_eq!(lines.len(), 2, "{text}");
+    // An id that cannot be read is not sent and gets its own line; the others are
+    // answered.
+    let (_, d) = open_approval(&rt).await;
+    let (ok, text, err) = crate::operator::cli(&args(&["approve", &d, "eff_nope"])).await;
+    assert!(!ok, "{text}");
+    assert!(err.contains("1 of 2 not approved"), "{err}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("eff_nope") && l.contains("not sent") && l.contains("NRY-0004")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(d.as_str()) && l.contains("approved")),
+        "{text}"
+    );
     app.wait_idle().await;
+    assert_eq!(
+        state_of(&app, "acme", &d).await,
+        State::Resolved
+    );
     let events = app.events("acme").await;
     for id in [&a, &b, &c] {
         assert_eq!(resolutions(&events, id), 1, "{id}");

@@ -747,3 +747,59 @@ async fn up_refuses_a_nats_port_another_server_holds() {
     );
     drop(taken);
 }
+
+/// `holdpoint respond` answers a question with a form from the command line: a
+/// value that does not fit is refused with its code and pointer and changes
+/// nothing; `show` says how to answer the form; the fitting value resolves it.
+#[tokio::test]
+async fn a_form_is_answered_from_the_command_line() {
+    let (app, key, _jwks) = jwt_app().await;
+    let rt = app.runtime("acme").await;
+    let session = open_session(&rt, SessionMode::Blocking).await;
+    let form = json!({
+        "type": "object",
+        "properties": {"seats": {"type": "integer", "minimum": 1, "maximum": 50}},
+        "required": ["seats"]
+    });
+    let q = rt
+        .ask_user_form(&placement(&session), "call-cli-form", "Seats?", form, None)
+        .await
+        .expect("form")
+        .to_string();
+    let token = key.sign(&claims("acme", "ana"));
+    let run = |extra: &[&str]| {
+        let mut v: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+        v.extend([
+            "--url".into(),
+            app.base.clone(),
+            "--token".into(),
+            token.clone(),
+        ]);
+        async move {
+            let refs: Vec<&str> = v.iter().map(String::as_str).collect();
+            cli(&refs).await
+        }
+    };
+    let (ok, out, err) = run(&["show", &q]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("(a form)"), "{out}");
+    assert!(
+        out.contains(&format!("holdpoint respond {q} --value")),
+        "{out}"
+    );
+
+    let (ok, _, err) = run(&["respond", &q, "--value", "{\"seats\":51}", "--key", "k1"]).await;
+    assert!(!ok);
+    assert!(err.contains("NRY-0036") && err.contains("/seats"), "{err}");
+    let (ok, _, err) = run(&["respond", &q, "--value", "{seats:5}"]).await;
+    assert!(!ok);
+    assert!(err.contains("--value is not valid JSON"), "{err}");
+    app.wait_idle().await;
+    assert_eq!(state_of(&app, "acme", &q).await, State::Pending);
+
+    // The same key, corrected: it decides (a refusal does not bind the key).
+    let (ok, _, err) = run(&["respond", &q, "--value", "{\"seats\":5}", "--key", "k1"]).await;
+    assert!(ok, "{err}");
+    app.wait_idle().await;
+    assert_ne!(state_of(&app, "acme", &q).await, State::Pending);
+}

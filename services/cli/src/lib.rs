@@ -103,6 +103,8 @@ pub enum Verb {
     Answer(operator::AnswerArgs),
     /// Approve a held call (or --deny it, with --reason).
     Approve(operator::ApproveArgs),
+    /// Answer with a JSON value: a form's fields, a connection, a free value.
+    Respond(operator::RespondArgs),
     /// List your organisation's remembered approval rules, or `rules revoke <id>`.
     Rules(operator::RulesArgs),
     /// Print your organisation's decision audit (approval decisions, rule changes).
@@ -163,6 +165,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Verb::Show(args) => operator::show(args).await,
         Verb::Answer(args) => operator::answer(args).await,
         Verb::Approve(args) => operator::approve(args).await,
+        Verb::Respond(args) => operator::respond(args).await,
         Verb::Tail(args) => operator::tail(args).await,
         Verb::Rules(args) => operator::rules(args).await,
         Verb::Audit(args) => operator::audit(args).await,

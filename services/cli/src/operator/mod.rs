@@ -18,7 +18,7 @@ mod tail;
 mod verbs;
 
 pub use tail::tail;
-pub use verbs::{answer, approve, audit, pending, rules, show, time_left};
+pub use verbs::{answer, approve, audit, pending, respond, rules, show, time_left};
 
 use std::io::IsTerminal as _;
 use std::time::Duration;
@@ -92,6 +92,25 @@ pub struct AnswerArgs {
     /// optionally `:` and free text. E.g. `--answer 0 --answer "2:Keep both"`.
     #[arg(long = "answer", required = true)]
     pub answers: Vec<String>,
+    /// Idempotency key (default: a fresh one for this invocation, printed when the
+    /// outcome is unknown, so a retry with it answers once).
+    #[arg(long)]
+    pub key: Option<String>,
+}
+
+/// `holdpoint respond`.
+#[derive(Debug, Clone, Args)]
+pub struct RespondArgs {
+    /// API and identity.
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// The interaction id (a question with a form, a connection, or any question
+    /// answered with a free value).
+    pub id: String,
+    /// The answer as JSON: a form's fields (`'{"seats":5}'`), a connection's
+    /// `'{"connected":true}'`, or any JSON a question without options takes.
+    #[arg(long)]
+    pub value: String,
     /// Idempotency key (default: a fresh one for this invocation, printed when the
     /// outcome is unknown, so a retry with it answers once).
     #[arg(long)]
@@ -272,6 +291,42 @@ impl Client {
             .await
             .with_context(|| format!("cannot reach {}", self.args.url))?;
         json_or_error(resp).await
+    }
+
+    /// [`Client::get`] for a read an answer depends on (the arguments `approve`
+    /// binds to): a connection that failed, or a `502`, `503` or `504`, is tried
+    /// again with [`Backoff::ANSWER_RETRY`] for at most [`ANSWER_RETRY_FOR`], as the
+    /// answer itself would be, so an ingress that restarts does not end the command
+    /// before it sent anything.
+    ///
+    /// # Errors
+    /// The API's refusal (such as `404`) at once; the last failure after the time.
+    pub(crate) async fn get_retrying(&self, path: &str) -> anyhow::Result<Value> {
+        let started = std::time::Instant::now();
+        let mut attempt = 1i64;
+        loop {
+            let sent = self
+                .req(self.http.get(format!("{}{path}", self.args.url)))
+                .send()
+                .await;
+            let why = match sent {
+                Ok(resp) if RETRY_STATUSES.contains(&resp.status().as_u16()) => {
+                    let status = resp.status().as_u16();
+                    json_or_error(resp)
+                        .await
+                        .err()
+                        .unwrap_or_else(|| anyhow::anyhow!("HTTP {status}"))
+                }
+                Ok(resp) => return json_or_error(resp).await,
+                Err(e) => anyhow::Error::new(e).context(format!("cannot reach {}", self.args.url)),
+            };
+            let pause = Backoff::ANSWER_RETRY.delay(attempt);
+            if started.elapsed() + pause > ANSWER_RETRY_FOR {
+                return Err(why);
+            }
+            tokio::time::sleep(pause).await;
+            attempt += 1;
+        }
     }
 
     /// POSTs an answer with `Idempotency-Key: key` (or a fresh `cli-<uuid>`), and

@@ -5,8 +5,8 @@ use anstyle::{AnsiColor, Style};
 use serde_json::{Value, json};
 
 use super::{
-    AnswerArgs, ApiArgs, ApproveArgs, AuditArgs, Client, PendingArgs, RulesArgs, RulesCmd,
-    ShowArgs, paint, parse_answer, segment,
+    AnswerArgs, ApiArgs, ApproveArgs, AuditArgs, Client, PendingArgs, RespondArgs, RulesArgs,
+    RulesCmd, ShowArgs, paint, parse_answer, segment,
 };
 use crate::terminal;
 
@@ -198,10 +198,17 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<()> {
             }
         }
     }
-    if v["detail"]["questions"]
-        .as_array()
-        .is_some_and(|q| !q.is_empty())
+    let questions = v["detail"]["questions"].as_array();
+    if let Some(schema) = questions
+        .and_then(|qs| qs.iter().find(|q| q["schema"].is_object()))
+        .map(|q| &q["schema"])
     {
+        println!("  form {}", terminal::json(schema));
+        println!(
+            "  answer: holdpoint respond {} --value '{{…the form's fields as JSON…}}'",
+            terminal::line(&args.id)
+        );
+    } else if questions.is_some_and(|q| !q.is_empty()) {
         println!(
             "  answer: one --answer per question, in order: the option numbers in [ ], \
              comma-separated, then :text where text is allowed (--answer 0 --answer \"2:text\")"
@@ -233,6 +240,9 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<()> {
 /// option`, `one or more options`, `text`, each with `, or text` where text is
 /// allowed beside the options.
 pub fn takes(q: &serde_json::Value) -> &'static str {
+    if q["schema"].is_object() {
+        return "a form";
+    }
     let options = q["options"].as_array().is_some_and(|o| !o.is_empty());
     let multiple = q["multiple"].as_bool().unwrap_or(false);
     let text = q["allowText"].as_bool().unwrap_or(false);
@@ -261,6 +271,26 @@ pub async fn answer(args: AnswerArgs) -> anyhow::Result<()> {
         .post(
             &format!("/v1/questions/{}/answer", segment(&args.question_id)),
             &body,
+            args.key.as_deref(),
+        )
+        .await?;
+    report(&args.api, status, "answered");
+    Ok(())
+}
+
+/// `holdpoint respond`: `POST /v1/interactions/{id}/respond` with `{"value": …}`.
+///
+/// # Errors
+/// When `--value` is not JSON (nothing is sent), or the API refuses (a value that
+/// does not fit a form: `NRY-0036` with the pointer of the first failing field).
+pub async fn respond(args: RespondArgs) -> anyhow::Result<()> {
+    let value: serde_json::Value = serde_json::from_str(&args.value)
+        .map_err(|e| anyhow::anyhow!("--value is not valid JSON: {e}"))?;
+    let c = Client::new(&args.api)?;
+    let status = c
+        .post(
+            &format!("/v1/interactions/{}/respond", segment(&args.id)),
+            &json!({ "value": value }),
             args.key.as_deref(),
         )
         .await?;
@@ -333,7 +363,9 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<()> {
 /// The `approve` body for `id` as `args` ask, bound to the arguments the operator
 /// is shown (their digest, read from the interaction), and the interaction read.
 async fn decision(c: &Client, args: &ApproveArgs, id: &str) -> anyhow::Result<(Value, Value)> {
-    let view = c.get(&format!("/v1/interactions/{}", segment(id))).await?;
+    let view = c
+        .get_retrying(&format!("/v1/interactions/{}", segment(id)))
+        .await?;
     let mut body = json!({ "approved": !args.deny });
     if let Some(r) = &args.reason {
         body["reason"] = json!(r);
@@ -361,13 +393,23 @@ async fn decision(c: &Client, args: &ApproveArgs, id: &str) -> anyhow::Result<(V
 async fn approve_many(c: &Client, args: &ApproveArgs) -> anyhow::Result<()> {
     let reads = args.ids.iter().map(|id| decision(c, args, id));
     let mut items = Vec::with_capacity(args.ids.len());
+    // Ids that could not be read (unknown, another organisation's, unreachable) are
+    // not sent, since their decision would bind to nothing the person was shown;
+    // each gets its own line, and the others are answered.
+    let mut unread: Vec<(String, String)> = Vec::new();
     for (n, (id, read)) in args
         .ids
         .iter()
         .zip(futures::future::join_all(reads).await)
         .enumerate()
     {
-        let (body, view) = read?;
+        let (body, view) = match read {
+            Ok(r) => r,
+            Err(e) => {
+                unread.push((id.clone(), format!("{e:#}")));
+                continue;
+            }
+        };
         if !args.api.json && view["call"].is_object() {
             println!(
                 "{}  {} / {} {}",
@@ -389,7 +431,7 @@ async fn approve_many(c: &Client, args: &ApproveArgs) -> anyhow::Result<()> {
     let mut waiting: Vec<usize> = (0..items.len()).collect();
     let started = std::time::Instant::now();
     let mut attempt = 1i64;
-    loop {
+    while !waiting.is_empty() {
         let batch: Vec<&Value> = waiting.iter().filter_map(|i| items.get(*i)).collect();
         let (_, reply) = c
             .post_answer("/v1/answers", &json!({ "items": batch }), None)
@@ -440,10 +482,29 @@ async fn approve_many(c: &Client, args: &ApproveArgs) -> anyhow::Result<()> {
             );
         }
     }
-    if args.api.json {
-        println!("{}", json!({ "results": results }));
+    for (id, error) in &unread {
+        refused += 1;
+        if !args.api.json {
+            println!(
+                "{}  {}: {}",
+                terminal::line(id),
+                paint(AnsiColor::Red.on_default().bold(), "not sent"),
+                terminal::line(error)
+            );
+        }
     }
-    anyhow::ensure!(refused == 0, "{refused} of {} not {what}", results.len());
+    if args.api.json {
+        let unread: Vec<Value> = unread
+            .iter()
+            .map(|(id, error)| json!({ "interactionId": id, "error": error }))
+            .collect();
+        println!("{}", json!({ "results": results, "notSent": unread }));
+    }
+    anyhow::ensure!(
+        refused == 0,
+        "{refused} of {} not {what}",
+        results.len() + unread.len()
+    );
     Ok(())
 }
 
