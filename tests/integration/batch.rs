@@ -317,10 +317,7 @@ async fn the_cli_approves_several_ids_at_once_and_prints_each_outcome() {
         "{text}"
     );
     app.wait_idle().await;
-    assert_eq!(
-        state_of(&app, "acme", &d).await,
-        State::Resolved
-    );
+    assert_eq!(state_of(&app, "acme", &d).await, State::Resolved);
     let events = app.events("acme").await;
     for id in [&a, &b, &c] {
         assert_eq!(resolutions(&events, id), 1, "{id}");

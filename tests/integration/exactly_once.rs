@@ -142,3 +142,60 @@ async fn keys_are_scoped_by_organisation_and_task() {
         );
     }
 }
+
+/// A released call's result is reported once: the same result again is a replay,
+/// another result is refused with `NRY-0021` and changes nothing, inside the
+/// duplicate window too (the result is part of the command's id, so JetStream
+/// does not drop the second one as a copy of the first and report it finished).
+#[tokio::test]
+async fn a_second_different_tool_result_is_refused_not_reported_finished() {
+    let app = TestApp::start().await;
+    let rt = app.runtime("acme").await;
+    let (_, eff) = open_approval(&rt).await;
+    let r = app
+        .person("acme", "ana")
+        .post(
+            &format!("/v1/interactions/{eff}/approve"),
+            &json!({"approved": true}),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    let first = holdpoint_domain::CallResult::Ok {
+        output: json!({"pr": 42}),
+    };
+    rt.report_tool_result(&eff, first.clone())
+        .await
+        .expect("the result");
+    rt.report_tool_result(&eff, first)
+        .await
+        .expect("the same result again is a replay");
+    let other = rt
+        .report_tool_result(
+            &eff,
+            holdpoint_domain::CallResult::Ok {
+                output: json!({"pr": 43}),
+            },
+        )
+        .await;
+    match other {
+        Err(holdpoint_client::ClientError::Rejected(rej)) => {
+            assert_eq!(
+                rej.code,
+                holdpoint_domain::ErrorCode::CommandConflict,
+                "{rej:?}"
+            );
+        }
+        other => panic!("another result: {other:?}"),
+    }
+    app.wait_idle().await;
+    let events = app.events("acme").await;
+    let done = finished(&events, &eff);
+    assert_eq!(done.len(), 1, "one tool-call-finished");
+    assert!(
+        serde_json::to_string(&done[0].body)
+            .expect("json")
+            .contains("42"),
+        "{:?}",
+        done[0].body
+    );
+}

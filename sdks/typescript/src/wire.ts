@@ -288,7 +288,8 @@ export function commandId(envelope: CommandEnvelope): string {
       d = digest(org, t, typeof c.taskId === 'string' ? c.taskId : '', str(c, 'interactionId'), str(c, 'key'), str(c, 'by'));
       break;
     case 'tool-result':
-      d = digest(org, t, str(c, 'interactionId'));
+      // The result is part of the id (another result is refused, not deduplicated).
+      d = digest(org, t, str(c, 'interactionId'), canonicalJson(c.result as JsonValue));
       break;
     case 'deadline': {
       const expiresIn = c.expiresIn;

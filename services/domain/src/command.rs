@@ -422,8 +422,18 @@ impl CommandEnvelope {
                 a.key.as_str(),
                 a.by.as_str(),
             ]),
-            Command::ToolResult { interaction_id, .. } => {
-                digest(&[org, "tool-result", interaction_id.as_str()])
+            // The result is part of the id: the same result again is a replay; another
+            // one reaches the worker, which refuses it (`NRY-0021`) rather than have
+            // JetStream drop it as a duplicate and the runtime read "finished".
+            Command::ToolResult {
+                interaction_id,
+                result,
+                ..
+            } => {
+                let result = serde_json::to_value(result)
+                    .map(|v| canonical_json(&v))
+                    .unwrap_or_default();
+                digest(&[org, "tool-result", interaction_id.as_str(), &result])
             }
             // The same deadline request again is a replay; another one is a new command.
             Command::Deadline {

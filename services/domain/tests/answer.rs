@@ -350,13 +350,20 @@ fn a_second_result_for_a_released_call_never_finishes_it_twice() {
         Accepted::Finished,
         &["tool-call-finished"],
     );
-    // A different result while the first is still recorded: the same command (its id
-    // names the effect), so the recorded transition replays and nothing changes.
-    let other = tool_result(APPROVAL, ok_output(json!("other")));
-    let d = s.run(&other);
+    // The same result again: the same command (its id names the effect and the
+    // result), so the recorded transition replays.
+    let d = s.run(&tool_result(APPROVAL, first.clone()));
     assert!(d.replay);
     assert_eq!(d.outcome.result, Ok(Accepted::Finished));
-    assert_eq!(names(&d.effects.events), ["tool-call-finished"]);
+    // A different result: another command, refused; nothing changes and no event.
+    let other = tool_result(APPROVAL, ok_output(json!("other")));
+    let d = s.run(&other);
+    assert!(!d.replay);
+    assert_eq!(
+        d.outcome.result.as_ref().map_err(|r| r.code),
+        Err(ErrorCode::CommandConflict)
+    );
+    assert!(d.effects.events.is_empty());
     assert!(d.session.is_none() && d.interaction.is_none());
     assert_eq!(s.interaction(APPROVAL).result, Some(first));
     let finished = s

@@ -233,7 +233,8 @@ def command_id(envelope: Mapping[str, Any]) -> str:
     elif t == "answer":
         d = digest(org, t, c.get("taskId") or "", c["interactionId"], c["key"], c["by"])
     elif t == "tool-result":
-        d = digest(org, t, c["interactionId"])
+        # The result is part of the id (another result is refused, not deduplicated).
+        d = digest(org, t, c["interactionId"], canonical_json(c["result"]))
     elif t == "deadline":
         expires_in = c.get("expiresIn")
         d = digest(
