@@ -139,20 +139,7 @@ node="nats-${leader##*-}"
 pid_of() { podman inspect --format '{{.State.Pid}}' "$1"; }
 node_pid="$(pid_of "$(container "$node")")"
 worker_pid="$(pid_of "$(container worker 1)")"
-(
-    sleep 2
-    kill -KILL "$node_pid" && echo "killed $node (pid $node_pid, the HP_COMMANDS leader)"
-    sleep 3
-    kill -KILL "$worker_pid" && echo "killed worker 1 (pid $worker_pid)"
-) >"$dir/kills.log" 2>&1 &
-killer=$!
-started=$SECONDS
-for n in $(seq 3 22); do
-    one "$n" "${api[$((n % 2))]}"
-done
-wait "$killer" || true
-log "$(tr '\n' ';' <"$dir/kills.log") 20 approvals in $((SECONDS - started)) s"
-[[ "$(wc -l <"$dir/kills.log")" == 2 ]] || fail "the node or the worker was not killed"
+kill_while_answering "$node" "$node_pid" "worker 1" "$worker_pid"
 
 # ── the guarantees ────────────────────────────────────────────────────────────
 check_answers

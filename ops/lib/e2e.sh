@@ -10,8 +10,9 @@
 #
 # and gets fail/log (counting failures in $failures), rt (acme's runtime user),
 # status_json, retry, approve, one (one approval end to end; the effect ids in
-# $effects), check_events (one release and one finish per held call) and
-# wait_recovered (every replica current and N live workers).
+# $effects), kill_while_answering (a node and a worker SIGKILLed while 20 more
+# approvals flow), check_answers, check_events (one release and one finish per
+# held call) and wait_recovered (every replica current and N live workers).
 
 failures=0
 effects=()
@@ -130,4 +131,25 @@ sys.exit(0 if ok else 1)' "$workers"; do
 # commands_leader: the server name of the HP_COMMANDS stream's leader.
 commands_leader() {
     status_json | python3 -c 'import json,sys; s=json.load(sys.stdin); print(next(x["leader"] for x in s["streams"] if x["name"]=="HP_COMMANDS"))'
+}
+
+# kill_while_answering NODE NODE_PID WORKER WORKER_PID: SIGKILLs the node (2 s
+# in) and the worker (3 s later) while 20 more approvals (t3 to t22) alternate
+# between the ingresses; fails when either was not killed.
+kill_while_answering() {
+    local node="$1" node_pid="$2" worker="$3" worker_pid="$4" killer started n
+    (
+        sleep 2
+        kill -KILL "$node_pid" && echo "killed $node (pid $node_pid, the HP_COMMANDS leader)"
+        sleep 3
+        kill -KILL "$worker_pid" && echo "killed $worker (pid $worker_pid)"
+    ) >"$dir/kills.log" 2>&1 &
+    killer=$!
+    started=$SECONDS
+    for n in $(seq 3 22); do
+        one "$n" "${api[$((n % 2))]}"
+    done
+    wait "$killer" || true
+    log "$(tr '\n' ';' <"$dir/kills.log") 20 approvals in $((SECONDS - started)) s"
+    [[ "$(wc -l <"$dir/kills.log")" == 2 ]] || fail "the node or the worker was not killed"
 }

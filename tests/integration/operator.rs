@@ -46,6 +46,13 @@ pub(crate) async fn cli<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (bool, String,
     )
 }
 
+/// [`cli`] as a person: `args`, then `--url base --token token`.
+pub(crate) async fn cli_as(base: &str, token: &str, args: &[&str]) -> (bool, String, String) {
+    let mut v: Vec<&str> = args.to_vec();
+    v.extend(["--url", base, "--token", token]);
+    cli(&v).await
+}
+
 #[tokio::test]
 async fn a_person_works_from_the_command_line() {
     let (app, key, _jwks) = jwt_app().await;
@@ -767,20 +774,7 @@ async fn a_form_is_answered_from_the_command_line() {
         .expect("form")
         .to_string();
     let token = key.sign(&claims("acme", "ana"));
-    let run = |extra: &[&str]| {
-        let mut v: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
-        v.extend([
-            "--url".into(),
-            app.base.clone(),
-            "--token".into(),
-            token.clone(),
-        ]);
-        async move {
-            let refs: Vec<&str> = v.iter().map(String::as_str).collect();
-            cli(&refs).await
-        }
-    };
-    let (ok, out, err) = run(&["show", &q]).await;
+    let (ok, out, err) = cli_as(&app.base, &token, &["show", &q]).await;
     assert!(ok, "{err}");
     assert!(out.contains("(a form)"), "{out}");
     assert!(
@@ -788,17 +782,27 @@ async fn a_form_is_answered_from_the_command_line() {
         "{out}"
     );
 
-    let (ok, _, err) = run(&["respond", &q, "--value", "{\"seats\":51}", "--key", "k1"]).await;
+    let (ok, _, err) = cli_as(
+        &app.base,
+        &token,
+        &["respond", &q, "--value", "{\"seats\":51}", "--key", "k1"],
+    )
+    .await;
     assert!(!ok);
     assert!(err.contains("NRY-0036") && err.contains("/seats"), "{err}");
-    let (ok, _, err) = run(&["respond", &q, "--value", "{seats:5}"]).await;
+    let (ok, _, err) = cli_as(&app.base, &token, &["respond", &q, "--value", "{seats:5}"]).await;
     assert!(!ok);
     assert!(err.contains("--value is not valid JSON"), "{err}");
     app.wait_idle().await;
     assert_eq!(state_of(&app, "acme", &q).await, State::Pending);
 
     // The same key, corrected: it decides (a refusal does not bind the key).
-    let (ok, _, err) = run(&["respond", &q, "--value", "{\"seats\":5}", "--key", "k1"]).await;
+    let (ok, _, err) = cli_as(
+        &app.base,
+        &token,
+        &["respond", &q, "--value", "{\"seats\":5}", "--key", "k1"],
+    )
+    .await;
     assert!(ok, "{err}");
     app.wait_idle().await;
     assert_ne!(state_of(&app, "acme", &q).await, State::Pending);

@@ -180,19 +180,23 @@ pub(crate) async fn start_nats(
     ))
 }
 
-/// Messages clients have sent to the server so far (`in_msgs` of its `/varz`):
-/// publishes, acks and JetStream API requests alike.
-pub(crate) async fn messages_in(http: &reqwest::Client, monitor: Option<u16>) -> Option<u64> {
+/// The JSON of monitoring endpoint `path` (for example `/varz`) of the server whose
+/// monitoring port is `monitor`; `None` without one or when it does not answer.
+async fn monitor_json(http: &reqwest::Client, monitor: Option<u16>, path: &str) -> Option<Value> {
     let port = monitor?;
-    let v: Value = http
-        .get(format!("http://127.0.0.1:{port}/varz"))
+    http.get(format!("http://127.0.0.1:{port}{path}"))
         .send()
         .await
         .ok()?
         .json()
         .await
-        .ok()?;
-    v["in_msgs"].as_u64()
+        .ok()
+}
+
+/// Messages clients have sent to the server so far (`in_msgs` of its `/varz`):
+/// publishes, acks and JetStream API requests alike.
+pub(crate) async fn messages_in(http: &reqwest::Client, monitor: Option<u16>) -> Option<u64> {
+    monitor_json(http, monitor, "/varz").await?["in_msgs"].as_u64()
 }
 
 /// Messages stored in every stream so far (the sum of their last sequences, from
@@ -201,15 +205,7 @@ pub(crate) async fn messages_in(http: &reqwest::Client, monitor: Option<u16>) ->
 /// comes without a PubAck; message schedules firing are the exception, and an
 /// answer fires none).
 pub(crate) async fn messages_stored(http: &reqwest::Client, monitor: Option<u16>) -> Option<u64> {
-    let port = monitor?;
-    let v: Value = http
-        .get(format!("http://127.0.0.1:{port}/jsz?streams=true"))
-        .send()
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()?;
+    let v = monitor_json(http, monitor, "/jsz?streams=true").await?;
     let mut total = 0u64;
     for account in v["account_details"].as_array()? {
         for stream in account["stream_detail"].as_array().into_iter().flatten() {
