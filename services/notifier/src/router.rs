@@ -133,7 +133,7 @@ async fn route_all(
     }
     if let Err(e) = endpoints.refresh(bus).await {
         warn!(error = %e, "cannot read the webhook endpoints; the events come again");
-        futures::future::join_all(pulled.iter().map(|m| nak(m))).await;
+        futures::future::join_all(pulled.iter().map(nak)).await;
         return;
     }
     let endpoints = &*endpoints;
