@@ -807,3 +807,82 @@ async fn a_form_is_answered_from_the_command_line() {
     app.wait_idle().await;
     assert_ne!(state_of(&app, "acme", &q).await, State::Pending);
 }
+
+/// `holdpoint up` stops, with an error naming the log, when its own nats-server
+/// exits under it (it served 503s and a /readyz that never recovered).
+#[tokio::test]
+async fn up_stops_when_its_nats_server_dies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut up = tokio::process::Command::new(holdpoint_binary())
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .args([
+            "up",
+            "--dev-jwt",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--nats-port",
+            "0",
+            "--store",
+        ])
+        .arg(dir.path().join("nats"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("holdpoint up");
+    let mut lines = BufReader::new(up.stdout.take().expect("stdout")).lines();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.expect("read") {
+            if line.starts_with("holdpoint api:") {
+                return;
+            }
+        }
+        panic!("up ended before it served");
+    })
+    .await
+    .expect("up serves within 60 s");
+    // Keep reading, so a full pipe never holds `up` up; stderr likewise.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let stderr_pipe = up.stderr.take().expect("stderr");
+    let stderr_read = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt as _;
+        let mut s = String::new();
+        let mut e = stderr_pipe;
+        let _ = e.read_to_string(&mut s).await;
+        s
+    });
+    let up_pid = up.id().expect("pid");
+    // Its nats-server: the child of `up` named nats-server.
+    let nats_pid = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .find(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // `pid (comm) state ppid …`: comm may hold spaces, so read after ')'.
+            let comm = stat.split(['(', ')']).nth(1).unwrap_or("");
+            let ppid = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            comm == "nats-server" && ppid == Some(up_pid)
+        })
+        .expect("up's nats-server");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(nats_pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill");
+    let status = tokio::time::timeout(Duration::from_secs(60), up.wait())
+        .await
+        .expect("up stops within 60 s of its nats-server")
+        .expect("wait");
+    assert!(!status.success(), "up exited 0 after its nats-server died");
+    let stderr = stderr_read.await.expect("stderr read");
+    assert!(stderr.contains("the local nats-server exited"), "{stderr}");
+}

@@ -138,6 +138,9 @@ pub async fn wait_listening(port: u16, timeout: Duration) -> anyhow::Result<()> 
     }
 }
 
+/// How often [`LocalNats::exited`] looks at the child.
+const EXIT_POLL: Duration = Duration::from_millis(500);
+
 impl LocalNats {
     /// Starts nats-server with JetStream on `port` (0: a free one) storing in `store`,
     /// and waits until it accepts connections.
@@ -186,6 +189,22 @@ impl LocalNats {
             bail!("nats-server did not start; see {}", log.display());
         }
         Ok(nats)
+    }
+
+    /// Waits until the server exits by itself (a crash, a kill, a full disk) and
+    /// returns how it ended; pending forever while it runs.
+    pub async fn exited(&mut self) -> std::process::ExitStatus {
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            tokio::time::sleep(EXIT_POLL).await;
+        }
+    }
+
+    /// The server's log (written anew at each start).
+    pub fn log(&self) -> PathBuf {
+        self.store.join("nats-server.log")
     }
 
     /// Stops the server: SIGTERM (it flushes its store), SIGKILL after 5 s.

@@ -277,7 +277,30 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     }
     announce(&cfg, "press Ctrl-C to stop");
     info!("up");
-    let result = services.wait().await;
+    let mut local = local;
+    let wait = services.wait();
+    tokio::pin!(wait);
+    // `up` owns its nats-server: when it exits by itself, nothing can answer any
+    // more, so `up` stops too (with an error a supervisor sees) rather than serve
+    // 503s and a /readyz that never recovers.
+    let nats_exited = async {
+        match local.as_mut() {
+            Some(nats) => Some((nats.exited().await, nats.log())),
+            None => std::future::pending().await,
+        }
+    };
+    let result = tokio::select! {
+        r = &mut wait => r,
+        Some((status, log)) = nats_exited => {
+            tracing::error!(%status, log = %log.display(), "the local nats-server exited; stopping");
+            shutdown.cancel();
+            let _ = wait.await;
+            Err(anyhow::anyhow!(
+                "the local nats-server exited ({status}); see {}",
+                log.display()
+            ))
+        }
+    };
     if let Some(nats) = local {
         nats.stop().await;
     }
