@@ -301,6 +301,13 @@ async fn make_durable(
 /// the nats-server went away and when it served again. An effect whose 2xx came before
 /// `back` and which no reader saw before `down` is measured from `back`: the effect
 /// delay counts the time after the system is back, not the outage itself.
+///
+/// A reader has its own failover: a durable consumer whose leader was on a killed
+/// node delivers nothing until its new leader serves, and then delivers the
+/// stored backlog. So an outage lasts, for the readers, until the later of `back`
+/// and the durable reader's first delivery after `down`. This discounts only a
+/// stall of the reader itself: an effect Holdpoint stored late still comes after
+/// the events the resumed reader delivers first, and is still measured as late.
 pub fn judge_around(
     core: &[Seen],
     durable: &[Seen],
@@ -315,6 +322,13 @@ pub fn judge_around(
         durable_events: durable.len() as u64,
         ..ReaderFigures::default()
     };
+    let outages: Vec<(Instant, Instant)> = outages
+        .iter()
+        .map(|(down, back)| {
+            let resumed = durable.iter().map(|s| s.at).filter(|at| at > down).min();
+            (*down, resumed.map_or(*back, |r| r.max(*back)))
+        })
+        .collect();
     // The rule README gives a core subscriber: drop a message whose `Nats-Sequence`
     // it already received. Then each id must come once.
     let mut received: HashSet<u64> = HashSet::new();
