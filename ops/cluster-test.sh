@@ -40,16 +40,8 @@ source ops/lib/e2e.sh
 
 # A port offset whose ports are all free (NATS 14222+, routes, monitoring, the
 # services' 8080+).
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-offset=""
-for candidate in 1000 2000 3000 4000 5000; do
-    ok=1
-    for p in 14222 14223 14224 16222 16223 16224 18222 18223 18224 8080 8081 8090 8091 8102 8103 8122; do
-        port_free $((p + candidate)) || { ok=0; break; }
-    done
-    ((ok)) && { offset=$candidate; break; }
-done
-[[ -n "$offset" ]] || { log "no free set of ports"; exit 1; }
+offset="$(free_offset 14222 14223 14224 16222 16223 16224 18222 18223 18224 8080 8081 8090 8091 \
+    8102 8103 8122 -- 1000 2000 3000 4000 5000)" || { log "no free set of ports"; exit 1; }
 
 bash ops/cluster-up.sh --dir "$dir/cluster" --port-offset "$offset" >"$out" 2>&1 &
 cluster=$!

@@ -76,16 +76,8 @@ EOF
 export CONTAINERS_CONF="$dir/containers.conf"
 
 # Host ports: the first offset whose ports are all free.
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-offset=""
-for candidate in 1100 2100 3100 4100 5100; do
-    ok=1
-    for p in 14222 14223 14224 8080 8081 8090 8091; do
-        port_free $((p + candidate)) || { ok=0; break; }
-    done
-    ((ok)) && { offset=$candidate; break; }
-done
-[[ -n "$offset" ]] || die "no free set of ports"
+offset="$(free_offset 14222 14223 14224 8080 8081 8090 8091 -- 1100 2100 3100 4100 5100)" ||
+    die "no free set of ports"
 export NATS_1_PORT=$((14222 + offset)) NATS_2_PORT=$((14223 + offset)) NATS_3_PORT=$((14224 + offset))
 export INGRESS_1_PORT=$((8080 + offset)) INGRESS_1_ADMIN_PORT=$((8081 + offset))
 export INGRESS_2_PORT=$((8090 + offset)) INGRESS_2_ADMIN_PORT=$((8091 + offset))

@@ -12,7 +12,8 @@
 # status_json, retry, approve, one (one approval end to end; the effect ids in
 # $effects), kill_while_answering (a node and a worker SIGKILLed while 20 more
 # approvals flow), check_answers, check_events (one release and one finish per
-# held call) and wait_recovered (every replica current and N live workers).
+# held call), wait_recovered (every replica current and N live workers) and
+# free_offset (a port offset whose ports are all free).
 
 failures=0
 effects=()
@@ -152,4 +153,20 @@ kill_while_answering() {
     wait "$killer" || true
     log "$(tr '\n' ';' <"$dir/kills.log") 20 approvals in $((SECONDS - started)) s"
     [[ "$(wc -l <"$dir/kills.log")" == 2 ]] || fail "the node or the worker was not killed"
+}
+
+# free_offset PORTS... -- CANDIDATES...: prints the first candidate offset at
+# which every one of PORTS (+ offset) is free on 127.0.0.1; returns 1 when none is.
+free_offset() {
+    local ports=() candidate p ok
+    while [[ "$1" != "--" ]]; do ports+=("$1"); shift; done
+    shift
+    for candidate in "$@"; do
+        ok=1
+        for p in "${ports[@]}"; do
+            ! (exec 3<>"/dev/tcp/127.0.0.1/$((p + candidate))") 2>/dev/null || { ok=0; break; }
+        done
+        ((ok)) && { echo "$candidate"; return 0; }
+    done
+    return 1
 }

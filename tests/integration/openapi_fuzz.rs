@@ -67,19 +67,7 @@ async fn schemathesis_finds_no_failure_in_the_openapi_document() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut up = holdpoint(dir.path())
-        .args([
-            "up",
-            "--dev-jwt",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--nats-port",
-            "0",
-            "--store",
-        ])
-        .arg(dir.path().join("nats"))
+    let mut up = crate::operator::up_command(dir.path(), "0")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)

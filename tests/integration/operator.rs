@@ -712,6 +712,27 @@ async fn approve_behind_a_proxy_that_times_out_first_ends_approved() {
     assert_eq!(named(&events, "interaction-resolved", &eff).len(), 1);
 }
 
+/// `holdpoint up` in `dir` (its store in `dir/nats`), on loopback with free API
+/// and admin ports, its NATS on `nats_port` (`0`: a free one), development JWTs.
+pub(crate) fn up_command(dir: &std::path::Path, nats_port: &str) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(holdpoint_binary());
+    c.current_dir(dir)
+        .env("NO_COLOR", "1")
+        .args([
+            "up",
+            "--dev-jwt",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--nats-port",
+            nats_port,
+            "--store",
+        ])
+        .arg(dir.join("nats"));
+    c
+}
+
 /// `holdpoint up` on a NATS port another server already holds refuses to start,
 /// naming the port, instead of running on that server's store (where earlier
 /// answers would look lost and new ones land in somebody else's data).
@@ -722,23 +743,7 @@ async fn up_refuses_a_nats_port_another_server_holds() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = tokio::time::timeout(
         Duration::from_secs(60),
-        tokio::process::Command::new(holdpoint_binary())
-            .current_dir(dir.path())
-            .env("NO_COLOR", "1")
-            .args([
-                "up",
-                "--dev-jwt",
-                "--listen",
-                "127.0.0.1:0",
-                "--admin-listen",
-                "127.0.0.1:0",
-                "--nats-port",
-                &port,
-                "--store",
-            ])
-            .arg(dir.path().join("nats"))
-            .kill_on_drop(true)
-            .output(),
+        up_command(dir.path(), &port).kill_on_drop(true).output(),
     )
     .await
     .expect("holdpoint up exits within 60 s")
@@ -813,21 +818,7 @@ async fn a_form_is_answered_from_the_command_line() {
 #[tokio::test]
 async fn up_stops_when_its_nats_server_dies() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut up = tokio::process::Command::new(holdpoint_binary())
-        .current_dir(dir.path())
-        .env("NO_COLOR", "1")
-        .args([
-            "up",
-            "--dev-jwt",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--nats-port",
-            "0",
-            "--store",
-        ])
-        .arg(dir.path().join("nats"))
+    let mut up = up_command(dir.path(), "0")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)

@@ -14,11 +14,13 @@
 //! every text from the server goes through [`crate::terminal`] first. While a
 //! command waits for Holdpoint's outcome a progress line turns on a terminal.
 
+mod answers;
 mod tail;
 mod verbs;
 
+pub use answers::{answer, approve, respond};
 pub use tail::tail;
-pub use verbs::{answer, approve, audit, pending, respond, rules, show, time_left};
+pub use verbs::{audit, pending, rules, show, time_left};
 
 use std::io::IsTerminal as _;
 use std::time::Duration;
