@@ -1293,7 +1293,7 @@ async fn the_setup_user_backs_up_and_restores_without_a_violation() {
     assert_eq!(violations(&source, from_source), Vec::<String>::new());
     assert_eq!(violations(&target, from_target), Vec::<String>::new());
     let restored = bus_as(&target, "setup").await;
-    let sessions = restored.topo.sessions_bucket();
+    let sessions = restored.topo.state_bucket();
     assert_eq!(
         last_sequence(&restored, &format!("KV_{sessions}")).await,
         last_sequence(&admin, &format!("KV_{sessions}")).await

@@ -253,10 +253,7 @@ async fn note_failure(bus: &Bus, cfg: &NotifierConfig, e: &WebhookEndpoint) {
             &uuid::Uuid::new_v4().simple().to_string()[..16]
         );
         let published: Result<(), BusError> = async {
-            bus.publish_event(&event, &traceparent)
-                .await?
-                .confirmed()
-                .await
+            bus.store_event(&event, &traceparent).await
         }
         .await;
         match published {
