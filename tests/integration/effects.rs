@@ -97,7 +97,10 @@ async fn a_committed_decision_whose_command_is_lost_has_its_events_out_once() {
     let record = app.interaction("acme", &eff).await.expect("stored");
     assert_eq!(record.state, State::Resolved, "the answer was committed");
     assert!(
-        record.outbox.iter().all(|t| t.confirmed && t.effects.is_empty()),
+        record
+            .outbox
+            .iter()
+            .all(|t| t.confirmed && t.effects.is_empty()),
         "a record owes no effects: {:?}",
         record.outbox
     );

@@ -437,6 +437,26 @@ impl<N: Broker> TestApp<N> {
         .await;
     }
 
+    /// Waits (at most 20 s) until the partition consumers have nothing pending or
+    /// unacked and every effect is sourced: like [`TestApp::wait_idle`], but by the
+    /// consumers, not by the commands stream's count. After a write error
+    /// (ENOSPC) and a restart, nats-server 2.15.1 can keep messages in the work
+    /// queue that its consumers acked (their ack floor is past them): they are
+    /// never delivered again, and the stream's count never reaches 0.
+    pub async fn wait_decided(&self) {
+        let bus = self.bus.clone();
+        wait_for(Duration::from_secs(20), "every command decided", || {
+            let bus = bus.clone();
+            async move {
+                (bus.consumer_backlog().await.ok()? == (0, 0)
+                    && bus.sourcing_lag().await.ok()? == 0
+                    && bus.effects_sourced().await.ok()?)
+                .then_some(())
+            }
+        })
+        .await;
+    }
+
     /// Like [`TestApp::wait_idle`], with another deadline.
     pub async fn wait_idle_within(&self, deadline: Duration) {
         let stream = self.bus.topo.commands_stream();
@@ -454,7 +474,7 @@ impl<N: Broker> TestApp<N> {
                 (info.state.messages == 0
                     && bus.sourcing_lag().await.ok()? == 0
                     && bus.effects_sourced().await.ok()?)
-                    .then_some(())
+                .then_some(())
             }
         })
         .await;

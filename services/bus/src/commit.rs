@@ -164,8 +164,11 @@ impl Commit {
             "Nats-Schedule-Target",
             topo.command_state_subject(&s.command, &s.msg_id()).as_str(),
         );
-        self.batch
-            .effect(topo.schedule_subject(&s.command), headers, encode(&s.command)?);
+        self.batch.effect(
+            topo.schedule_subject(&s.command),
+            headers,
+            encode(&s.command)?,
+        );
         Ok(())
     }
 

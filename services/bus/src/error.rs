@@ -83,9 +83,9 @@ impl BusError {
         match self {
             BusError::Connect { .. } => ErrorKind::Transient,
             BusError::Nats { kind, .. } => *kind,
-            BusError::ServerTooOld { .. } | BusError::StoreFormat { .. } | BusError::Corrupt { .. } => {
-                ErrorKind::Permanent
-            }
+            BusError::ServerTooOld { .. }
+            | BusError::StoreFormat { .. }
+            | BusError::Corrupt { .. } => ErrorKind::Permanent,
         }
     }
 

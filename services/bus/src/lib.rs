@@ -29,6 +29,7 @@
 
 pub mod backoff;
 pub mod batch;
+pub mod commit;
 pub mod delivery;
 pub mod error;
 pub mod events;
@@ -36,7 +37,6 @@ pub mod outcome;
 pub mod partitions;
 pub mod permissions;
 pub mod records;
-pub mod commit;
 pub mod rules;
 mod setup;
 pub mod topology;
@@ -244,10 +244,7 @@ impl Bus {
                     .await
                     .map_err(|e| format!("stream {name}: {e}"))?;
             }
-            for bucket in [
-                self.topo.state_bucket(),
-                self.topo.outcomes_bucket(),
-            ] {
+            for bucket in [self.topo.state_bucket(), self.topo.outcomes_bucket()] {
                 self.js
                     .get_key_value(&bucket)
                     .await

@@ -213,9 +213,7 @@ impl Waiter {
         loop {
             let pause = crate::backoff::Backoff::POLL.delay(attempt);
             attempt += 1;
-            match tokio::time::timeout_at(deadline, bus.recorded_outcome(env, msg_id))
-                .await
-            {
+            match tokio::time::timeout_at(deadline, bus.recorded_outcome(env, msg_id)).await {
                 Ok(Ok(Some(outcome))) => return Ok((outcome, ack.duplicate)),
                 Err(_) => return Err(WaitError::Timeout),
                 Ok(_) => {}

@@ -14,9 +14,9 @@ use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use holdpoint_domain::{OrgId, PersonId, Rule, RuleId, rulebook};
 
-use crate::events::Stored;
 use crate::batch::BatchError;
 use crate::commit::Commit;
+use crate::events::Stored;
 use crate::records::{Bucket, Loaded, Page};
 use crate::{Bus, BusError};
 
@@ -117,7 +117,10 @@ impl Bus {
                 },
                 "",
             )?;
-            let batch_id = format!("revoke-{}-{attempt}", &holdpoint_domain::digest(&[&key, &loaded.revision.to_string()])[..32]);
+            let batch_id = format!(
+                "revoke-{}-{attempt}",
+                &holdpoint_domain::digest(&[&key, &loaded.revision.to_string()])[..32]
+            );
             match self.commit(&batch_id, &c).await {
                 Ok(_) => return Ok(Some(next)),
                 Err(BatchError::Conflict(_) | BatchError::Duplicate(_)) => continue,
@@ -169,10 +172,7 @@ impl Bus {
             .await
             .map_err(|e| BusError::transient("rules revision", e))?;
         match stream
-            .get_last_raw_message_by_subject(&format!(
-                "$KV.{}.rule.>",
-                self.topo.state_bucket()
-            ))
+            .get_last_raw_message_by_subject(&format!("$KV.{}.rule.>", self.topo.state_bucket()))
             .await
         {
             Ok(m) => Ok(m.sequence),

@@ -176,10 +176,13 @@ async fn ensure_state(js: &jetstream::Context, topo: &Topology) -> Result<kv::St
     if js.get_stream(&cfg.name).await.is_err() {
         // Another process may create it at the same time; then bind to theirs.
         let created = js.get_or_create_stream(cfg).await;
-        return js.get_key_value(topo.state_bucket()).await.map_err(|bind| match created {
-            Err(create) => BusError::transient("create state stream", create),
-            Ok(_) => BusError::transient("bind state bucket", bind),
-        });
+        return js
+            .get_key_value(topo.state_bucket())
+            .await
+            .map_err(|bind| match created {
+                Err(create) => BusError::transient("create state stream", create),
+                Ok(_) => BusError::transient("bind state bucket", bind),
+            });
     }
     js.get_key_value(topo.state_bucket())
         .await

@@ -385,10 +385,7 @@ impl Topology {
                 format!("{sp}.fx.lane.*.*.*.*"),
                 format!("{sp}.lane.{}.{}.{}", w(1), w(2), w(3)),
             ),
-            (
-                format!("{sp}.fx.audit.*.*"),
-                format!("{sp}.audit.{}", w(1)),
-            ),
+            (format!("{sp}.fx.audit.*.*"), format!("{sp}.audit.{}", w(1))),
             (
                 format!("{sp}.fx.cmd.*.*.*.*"),
                 format!("{sp}.cmd.{}.{}.{}", w(1), w(2), w(3)),
@@ -427,12 +424,7 @@ impl Topology {
     }
     /// State key `ses.<org>.<sessionId>.<lane>`.
     pub fn lane_key(org: &OrgId, session: &SessionId, lane: &LaneId) -> String {
-        format!(
-            "ses.{}.{}.{}",
-            org.token(),
-            session.token(),
-            lane.token()
-        )
+        format!("ses.{}.{}.{}", org.token(), session.token(), lane.token())
     }
 }
 

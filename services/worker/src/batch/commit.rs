@@ -56,18 +56,16 @@ impl Runner {
         let id = format!("p{}-{}", self.partition, uuid::Uuid::new_v4().simple());
         match self.bus.commit(&id, &commit).await {
             Ok(done) => Some(
-                    keys.into_iter()
-                        .enumerate()
-                        .filter_map(|(i, k)| done.sequence_of(i).map(|seq| (k, seq)))
-                        .collect(),
+                keys.into_iter()
+                    .enumerate()
+                    .filter_map(|(i, k)| done.sequence_of(i).map(|seq| (k, seq)))
+                    .collect(),
             ),
             Err(e) => {
                 let kind = match &e {
                     // A group the server will not take whole (too many messages,
                     // say) is committed one command at a time.
-                    BatchError::Refused { .. } if commit.transitions() > 1 => {
-                        ErrorKind::Conflict
-                    }
+                    BatchError::Refused { .. } if commit.transitions() > 1 => ErrorKind::Conflict,
                     e => as_bus_error(e).kind(),
                 };
                 debug!(batch = %id, error = %e, ?kind, "commit failed; nothing was stored");
@@ -102,7 +100,18 @@ impl Runner {
         let (index, futures): (Vec<usize>, Vec<_>) = stores.into_iter().unzip();
         let results = futures::future::join_all(futures).await;
         for (i, r) in index.into_iter().zip(results) {
-            if let Err(e) = r {
+            let Err(e) = r else { continue };
+            // A decision the records answer (one that wrote, or a replay) needs
+            // its stored outcome only for a duplicate of this very retry id, which
+            // the ingress publishes again under a fresh one when it finds none: it
+            // is replied to anyway. A refusal has no other record: it is retried.
+            let recorded = cmds[i]
+                .decision
+                .as_ref()
+                .is_some_and(|d| d.writes() || d.replay);
+            if recorded {
+                warn!(command_id = %cmds[i].ctx.command_id, error = %e, "outcome of a retry not stored; replying anyway");
+            } else {
                 cmds[i].fail(e.kind(), e.to_string());
             }
         }
@@ -111,11 +120,7 @@ impl Runner {
     /// Keeps what landed in the caches; forgets what did not. After a failed
     /// commit (`landed` is `None`) every record the round read is forgotten: one of
     /// them is stale, and which one the server does not say.
-    pub(super) fn remember(
-        &mut self,
-        ws: &WorkingSet,
-        landed: Option<&BTreeMap<Key, u64>>,
-    ) {
+    pub(super) fn remember(&mut self, ws: &WorkingSet, landed: Option<&BTreeMap<Key, u64>>) {
         let Some(landed) = landed else {
             for (key, _) in ws.slots() {
                 self.forget(key);

@@ -27,7 +27,6 @@
 //! own earlier commit whose PubAck was lost: it is a replay. Only a command that
 //! cannot be decoded, or a batch the server refuses for good, is terminated.
 
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -310,8 +309,7 @@ impl Runner {
                 // A decision earlier in the batch may lead this one to a record not
                 // loaded yet (a session opened in this batch makes its question a
                 // product one).
-                if let Err(e) = self.load_late(ws, &c.env, &ws.keys_of(&c.env)).await
-                {
+                if let Err(e) = self.load_late(ws, &c.env, &ws.keys_of(&c.env)).await {
                     c.fail(e.0, e.1);
                     break;
                 }
