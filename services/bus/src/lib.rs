@@ -33,6 +33,7 @@ pub mod commit;
 pub mod delivery;
 pub mod error;
 pub mod events;
+pub mod migrate;
 pub mod outcome;
 pub mod partitions;
 pub mod permissions;

@@ -171,7 +171,10 @@ pub fn state_config(topo: &Topology) -> stream::Config {
 /// The state stream's duplicate window (see [`state_config`]).
 pub const STATE_DUPLICATE_WINDOW: Duration = Duration::from_secs(1);
 
-async fn ensure_state(js: &jetstream::Context, topo: &Topology) -> Result<kv::Store, BusError> {
+pub(crate) async fn ensure_state(
+    js: &jetstream::Context,
+    topo: &Topology,
+) -> Result<kv::Store, BusError> {
     let cfg = state_config(topo);
     if js.get_stream(&cfg.name).await.is_err() {
         // Another process may create it at the same time; then bind to theirs.
