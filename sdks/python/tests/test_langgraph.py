@@ -26,7 +26,7 @@ import holdpoint  # noqa: E402
 from holdpoint import HoldpointRest, Placement, Runtime, tool_ok  # noqa: E402
 from holdpoint.integrations.langgraph import GraphInterrupts  # noqa: E402
 
-from .conftest import Holdpoint, until  # noqa: E402
+from .conftest import Holdpoint, Script, until  # noqa: E402
 
 
 def unique(prefix: str) -> str:
@@ -215,47 +215,6 @@ async def test_a_released_call_runs_once_across_a_worker_kill(split: Holdpoint) 
         await rest.aclose()
 
 
-class Runner:
-    """tests/langgraph_runtime.py as a process: its output lines, read with deadlines."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.lines: list[str] = []
-
-    @classmethod
-    async def start(cls, *args: str) -> Runner:
-        import sys
-
-        from .conftest import ROOT
-
-        script = ROOT / "sdks" / "python" / "tests" / "langgraph_runtime.py"
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(script), *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )
-        return cls(proc)
-
-    async def line(self, prefix: str, timeout: float = 90) -> str:
-        """The next output line that starts with ``prefix`` (a loaded machine imports slowly)."""
-        assert self.proc.stdout is not None
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
-            left = deadline - asyncio.get_running_loop().time()
-            if left <= 0:
-                raise TimeoutError(f"no line {prefix!r} in {timeout} s: {self.lines}")
-            raw = await asyncio.wait_for(self.proc.stdout.readline(), left)
-            if not raw:
-                raise RuntimeError(f"exited {await self.proc.wait()} before {prefix!r}: {''.join(self.lines)}")
-            text = raw.decode()
-            self.lines.append(text)
-            if text.startswith(prefix):
-                return text.rstrip("\n")
-
-    async def kill(self) -> None:
-        if self.proc.returncode is None:
-            self.proc.kill()
-        await self.proc.wait()
-
-
 @pytest.mark.parametrize("stop_in_act", ["before", "after"])
 async def test_a_runtime_killed_after_the_approval_resumes_from_its_checkpointer_and_runs_the_call_once(
     up: Holdpoint, stop_in_act: str, tmp_path: Path
@@ -271,8 +230,8 @@ async def test_a_runtime_killed_after_the_approval_resumes_from_its_checkpointer
     args = [up.nats_url, session, task, thread, db, str(runs)]
     rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
     rt = await Runtime.connect(up.nats_url, "acme")
-    first = await Runner.start(*args, "--stop-in-act", stop_in_act)
-    second: Runner | None = None
+    first = await Script.start("langgraph_runtime.py", *args, "--stop-in-act", stop_in_act)
+    second: Script | None = None
     try:
         effect = (await first.line("held ")).split()[1]
         await until("the approval", lambda: pending(rest, effect))
@@ -286,7 +245,7 @@ async def test_a_runtime_killed_after_the_approval_resumes_from_its_checkpointer
         if stop_in_act == "before":
             assert (await rt.record(effect) or {}).get("result") is None
 
-        second = await Runner.start(*args)
+        second = await Script.start("langgraph_runtime.py", *args)
         await second.line("restarted")
         done = await second.line("done ", timeout=60)
         assert done == "done https://github.example/acme/app/pull/42"
