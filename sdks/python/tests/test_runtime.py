@@ -34,6 +34,12 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
+async def stored(rt: Runtime, subject: str) -> int:
+    """How many messages the events stream holds on ``subject``."""
+    info = await rt._js.stream_info("HP_EVENTS", subjects_filter=subject)
+    return int((info.state.subjects or {}).get(subject, 0))
+
+
 def named(events: list[holdpoint.Followed], type_: str, interaction: str) -> list[holdpoint.Followed]:
     """The followed events of ``type_`` about ``interaction``."""
     out = []
@@ -225,10 +231,13 @@ async def test_a_command_retried_after_a_timeout_is_decided_once(split: Holdpoin
         follower = asyncio.create_task(collect(await rt.follow(task=task, from_start=True), opened))
         try:
             await until("the opening", lambda: named(opened, "approval-requested", effect))
-            await asyncio.sleep(0.3)
         finally:
             follower.cancel()
         assert len(named(opened, "approval-requested", effect)) == 1
+        # Stored once: the stream holds one approval-requested for the hold sent twice.
+        assert await stored(rt, f"hp.evt.acme.{task}.approval-requested") == 1
+        record = await rt.record(effect)
+        assert record is not None and record["state"] == "pending"
     finally:
         await rt.close()
 
