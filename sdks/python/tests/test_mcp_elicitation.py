@@ -209,10 +209,30 @@ async def test_url_mode_is_a_connection_request(up: Holdpoint) -> None:
             view = await s.rest.get(iid)
             assert view["kind"] == "connection"
             assert "calendar.example" in str(view) and "Connect your calendar" in str(view)
+            assert (view["detail"]["app"], view["detail"]["reason"]) == (
+                "calendar.example", "Connect your calendar https://calendar.example/oauth?x=1",
+            ), view
             await s.rest.respond(iid, {"connected": connected})
             assert await asyncio.wait_for(running, 30) == (action, False)
+            assert (await s.rest.get(iid))["state"] in ("resolved", "finished")
         finally:
             await close(s)
+    # Closed undecided, or expired: cancel.
+    s = await setup(up, agent=on)
+    try:
+        running = asyncio.create_task(call(s, "connect_calendar"))
+        iid = await s.asked()
+        assert await s.rt.close_interaction(iid, "canceled") == "closed"
+        assert await asyncio.wait_for(running, 30) == ("cancel", False)
+    finally:
+        await close(s)
+    s = await setup(up, agent=on, expiry=Expiry(expires_in=1))
+    try:
+        assert await asyncio.wait_for(call(s, "connect_calendar"), 60) == ("cancel", False)
+        assert len(s.elicit.last_interactions) == 1
+        assert (await s.rest.get(s.elicit.last_interactions[0]))["state"] != "pending"
+    finally:
+        await close(s)
     # Without loop.connections in AGENT.md: refused, nothing asked.
     s = await setup(up)
     try:
