@@ -300,19 +300,22 @@ async def test_a_released_call_runs_once_across_a_worker_kill(split: Holdpoint) 
 
 @pytest.mark.parametrize("stop_in_act", ["before", "after"])
 async def test_a_runtime_killed_after_the_approval_resumes_from_its_checkpointer_and_runs_the_call_once(
-    up: Holdpoint, stop_in_act: str, tmp_path: Path
+    split: Holdpoint, stop_in_act: str, tmp_path: Path
 ) -> None:
     """The runtime process is killed (-9) in the node that runs the released
     call: before it ran the call (``before``), or after it ran it and reported
     the result but before the step's checkpoint was written (``after``). Started
     again, it resumes from its SQLite checkpointer without asking again; the
-    call has run once and has one ``tool-call-finished``."""
+    call has run once and has one ``tool-call-finished``. The worker is killed
+    (-9) and a new one started after the approval, too."""
+    worker = split.worker()
+    split.ingress()
     pytest.importorskip("langgraph.checkpoint.sqlite", reason="langgraph-checkpoint-sqlite is in ops/test.sh's venv")
     session, task, thread = unique("sess"), unique("task"), unique("thread")
     db, runs = str(tmp_path / "checkpoints.sqlite"), tmp_path / "runs"
-    args = [up.nats_url, session, task, thread, db, str(runs)]
-    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
-    rt = await Runtime.connect(up.nats_url, "acme")
+    args = [split.nats_url, session, task, thread, db, str(runs)]
+    rest = HoldpointRest(split.api, token=split.token("acme", "ana@acme.example"))
+    rt = await Runtime.connect(split.nats_url, "acme")
     first = await Script.start("langgraph_runtime.py", *args, "--stop-in-act", stop_in_act)
     second: Script | None = None
     try:
@@ -320,6 +323,9 @@ async def test_a_runtime_killed_after_the_approval_resumes_from_its_checkpointer
         await until("the approval", lambda: pending(rest, effect))
         view = await rest.get(effect)
         await rest.approve(effect, approved=True, arguments_digest=view["call"]["argumentsDigest"])
+        worker.p.kill()
+        assert worker.p.wait(5) == -9
+        split.worker()
         await first.line("executing" if stop_in_act == "before" else "reported", timeout=60)
         await first.kill()
         assert first.proc.returncode == -9
