@@ -56,6 +56,14 @@ const INPUTS: &[(&str, &str)] = &[
         r#"{"org":"acme","command":{"type":"open","interactionId":"eff_3","session":"sess-1","lane":"main","taskId":"task-3","contextId":"ctx-3","callId":"call_3","request":{"kind":"approval","server":"s","tool":"t","arguments":{"n":0}},"expiresAt":"2031-12-31T23:59:59.123Z"}}"#,
     ),
     (
+        "open approval, editable (written only when true)",
+        r#"{"org":"acme","command":{"type":"open","interactionId":"eff_6","session":"sess-1","lane":"main","taskId":"task-6","contextId":"ctx-6","callId":"call_8","request":{"kind":"approval","server":"github","tool":"create_pull_request","arguments":{"title":"Fix the build"},"editable":true}}}"#,
+    ),
+    (
+        "open a question with a form (its schema, with non-ASCII text, is part of the id)",
+        r#"{"org":"acme","command":{"type":"open","interactionId":"q_form_1","session":"sess-1","lane":"main","taskId":"task-7","contextId":"ctx-7","callId":"call_9","request":{"kind":"question","questions":[{"text":"Buchung für „Abendessen“?","schema":{"type":"object","properties":{"seats":{"type":"integer","minimum":1,"maximum":8,"title":"Plätze"},"area":{"type":"string","enum":["drinnen","Terrasse"]},"window":{"type":"boolean","default":false}},"required":["seats"]}}]}}}"#,
+    ),
+    (
         "open question, two questions, defaults written out",
         r#"{"org":"acme","command":{"type":"open","interactionId":"6f1c2b7e-8d3a-4f5e-9a1b-2c3d4e5f6a7b","session":"sess-1","lane":"main","taskId":"task-4","contextId":"ctx-4","callId":"call_4","request":{"kind":"question","questions":[{"text":"Which database?","options":["Postgres","SQLite — embedded"]},{"text":"Anything else?","options":[],"multiple":true,"allowText":true}]}}}"#,
     ),

@@ -288,3 +288,43 @@ async def collect(source: AsyncIterator[Any], into: list[Any]) -> None:
     """Appends everything ``source`` yields to ``into`` (run as a task; cancel to stop)."""
     async for item in source:
         into.append(item)
+
+
+class Script:
+    """A script of tests/ run as a process of its own (a runtime the test can
+    kill -9 and start again): its output lines, read with deadlines."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+
+    @classmethod
+    async def start(cls, name: str, *args: str) -> Script:
+        import sys
+
+        script = ROOT / "sdks" / "python" / "tests" / name
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(script), *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
+        return cls(proc)
+
+    async def line(self, prefix: str, timeout: float = 90) -> str:
+        """The next output line that starts with ``prefix`` (a loaded machine imports slowly)."""
+        assert self.proc.stdout is not None
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                raise TimeoutError(f"no line {prefix!r} in {timeout} s: {self.lines}")
+            raw = await asyncio.wait_for(self.proc.stdout.readline(), left)
+            if not raw:
+                raise RuntimeError(f"exited {await self.proc.wait()} before {prefix!r}: {''.join(self.lines)}")
+            text = raw.decode()
+            self.lines.append(text)
+            if text.startswith(prefix):
+                return text.rstrip("\n")
+
+    async def kill(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+        await self.proc.wait()

@@ -2,7 +2,8 @@
 ``langgraph`` package (a StateGraph with an in-memory checkpointer; no model)
 against a real ``holdpoint up``: an interrupt in a node becomes a Holdpoint
 interaction, the graph resumes from its checkpointer with the person's answer,
-and when two answers race the graph resumes once, with the one Holdpoint kept;
+and when two answers race (two people over REST, or REST and A2A) the graph
+resumes once, with the one Holdpoint kept;
 a released call runs once when the worker is killed (-9) between the approval
 and the execution, and when the runtime process itself (checkpointed on disk
 with ``AsyncSqliteSaver``) is killed (-9) after the approval and started again."""
@@ -26,7 +27,7 @@ import holdpoint  # noqa: E402
 from holdpoint import HoldpointRest, Placement, Runtime, tool_ok  # noqa: E402
 from holdpoint.integrations.langgraph import GraphInterrupts  # noqa: E402
 
-from .conftest import Holdpoint, until  # noqa: E402
+from .conftest import Holdpoint, Script, until  # noqa: E402
 
 
 def unique(prefix: str) -> str:
@@ -163,6 +164,88 @@ async def test_two_answers_race_and_the_graph_resumes_once(up: Holdpoint) -> Non
         await rt.close()
 
 
+A2A_URI = "https://docs.nylorun.com/a2a/interactions/v1"
+
+
+async def a2a_answer(api: str, token: str, at: Placement, interaction: str, approved: bool, message_id: str) -> dict[str, Any]:
+    """An interactions/v1 answer over A2A (JSON-RPC ``SendMessage`` on ``/a2a``):
+    the JSON-RPC reply's body."""
+    import httpx
+
+    message = {
+        "role": "ROLE_USER", "messageId": message_id, "taskId": at.task_id, "contextId": at.context_id,
+        "parts": [{"data": {"approved": approved}}], "extensions": [A2A_URI],
+        "metadata": {A2A_URI: {"interactionId": interaction, "approved": approved}},
+    }
+    async with httpx.AsyncClient(timeout=30) as client:
+        r = await client.post(
+            f"{api}/a2a",
+            json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}},
+            headers={"Authorization": f"Bearer {token}", "A2A-Version": "1.0", "A2A-Extensions": A2A_URI},
+        )
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+async def test_a_rest_and_an_a2a_answer_race_and_the_graph_resumes_once(up: Holdpoint) -> None:
+    """Ana approves over REST while Bob denies over A2A at the same moment:
+    Holdpoint keeps one (the other is refused with NRY-0009, as a JSON-RPC error
+    or the REST exception), the graph resumes once with the kept answer, and the
+    call's one release (or none) matches it."""
+    rt = await Runtime.connect(up.nats_url, "acme")
+    ana = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    bob_token = up.token("acme", "bob@acme.example")
+    try:
+        at = Placement(unique("sess"), "main", unique("task"), unique("ctx"))
+        await rt.open_session(at.session)
+        for round_ in range(4):  # each round a new thread and task; which answer wins varies
+            at = Placement(at.session, "main", unique("task"), at.context_id)
+            saver, shop = InMemorySaver(), Shop()
+            thread = unique("thread")
+            config: dict[str, Any] = {"configurable": {"thread_id": thread}}
+            first = await shop.graph(saver, question=False).ainvoke({"title": "Fix"}, config)
+            hp = GraphInterrupts(rt, at, timeout=30)
+            [held] = await hp.hold(first["__interrupt__"], thread)
+            effect = held.interaction_id
+            await until("the approval", lambda: pending(ana, effect))
+            digest = (await ana.get(effect))["call"]["argumentsDigest"]
+            rest_result, a2a_result = await asyncio.gather(
+                ana.approve(effect, approved=True, arguments_digest=digest),
+                a2a_answer(up.api, bob_token, at, effect, False, f"answer:{effect}"),
+                return_exceptions=True,
+            )
+            a2a_refused = isinstance(a2a_result, dict) and "error" in a2a_result
+            rest_refused = isinstance(rest_result, holdpoint.NoLongerWaitingError)
+            assert rest_refused != a2a_refused, (rest_result, a2a_result)
+            if a2a_refused:
+                assert isinstance(a2a_result, dict)
+                assert a2a_result["error"]["data"][0]["metadata"]["code"] == "NRY-0009", a2a_result
+                assert rest_result is None
+            else:
+                assert isinstance(a2a_result, dict), a2a_result
+                assert a2a_result["result"]["task"]["status"]["state"] == "TASK_STATE_WORKING", a2a_result
+            approved_kept = not rest_refused
+            resumed = await asyncio.wait_for(hp.resume(shop.graph(saver, question=False), config), 30)
+            assert resumed["decision"]["approved"] is approved_kept, (round_, resumed)
+            assert "__interrupt__" not in resumed
+            assert shop.runs == (["Fix"] if approved_kept else [])
+            assert await GraphInterrupts(rt, at, timeout=5).resume(shop.graph(saver, question=False), config) is None
+            assert shop.runs == (["Fix"] if approved_kept else [])
+            await until("interaction-resolved", lambda: event_count(rt, at.task_id, "interaction-resolved"))
+            assert await event_count(rt, at.task_id, "interaction-resolved") == 1
+            if approved_kept:
+                await until("tool-call-released", lambda: event_count(rt, at.task_id, "tool-call-released"))
+                assert await event_count(rt, at.task_id, "tool-call-released") == 1
+            else:
+                await until("tool-call-finished", lambda: event_count(rt, at.task_id, "tool-call-finished"))
+                assert await event_count(rt, at.task_id, "tool-call-released") == 0
+                assert await event_count(rt, at.task_id, "tool-call-finished") == 1
+    finally:
+        await ana.aclose()
+        await rt.close()
+
+
 async def test_a_released_call_runs_once_across_a_worker_kill(split: Holdpoint) -> None:
     worker = split.worker()
     split.ingress()
@@ -215,69 +298,34 @@ async def test_a_released_call_runs_once_across_a_worker_kill(split: Holdpoint) 
         await rest.aclose()
 
 
-class Runner:
-    """tests/langgraph_runtime.py as a process: its output lines, read with deadlines."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.lines: list[str] = []
-
-    @classmethod
-    async def start(cls, *args: str) -> Runner:
-        import sys
-
-        from .conftest import ROOT
-
-        script = ROOT / "sdks" / "python" / "tests" / "langgraph_runtime.py"
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(script), *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )
-        return cls(proc)
-
-    async def line(self, prefix: str, timeout: float = 90) -> str:
-        """The next output line that starts with ``prefix`` (a loaded machine imports slowly)."""
-        assert self.proc.stdout is not None
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
-            left = deadline - asyncio.get_running_loop().time()
-            if left <= 0:
-                raise TimeoutError(f"no line {prefix!r} in {timeout} s: {self.lines}")
-            raw = await asyncio.wait_for(self.proc.stdout.readline(), left)
-            if not raw:
-                raise RuntimeError(f"exited {await self.proc.wait()} before {prefix!r}: {''.join(self.lines)}")
-            text = raw.decode()
-            self.lines.append(text)
-            if text.startswith(prefix):
-                return text.rstrip("\n")
-
-    async def kill(self) -> None:
-        if self.proc.returncode is None:
-            self.proc.kill()
-        await self.proc.wait()
-
-
 @pytest.mark.parametrize("stop_in_act", ["before", "after"])
 async def test_a_runtime_killed_after_the_approval_resumes_from_its_checkpointer_and_runs_the_call_once(
-    up: Holdpoint, stop_in_act: str, tmp_path: Path
+    split: Holdpoint, stop_in_act: str, tmp_path: Path
 ) -> None:
     """The runtime process is killed (-9) in the node that runs the released
     call: before it ran the call (``before``), or after it ran it and reported
     the result but before the step's checkpoint was written (``after``). Started
     again, it resumes from its SQLite checkpointer without asking again; the
-    call has run once and has one ``tool-call-finished``."""
+    call has run once and has one ``tool-call-finished``. The worker is killed
+    (-9) and a new one started after the approval, too."""
+    worker = split.worker()
+    split.ingress()
     pytest.importorskip("langgraph.checkpoint.sqlite", reason="langgraph-checkpoint-sqlite is in ops/test.sh's venv")
     session, task, thread = unique("sess"), unique("task"), unique("thread")
     db, runs = str(tmp_path / "checkpoints.sqlite"), tmp_path / "runs"
-    args = [up.nats_url, session, task, thread, db, str(runs)]
-    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
-    rt = await Runtime.connect(up.nats_url, "acme")
-    first = await Runner.start(*args, "--stop-in-act", stop_in_act)
-    second: Runner | None = None
+    args = [split.nats_url, session, task, thread, db, str(runs)]
+    rest = HoldpointRest(split.api, token=split.token("acme", "ana@acme.example"))
+    rt = await Runtime.connect(split.nats_url, "acme")
+    first = await Script.start("langgraph_runtime.py", *args, "--stop-in-act", stop_in_act)
+    second: Script | None = None
     try:
         effect = (await first.line("held ")).split()[1]
         await until("the approval", lambda: pending(rest, effect))
         view = await rest.get(effect)
         await rest.approve(effect, approved=True, arguments_digest=view["call"]["argumentsDigest"])
+        worker.p.kill()
+        assert worker.p.wait(5) == -9
+        split.worker()
         await first.line("executing" if stop_in_act == "before" else "reported", timeout=60)
         await first.kill()
         assert first.proc.returncode == -9
@@ -286,7 +334,7 @@ async def test_a_runtime_killed_after_the_approval_resumes_from_its_checkpointer
         if stop_in_act == "before":
             assert (await rt.record(effect) or {}).get("result") is None
 
-        second = await Runner.start(*args)
+        second = await Script.start("langgraph_runtime.py", *args)
         await second.line("restarted")
         done = await second.line("done ", timeout=60)
         assert done == "done https://github.example/acme/app/pull/42"

@@ -6,7 +6,8 @@ schema and returned as ``accept``; a decline is ``decline``, an expiry or a
 closing ``cancel``; URL mode becomes a connection request. With a ``key``, a
 retried elicitation (a runtime restarted, the worker killed -9 meanwhile) is the
 same interaction: answered once, the tool runs once, one
-``tool-call-finished``."""
+``tool-call-finished``; so is one in a real runtime process
+(``tests/mcp_runtime.py``) killed (-9) and started again."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import sys
 import uuid
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -30,7 +32,7 @@ from pydantic import BaseModel, Field  # noqa: E402
 from holdpoint import AgentManifest, Expiry, HoldpointRest, Placement, Runtime  # noqa: E402
 from holdpoint.integrations.mcp_elicitation import HoldpointElicitation  # noqa: E402
 
-from .conftest import Holdpoint, until  # noqa: E402
+from .conftest import Holdpoint, Script, until  # noqa: E402
 
 
 def unique(prefix: str) -> str:
@@ -209,10 +211,30 @@ async def test_url_mode_is_a_connection_request(up: Holdpoint) -> None:
             view = await s.rest.get(iid)
             assert view["kind"] == "connection"
             assert "calendar.example" in str(view) and "Connect your calendar" in str(view)
+            assert (view["detail"]["app"], view["detail"]["reason"]) == (
+                "calendar.example", "Connect your calendar https://calendar.example/oauth?x=1",
+            ), view
             await s.rest.respond(iid, {"connected": connected})
             assert await asyncio.wait_for(running, 30) == (action, False)
+            assert (await s.rest.get(iid))["state"] in ("resolved", "finished")
         finally:
             await close(s)
+    # Closed undecided, or expired: cancel.
+    s = await setup(up, agent=on)
+    try:
+        running = asyncio.create_task(call(s, "connect_calendar"))
+        iid = await s.asked()
+        assert await s.rt.close_interaction(iid, "canceled") == "closed"
+        assert await asyncio.wait_for(running, 30) == ("cancel", False)
+    finally:
+        await close(s)
+    s = await setup(up, agent=on, expiry=Expiry(expires_in=1))
+    try:
+        assert await asyncio.wait_for(call(s, "connect_calendar"), 60) == ("cancel", False)
+        assert len(s.elicit.last_interactions) == 1
+        assert (await s.rest.get(s.elicit.last_interactions[0]))["state"] != "pending"
+    finally:
+        await close(s)
     # Without loop.connections in AGENT.md: refused, nothing asked.
     s = await setup(up)
     try:
@@ -278,6 +300,57 @@ async def test_with_a_key_a_retried_elicitation_is_the_same_interaction_across_a
         assert len(BOOKED) == 1
     finally:
         await close(s3)
+
+
+async def test_a_runtime_process_killed_after_the_answer_replays_the_elicitation_once(split: Holdpoint, tmp_path: Path) -> None:
+    """tests/mcp_runtime.py as a real process: its tool elicits (a question with
+    the callback's key); the person answers; the worker is killed (-9) and a new
+    one started; the runtime process is killed (-9) in the tool after the
+    elicitation was accepted, before the booking. Started again with the same
+    key, it replays the tool call: the same interaction, its answer found,
+    nothing asked anew, the booking made once, one ``tool-call-finished``."""
+    worker = split.worker()
+    split.ingress()
+    session, task, key = unique("sess"), unique("task"), unique("booking")
+    runs = tmp_path / "runs"
+    args = [split.nats_url, session, task, key, str(runs)]
+    rest = HoldpointRest(split.api, token=split.token("acme", "ana@acme.example"))
+    rt = await Runtime.connect(split.nats_url, "acme")
+    first = await Script.start("mcp_runtime.py", *args, "--stop-before-booking")
+    second: Script | None = None
+    try:
+        qid = (await first.line("asked ")).split()[1]
+        await until("the question", lambda: _state_is(rest, qid, "pending"))
+        await rest.answer_question(qid, [{"options": [], "text": "2031-06-01"}, {"options": [], "text": "2"}, {"options": [1]}])
+        worker.p.kill()
+        assert worker.p.wait(5) == -9
+        split.worker()
+        await first.line("executing", timeout=60)
+        await first.kill()
+        assert first.proc.returncode == -9
+        assert not runs.exists()
+
+        second = await Script.start("mcp_runtime.py", *args)
+        assert await second.line("asked ") == f"asked {qid}"
+        done = await second.line("done ", timeout=60)
+        assert done == 'done booked:{"date":"2031-06-01","seats":2,"area":"terrace"}', second.lines
+        assert await asyncio.wait_for(second.proc.wait(), 30) == 0, second.lines
+        assert runs.read_text().splitlines() == ['{"date":"2031-06-01","seats":2,"area":"terrace"}'], "booked twice"
+        await until("tool-call-finished", lambda: event_count(rt, task, "tool-call-finished"), timeout=30)
+        assert await event_count(rt, task, "question-asked") == 1
+        assert await event_count(rt, task, "interaction-resolved") == 1
+        assert await event_count(rt, task, "tool-call-finished") == 1
+        assert (await rest.get(qid))["state"] == "finished"
+    finally:
+        await first.kill()
+        if second is not None:
+            await second.kill()
+        await rest.aclose()
+        await rt.close()
+
+
+async def _state_is(rest: HoldpointRest, iid: str, state: str) -> bool:
+    return bool((await rest.get(iid))["state"] == state)
 
 
 async def test_a_key_reused_for_another_elicitation_is_an_mcp_error(up: Holdpoint) -> None:

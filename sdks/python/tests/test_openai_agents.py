@@ -4,7 +4,9 @@ no API key) against a real Holdpoint: a tool that needs approval is held, a
 person decides over REST, the run resumes with the decision; a denial reaches
 the model as ``tool.denied`` with the reason; a released call runs once even
 when the worker is killed (-9) and the runner restarted between approval and
-execution, and again after the execution."""
+execution, and again after the execution: in this process (a new connection on
+the saved ``RunState``) and as a real runtime process
+(``tests/openai_agents_runtime.py``) killed (-9) and started again."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import asyncio
 import json
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +27,7 @@ from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_messag
 from holdpoint import HoldpointRest, Placement, Runtime  # noqa: E402
 from holdpoint.integrations.openai_agents import AgentsApprovals  # noqa: E402
 
-from .conftest import Holdpoint, until  # noqa: E402
+from .conftest import Holdpoint, Script, until  # noqa: E402
 
 set_tracing_disabled(True)
 
@@ -62,10 +65,15 @@ class Shop:
         return Agent(name="coder", instructions="Ship fixes.", model=model, tools=[approvals.guard(create_pull_request)])
 
 
-async def finished_count(rt: Runtime, task: str) -> int:
-    subject = f"hp.evt.acme.{task}.tool-call-finished"
+async def event_count(rt: Runtime, task: str, name: str) -> int:
+    """How many ``name`` events of ``task`` the events stream holds."""
+    subject = f"hp.evt.acme.{task}.{name}"
     info = await rt._js.stream_info("HP_EVENTS", subjects_filter=subject)
     return int((info.state.subjects or {}).get(subject, 0))
+
+
+async def finished_count(rt: Runtime, task: str) -> int:
+    return await event_count(rt, task, "tool-call-finished")
 
 
 async def person_decides(rest: HoldpointRest, effect: str, approved: bool, reason: str | None = None) -> None:
@@ -175,6 +183,8 @@ async def test_a_released_call_runs_once_across_a_worker_kill_and_runner_restart
             assert result.final_output == "the tool said: https://github.example/acme/app/pull/1"
             await until("tool-call-finished", lambda: finished_count(rt3, at.task_id))
             assert await finished_count(rt3, at.task_id) == 1
+            assert await event_count(rt3, at.task_id, "tool-call-released") == 1
+            assert await event_count(rt3, at.task_id, "interaction-resolved") == 1
             record = await rt3.record(effect)
             assert record is not None and record["result"] == {
                 "status": "ok", "output": "https://github.example/acme/app/pull/1",
@@ -183,6 +193,65 @@ async def test_a_released_call_runs_once_across_a_worker_kill_and_runner_restart
             await rt3.close()
     finally:
         await rest.aclose()
+
+
+@pytest.mark.parametrize("stop_in_tool", ["before", "after"])
+async def test_a_runtime_process_killed_after_the_approval_resumes_from_its_saved_state_and_runs_the_call_once(
+    split: Holdpoint, stop_in_tool: str, tmp_path: Path
+) -> None:
+    """tests/openai_agents_runtime.py as a real process: it holds the call and
+    saves its ``RunState``; the person approves; the worker is killed (-9) and
+    a new one started; the runtime process is killed (-9) in the tool, before the
+    side effect (``before``) or after it ran and its result was reported
+    (``after``). Started again on the saved state, it resumes without holding
+    anew: one release, one execution, one ``tool-call-finished``."""
+    worker = split.worker()
+    split.ingress()
+    session, task, call_id = unique("sess"), unique("task"), unique("call")
+    state, runs = tmp_path / "run-state.json", tmp_path / "runs"
+    args = [split.nats_url, session, task, call_id, str(state), str(runs)]
+    rest = HoldpointRest(split.api, token=split.token("acme", "ana@acme.example"))
+    rt = await Runtime.connect(split.nats_url, "acme")
+    first = await Script.start("openai_agents_runtime.py", *args, "--stop-in-tool", stop_in_tool)
+    second: Script | None = None
+    try:
+        effect = (await first.line("held ")).split()[1]
+        assert state.exists()
+        await person_decides(rest, effect, True)
+        worker.p.kill()
+        assert worker.p.wait(5) == -9
+        split.worker()
+        await first.line("executing" if stop_in_tool == "before" else "reported", timeout=60)
+        await first.kill()
+        assert first.proc.returncode == -9
+        ran = runs.read_text().splitlines() if runs.exists() else []
+        assert ran == ([] if stop_in_tool == "before" else ["create_pull_request Fix the build"])
+        if stop_in_tool == "before":
+            assert (await rt.record(effect) or {}).get("result") is None
+
+        second = await Script.start("openai_agents_runtime.py", *args)
+        await second.line("restarted")
+        done = await second.line("done ", timeout=60)
+        assert done == "done the tool said: https://github.example/acme/app/pull/42", second.lines
+        assert await asyncio.wait_for(second.proc.wait(), 30) == 0, second.lines
+        assert not any(line.startswith("held ") for line in second.lines), "held anew"
+        assert runs.read_text().splitlines() == ["create_pull_request Fix the build"], "the call ran twice"
+        await until("tool-call-finished", lambda: finished_count(rt, task), timeout=30)
+        assert await event_count(rt, task, "approval-requested") == 1
+        assert await event_count(rt, task, "interaction-resolved") == 1
+        assert await event_count(rt, task, "tool-call-released") == 1
+        assert await event_count(rt, task, "tool-call-finished") == 1
+        record = await rt.record(effect)
+        assert record is not None and record["result"] == {
+            "status": "ok", "output": "https://github.example/acme/app/pull/42",
+        }, json.dumps(record)
+        assert (await rest.get(effect))["state"] == "finished"
+    finally:
+        await first.kill()
+        if second is not None:
+            await second.kill()
+        await rest.aclose()
+        await rt.close()
 
 
 async def test_the_integrations_example_runs_as_pasted(up: Holdpoint) -> None:

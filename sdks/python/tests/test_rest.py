@@ -63,11 +63,15 @@ async def test_an_answer_lost_behind_a_504_is_retried_with_its_key_and_recorded_
         # The server answered every attempt 204: the first recorded it, the
         # retries replayed that answer.
         assert gateway.statuses == [204, 204, 204]
-        await until("the resolution", lambda: named(seen, "interaction-resolved", effect))
-        await asyncio.sleep(0.3)
+        await until("the release", lambda: named(seen, "tool-call-released", effect))
         follower.cancel()
         assert len(named(seen, "interaction-resolved", effect)) == 1
         assert len(named(seen, "tool-call-released", effect)) == 1
+        # Stored once, whatever a follower saw.
+        for name in ("interaction-resolved", "tool-call-released"):
+            subject = f"hp.evt.acme.{task}.{name}"
+            info = await rt._js.stream_info("HP_EVENTS", subjects_filter=subject)
+            assert (info.state.subjects or {}).get(subject, 0) == 1, name
 
         # No retry budget: the 504 is the caller's to handle.
         gateway.impatient = 1

@@ -34,6 +34,12 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
+async def stored(rt: Runtime, subject: str) -> int:
+    """How many messages the events stream holds on ``subject``."""
+    info = await rt._js.stream_info("HP_EVENTS", subjects_filter=subject)
+    return int((info.state.subjects or {}).get(subject, 0))
+
+
 def named(events: list[holdpoint.Followed], type_: str, interaction: str) -> list[holdpoint.Followed]:
     """The followed events of ``type_`` about ``interaction``."""
     out = []
@@ -98,12 +104,16 @@ async def test_hold_approve_report_finishes_once(up: Holdpoint) -> None:
         again = asyncio.create_task(collect(await rt.follow(task=task, from_start=True), replay))
         try:
             await until("the replay", lambda: named(replay, "tool-call-finished", call))
-            await asyncio.sleep(0.3)
+            # Caught up with what the live follower saw of this task: every event once.
+            await until("the replay to catch up", lambda: replay[-1].sequence >= seen[-1].sequence)
+            assert [f.sequence for f in replay] == [f.sequence for f in seen], "the live follower saw the same events"
             assert len(named(replay, "tool-call-finished", call)) == 1
             assert len(named(replay, "approval-requested", effect)) == 1
         finally:
             again.cancel()
         assert [f.sequence for f in replay] == sorted({f.sequence for f in replay})
+        assert await stored(rt, f"hp.evt.acme.{task}.tool-call-finished") == 1
+        assert await stored(rt, f"hp.evt.acme.{task}.approval-requested") == 1
 
         audit = await rest.audit()
         assert any(effect in str(r) for r in audit.get("items", [])), audit
@@ -133,9 +143,11 @@ async def test_follow_resumes_after_a_sequence(up: Holdpoint) -> None:
         follower = asyncio.create_task(collect(await rt.follow(task=task, name="approval-requested", after=resume_after), resumed))
         try:
             await until("both later openings", lambda: named(resumed, "approval-requested", e3))
-            await asyncio.sleep(0.3)
         finally:
             follower.cancel()
+        # In stream order, each once: e3 is the task's last opening stored, so
+        # a follower that saw it saw everything after resume_after.
+        assert await stored(rt, f"hp.evt.acme.{task}.approval-requested") == 3
         got = [f.event["subject"] for f in resumed]
         assert got == [e2, e3], got
         assert all(f.sequence > resume_after for f in resumed)
@@ -225,10 +237,13 @@ async def test_a_command_retried_after_a_timeout_is_decided_once(split: Holdpoin
         follower = asyncio.create_task(collect(await rt.follow(task=task, from_start=True), opened))
         try:
             await until("the opening", lambda: named(opened, "approval-requested", effect))
-            await asyncio.sleep(0.3)
         finally:
             follower.cancel()
         assert len(named(opened, "approval-requested", effect)) == 1
+        # Stored once: the stream holds one approval-requested for the hold sent twice.
+        assert await stored(rt, f"hp.evt.acme.{task}.approval-requested") == 1
+        record = await rt.record(effect)
+        assert record is not None and record["state"] == "pending"
     finally:
         await rt.close()
 
@@ -340,9 +355,9 @@ async def test_follow_goes_on_after_the_server_restarts(split: Holdpoint) -> Non
         after = await rt.hold_for_approval(at, effect_id=unique("eff"), call_id=unique("call"), server="s", tool="t", arguments={})
         try:
             await until("the opening after the restart", lambda: named(seen, "approval-requested", after), timeout=20)
-            await asyncio.sleep(0.3)
         finally:
             follower.cancel()
+        assert await stored(rt, f"hp.evt.acme.{task}.approval-requested") == 2
         assert [f.event["subject"] for f in seen] == [before, after]
     finally:
         await rt.close()

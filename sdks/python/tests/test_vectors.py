@@ -63,11 +63,13 @@ def rebuild(c: dict[str, Any]) -> dict[str, Any]:
         )
         r = c["request"]
         if r["kind"] == "approval":
-            request = runtime.approval_request(r["server"], r["tool"], r["arguments"], r.get("reason"))
+            request = runtime.approval_request(
+                r["server"], r["tool"], r["arguments"], r.get("reason"), editable=r.get("editable", False)
+            )
         elif r["kind"] == "question":
             # Built from the SDK's own Question objects, defaults left out.
             qs = [
-                runtime.Question(q["text"], q["options"], q["multiple"], q["allowText"])
+                runtime.Question(q["text"], q["options"], q["multiple"], q["allowText"], q.get("schema"))
                 for q in r["questions"]
             ]
             request = runtime.question_request(qs)

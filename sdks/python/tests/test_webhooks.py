@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from standardwebhooks import Webhook
 
+import holdpoint
 from holdpoint import HoldpointRest, Placement, Runtime, WebhookVerificationError, verify_webhook
 
 from .conftest import Holdpoint, until
@@ -109,3 +110,48 @@ async def test_the_notifiers_deliveries_verify(up: Holdpoint) -> None:
         await rest.aclose()
         await rt.close()
         await asyncio.sleep(0)
+
+
+async def test_the_webhook_verbs_read_test_rotate_and_list_attempts(up: Holdpoint) -> None:
+    """``webhook``, ``test_webhook``, ``rotate_webhook_secret``, ``webhook_attempts``
+    and ``enable_webhook`` against the real notifier: a test delivery verifies
+    with the secret; after a rotation the next one is signed by the new secret
+    and, during the overlap, still by the old; the attempts list both."""
+    sink = Sink()
+    rest = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    try:
+        hook = await rest.create_webhook(sink.url, event_types=["approval-requested"])
+        old = hook["secret"]
+        shown = await rest.webhook(hook["id"])
+        assert shown["id"] == hook["id"] and shown["url"] == sink.url and "secret" not in shown, shown
+
+        def delivered(event_id: str) -> Any:
+            return [r for r in sink.requests if event_id.encode() in r[1]]
+
+        first = await rest.test_webhook(hook["id"])
+        headers, body = (await until("the test delivery", lambda: delivered(first["eventId"]), timeout=20))[0]
+        assert verify_webhook(body, headers, old)["type"] == "dev.holdpoint.webhook-test"
+
+        rotated = await rest.rotate_webhook_secret(hook["id"], {"overlapSecs": 600})
+        new = rotated["secret"]
+        assert new.startswith("whsec_") and new != old, rotated
+        second = await rest.test_webhook(hook["id"])
+        headers, body = (await until("the delivery after the rotation", lambda: delivered(second["eventId"]), timeout=20))[0]
+        assert verify_webhook(body, headers, new)["id"] == second["eventId"]
+        assert verify_webhook(body, headers, old)["id"] == second["eventId"], "the old secret signs during the overlap"
+        assert len(headers["webhook-signature"].split()) == 2
+
+        async def attempts() -> Any:
+            items = (await rest.webhook_attempts(hook["id"]))["items"]
+            return items if sum(1 for a in items if a["result"] == "delivered") >= 2 else None
+
+        items = await until("two delivered attempts", attempts, timeout=20)
+        assert all(a["status"] == 204 for a in items if a["result"] == "delivered"), items
+        await rest.enable_webhook(hook["id"])  # already enabled: stays so
+        assert (await rest.webhook(hook["id"]))["disabled"] is False
+        await rest.delete_webhook(hook["id"])
+        with pytest.raises(holdpoint.HoldpointError):
+            await rest.webhook(hook["id"])
+    finally:
+        sink.close()
+        await rest.aclose()

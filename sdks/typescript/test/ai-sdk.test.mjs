@@ -2,10 +2,13 @@
 // and its MockLanguageModelV3 (a scripted model: no network, no API key) against
 // a real `holdpoint up`: a tool with `needsApproval` is held in Holdpoint, a
 // person decides over REST, and the run continues with the decision, the tool
-// running once when approved and never when denied.
+// running once when approved and never when denied; across a worker killed -9
+// and a runtime process (test/ai-sdk-runtime.mjs) killed -9 and started again,
+// one release, one execution, one tool-call-finished; and docs/integrations.md's
+// example runs as pasted.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
@@ -81,10 +84,19 @@ describe('the Vercel AI SDK adapter against holdpoint up', () => {
     assert.equal((await rest.get(effect)).state, 'finished');
   });
 
-  test("docs/integrations.md's AI SDK block is examples/ai-sdk-approval.mjs", () => {
+  test("docs/integrations.md's AI SDK block is examples/ai-sdk-approval.mjs, and it runs as pasted: held, approved over REST, done", async () => {
+    const example = join(ROOT, 'sdks/typescript/examples/ai-sdk-approval.mjs');
     const doc = readFileSync(join(ROOT, 'docs/integrations.md'), 'utf8');
     const block = `${doc.split('## Vercel AI SDK')[1].split('```js\n')[1].split('\n```')[0]}\n`;
-    assert.equal(block, readFileSync(join(ROOT, 'sdks/typescript/examples/ai-sdk-approval.mjs'), 'utf8'));
+    assert.equal(block, readFileSync(example, 'utf8'));
+    const child = hp.node('examples/ai-sdk-approval.mjs', example, [hp.natsUrl, ORG]);
+    const effect = (await child.line(/^held (\S+): approve it with `holdpoint approve \1`$/m, 90000))[1];
+    const view = await rest.get(effect);
+    await rest.approve(effect, { approved: true, argumentsDigest: view.call.argumentsDigest });
+    const exited = await Promise.race([child.exited, new Promise((r) => setTimeout(() => r('timeout'), 60000))]);
+    assert.deepEqual(exited, { code: 0, signal: null }, child.out + child.err);
+    assert.equal(child.out.split('\n').at(-2), 'Done: {"url":"https://github.example/acme/app/pull/42","title":"Fix the build"}', child.out);
+    assert.equal((await rest.get(effect)).state, 'finished');
   });
 
   test('a denial reaches the model as execution-denied with the reason; the tool never runs', async () => {
@@ -207,4 +219,51 @@ describe('the Vercel AI SDK adapter across a worker killed (-9) between approval
       await rt2.close();
     }
   });
+  for (const stopInTool of ['before', 'after']) {
+    test(`a runtime process killed (-9) in the tool ${stopInTool} it ran, after a worker kill, continues from its saved conversation: one release, one execution, one tool-call-finished`, async () => {
+      const hp = new Holdpoint(); // its own nats-server: one worker at a time
+      await hp.nats();
+      const worker = await hp.worker();
+      await hp.ingress();
+      const rest = new HoldpointRest({ baseUrl: hp.api, token: await hp.token(ORG, 'ana@acme.example') });
+      const rt = await Runtime.connect(hp.natsUrl, ORG);
+      const [session, task, callId] = [unique('sess'), unique('task'), unique('call')];
+      const [state, runs] = [join(hp.dir, 'state.json'), join(hp.dir, 'runs')];
+      const script = join(ROOT, 'sdks/typescript/test/ai-sdk-runtime.mjs');
+      const args = [hp.natsUrl, session, task, callId, state, runs];
+      const ran = () => (existsSync(runs) ? readFileSync(runs, 'utf8').split('\n').filter(Boolean) : []);
+      try {
+        const first = hp.node('ai-sdk runtime', script, [...args, '--stop-in-tool', stopInTool]);
+        const effect = (await first.line(/^held (\S+)$/m, 90000))[1];
+        assert.ok(existsSync(state));
+        const view = await until('the hold', () => rest.get(effect));
+        await rest.approve(effect, { approved: true, argumentsDigest: view.call.argumentsDigest });
+        worker.child.kill('SIGKILL');
+        assert.equal((await worker.exited).signal, 'SIGKILL');
+        await hp.worker();
+        await first.line(stopInTool === 'before' ? /^executing$/m : /^reported$/m, 60000);
+        first.child.kill('SIGKILL');
+        assert.equal((await first.exited).signal, 'SIGKILL');
+        assert.deepEqual(ran(), stopInTool === 'before' ? [] : ['createPullRequest Fix the build']);
+
+        const second = hp.node('ai-sdk runtime (restarted)', script, args);
+        const exited = await Promise.race([second.exited, new Promise((r) => setTimeout(() => r('timeout'), 90000))]);
+        assert.deepEqual(exited, { code: 0, signal: null }, second.out + second.err);
+        assert.match(second.out, /^restarted$/m);
+        assert.doesNotMatch(second.out, /^held /m);
+        assert.match(second.out, /^done Done: \{"url":"https:\/\/github\.example\/acme\/app\/pull\/42"\}$/m, second.out);
+        assert.deepEqual(ran(), ['createPullRequest Fix the build'], 'the tool ran twice');
+        await until('tool-call-finished', async () => (await stored(rt, task, 'tool-call-finished')) === 1, 30000);
+        assert.equal(await stored(rt, task, 'approval-requested'), 1);
+        assert.equal(await stored(rt, task, 'interaction-resolved'), 1);
+        assert.equal(await stored(rt, task, 'tool-call-released'), 1);
+        assert.equal(await stored(rt, task, 'tool-call-finished'), 1);
+        assert.deepEqual((await finishedOf(rt, task)).result, { status: 'ok', output: { url: 'https://github.example/acme/app/pull/42' } });
+        assert.equal((await rest.get(effect)).state, 'finished');
+      } finally {
+        await rt.close();
+        await hp.close();
+      }
+    });
+  }
 });

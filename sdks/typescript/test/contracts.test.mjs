@@ -1,5 +1,5 @@
 // What the SDK and the inbox must keep in step with the rest of the repository:
-// the generated types, the error catalog, the version, the vendored SSE parser,
+// the generated types, the error catalog, the version and the packed tarball, the vendored SSE parser,
 // and the answer message's exact shape (the interactions/v1 extension, README "A2A"). No server needed.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -57,6 +57,23 @@ test('the package version is the Cargo workspace version', () => {
   const lock = JSON.parse(readFileSync(join(here, 'package-lock.json'), 'utf8'));
   assert.equal(pkg.version, version);
   assert.equal(lock.version, version);
+});
+
+test('npm pack makes the tarball the README installs, holding every entry the package exports', async () => {
+  const pkg = JSON.parse(readFileSync(join(here, 'package.json'), 'utf8'));
+  // dist is built (npm test builds first); --ignore-scripts skips prepack's rebuild.
+  const { stdout } = await run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: here });
+  const [packed] = JSON.parse(stdout);
+  assert.equal(packed.filename, `holdpoint-sdk-${pkg.version}.tgz`);
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  assert.ok(readme.includes(`npm install /tmp/${packed.filename}`), `README.md does not install ${packed.filename}`);
+  const files = new Set(packed.files.map((f) => f.path));
+  for (const [entry, target] of Object.entries(pkg.exports)) {
+    for (const path of Object.values(target)) {
+      assert.ok(files.has(path.replace(/^\.\//, '')), `${entry}: ${path} is not in the tarball`);
+    }
+  }
+  assert.ok(![...files].some((f) => f.startsWith('test/') || f.startsWith('src/')), 'the tarball carries tests or sources');
 });
 
 test('the error catalog matches schemas/errors.json (codes and retryable)', () => {

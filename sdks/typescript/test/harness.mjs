@@ -119,6 +119,13 @@ export class Holdpoint {
     return proc;
   }
 
+  /** A Node script (`script`, a path) as a process of its own, stopped with the others. */
+  node(name, script, args) {
+    const proc = new Proc(name, process.execPath, [script, ...args], { cwd: join(ROOT, 'sdks/typescript'), env: process.env });
+    this.procs.push(proc);
+    return proc;
+  }
+
   /**
    * `holdpoint up --dev-jwt` on free ports: its private nats-server, a worker and
    * the ingress. Sets `api`, `natsUrl` and `inboxLink` (the printed link).

@@ -30,7 +30,7 @@ function rebuild(c) {
     });
     const r = c.request;
     let request;
-    if (r.kind === 'approval') request = approvalRequest(r.server, r.tool, r.arguments, r.reason);
+    if (r.kind === 'approval') request = approvalRequest(r.server, r.tool, r.arguments, r.reason, r.editable ?? false);
     else if (r.kind === 'question') request = questionRequest(r.questions);
     else request = connectionRequest(r.app, r.reason);
     return openCommand(at, c.interactionId, c.callId, request);
