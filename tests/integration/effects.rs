@@ -372,3 +372,133 @@ async fn effects_a_stopped_owner_committed_are_not_stored_again_after_the_window
         assert_eq!(released(&events, eff), 1, "{eff}");
     }
 }
+
+/// Whether process `pid` is stopped (state `T` in `/proc/<pid>/stat`).
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('T'))
+        })
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn a_zombie_worker_commits_nothing_once_another_owner_decided() {
+    // A worker decides an approval, and is paused (SIGSTOP) before its commit, as a
+    // long GC pause or a partition would; past its pin another worker takes the
+    // partition and decides a deny of the same call under another key. Resumed, the
+    // paused worker's batch fails on its records' expectations: the call is never
+    // released, and nothing of its batch appears anywhere.
+    // A long ack_wait: the approval the zombie holds is not delivered to the next
+    // owner before the deny.
+    let mut app = TestApp::start_with(AppOptions {
+        topo: Topology {
+            ack_wait: Duration::from_secs(10),
+            ..Topology::default()
+        },
+        workers: 0,
+        outcome_timeout: Duration::from_secs(2),
+        ..AppOptions::default()
+    })
+    .await;
+    let rt = app.runtime("acme").await;
+    app.start_worker().await;
+    let (_, eff) = open_approval(&rt).await;
+    app.wait_idle().await;
+    app.stop_workers().await;
+
+    let zombie = app.spawn_worker_process(Some("stop-before-commit"));
+    let pid = app.process(zombie).id();
+    let ana = app.person("acme", "ana");
+    let approve = ana
+        .post_keyed(
+            &format!("/v1/interactions/{eff}/approve"),
+            "k-approve",
+            &json!({"approved": true}),
+        )
+        .await;
+    assert_eq!(
+        approve.status, 503,
+        "the approval waits on the paused worker: {approve:?}"
+    );
+    wait_for(
+        Duration::from_secs(20),
+        "the worker to stop before its commit",
+        || async move { stopped(pid).then_some(()) },
+    )
+    .await;
+
+    app.start_worker().await;
+    let deny = wait_for(
+        Duration::from_secs(30),
+        "the deny, by the next owner",
+        || {
+            let (ana, eff) = (ana.clone(), eff.clone());
+            async move {
+                let r = ana
+                    .post_keyed(
+                        &format!("/v1/interactions/{eff}/approve"),
+                        "k-deny",
+                        &json!({"approved": false, "reason": "not now"}),
+                    )
+                    .await;
+                (r.status != 503).then_some(r)
+            }
+        },
+    )
+    .await;
+    assert_eq!(deny.status, 204, "{deny:?}");
+
+    // The zombie resumes, commits (refused), decides again and acks.
+    app.signal_process(zombie, nix::sys::signal::Signal::SIGCONT);
+    app.wait_idle_within(Duration::from_secs(40)).await;
+    let again = ana
+        .post_keyed(
+            &format!("/v1/interactions/{eff}/approve"),
+            "k-approve",
+            &json!({"approved": true}),
+        )
+        .await;
+    assert_eq!(
+        (again.status, again.code()),
+        (409, "NRY-0009"),
+        "the approval, retried, finds the deny: {again:?}"
+    );
+    app.wait_idle().await;
+    let record = app.interaction("acme", &eff).await.expect("stored");
+    assert_eq!(
+        record.state,
+        State::Finished,
+        "a denied call is finished at once"
+    );
+    let events = app.events("acme").await;
+    assert_eq!(
+        released(&events, &eff),
+        0,
+        "the zombie's release: {events:?}"
+    );
+    assert_eq!(
+        finished(&events, &eff).len(),
+        1,
+        "one tool-call-finished, the deny's"
+    );
+    assert_eq!(named(&events, "interaction-resolved", &eff).len(), 1);
+    // Nor in the state stream, where a refused batch would have left it.
+    let state = app
+        .bus
+        .js
+        .get_stream(app.bus.topo.state_stream())
+        .await
+        .expect("state stream");
+    let released_in_state = state
+        .get_last_raw_message_by_subject(&format!("hp.fx.evt.acme.*.*.tool-call-released"))
+        .await;
+    assert!(
+        released_in_state.is_err(),
+        "a release in the state stream: {:?}",
+        released_in_state.map(|m| m.subject)
+    );
+    app.kill_process(zombie);
+}

@@ -401,8 +401,11 @@ async def test_an_undecodable_event_is_skipped_not_fatal(up: Holdpoint, caplog: 
         session, task = unique("sess"), unique("task")
         await rt.open_session(session)
         # Something that is not a CloudEvent, stored on the task's subject.
-        ack = await rt._nc.jetstream().publish(f"hp.in.evt.acme.{task}.approval-requested", b"\xffnot json")
-        assert ack.stream == "HP_EVENTS"
+        # (in the state stream, from where the events stream sources it)
+        ack = await rt._nc.jetstream().publish(
+            f"hp.fx.evt.acme.{task}.evt-planted.approval-requested", b"\xffnot json"
+        )
+        assert ack.stream == "KV_HP_STATE"
         effect = await rt.hold_for_approval(
             Placement(session, "main", task, unique("ctx")),
             effect_id=unique("eff"), call_id=unique("call"), server="s", tool="t", arguments={},
@@ -439,8 +442,8 @@ async def test_the_worker_records_the_command_under_the_pythons_id(up: Holdpoint
             at, effect, unique("call"), holdpoint.runtime.approval_request("s", "t", arguments, "why ✓")
         )
         assert await rt.send(command) == "opened"
-        key = f"acme.{effect}"
-        kv = await rt._js.key_value("HP_INTERACTIONS")
+        key = f"int.acme.{effect}"
+        kv = await rt._js.key_value("HP_STATE")
         record = json.loads((await kv.get(key)).value or b"{}")
         recorded = [t["commandId"] for t in record["outbox"]]
         assert holdpoint.command_id(rt.envelope(command)) in recorded, recorded

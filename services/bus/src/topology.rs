@@ -334,6 +334,16 @@ impl Topology {
             e.name()
         )
     }
+    /// `hp.fx.evt.<org>.<task>.*.<name>`: a task's events of one name in the state
+    /// stream.
+    pub fn event_state_filter(&self, org: &OrgId, task: &TaskId, name: &str) -> String {
+        format!(
+            "{}.fx.evt.{}.{}.*.{name}",
+            self.subject_prefix,
+            org.token(),
+            task.token()
+        )
+    }
     /// `hp.audit.<org>`, where readers read it.
     pub fn audit_subject(&self, org: &OrgId) -> String {
         format!("{}.audit.{}", self.subject_prefix, org.token())

@@ -54,11 +54,15 @@ use crate::cache::SessionCache;
 /// A point where a test may make the worker abort, to prove crash safety.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failpoint {
-    /// Abort right after a batch's records are written, before any effect is
-    /// published.
+    /// Abort right after a batch is committed (its records and effects stored),
+    /// before its outcomes are stored and replied.
     AfterWrite,
     /// Abort after everything but the replies and acks.
     BeforeAck,
+    /// Stop this process (SIGSTOP, as a pause or a partition would) after a batch
+    /// is decided and before it is committed: a zombie whose batch the next owner
+    /// overtakes. A test sends SIGCONT.
+    StopBeforeCommit,
 }
 
 impl std::str::FromStr for Failpoint {
@@ -67,8 +71,9 @@ impl std::str::FromStr for Failpoint {
         match s {
             "after-write" => Ok(Failpoint::AfterWrite),
             "before-ack" => Ok(Failpoint::BeforeAck),
+            "stop-before-commit" => Ok(Failpoint::StopBeforeCommit),
             other => Err(format!(
-                "unknown failpoint {other:?} (after-write, before-ack)"
+                "unknown failpoint {other:?} (after-write, before-ack, stop-before-commit)"
             )),
         }
     }

@@ -256,6 +256,7 @@ impl Runner {
             return cmds;
         }
         self.decide_all(&mut ws, &mut cmds).await;
+        self.failpoint(Failpoint::StopBeforeCommit, &cmds);
         let committed = self.commit(&ws, &mut cmds).await;
         self.failpoint(Failpoint::AfterWrite, &cmds);
         self.store_outcomes(&mut cmds).await;
@@ -270,10 +271,20 @@ impl Runner {
     }
 
     fn failpoint(&self, at: Failpoint, cmds: &[Cmd]) {
-        if self.cfg.failpoint == Some(at) && has_writes(cmds) {
-            eprintln!("holdpoint worker: failpoint {at:?} reached, aborting");
-            std::process::abort();
+        if self.cfg.failpoint != Some(at) || !has_writes(cmds) {
+            return;
         }
+        if at == Failpoint::StopBeforeCommit {
+            eprintln!("holdpoint worker: failpoint {at:?} reached, stopping");
+            // The process stops here until a SIGCONT; the batch then commits.
+            let _ = std::process::Command::new("kill")
+                .arg("-STOP")
+                .arg(std::process::id().to_string())
+                .status();
+            return;
+        }
+        eprintln!("holdpoint worker: failpoint {at:?} reached, aborting");
+        std::process::abort();
     }
 
     /// Loads what every command needs: first what the commands name, then what their
