@@ -493,7 +493,7 @@ async fn a_zombie_worker_commits_nothing_once_another_owner_decided() {
         .await
         .expect("state stream");
     let released_in_state = state
-        .get_last_raw_message_by_subject(&format!("hp.fx.evt.acme.*.*.tool-call-released"))
+        .get_last_raw_message_by_subject("hp.fx.evt.acme.*.*.tool-call-released")
         .await;
     assert!(
         released_in_state.is_err(),
