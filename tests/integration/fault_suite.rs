@@ -297,7 +297,9 @@ async fn a_fast_storm_of_worker_kills_for_two_minutes_loses_nothing_and_stalls_n
         storm >= FAST_STORM,
         "the answers ran out after {storm:?}: the storm was shorter than {FAST_STORM:?}"
     );
-    assert!(redelivered > 0, "no kill hit a command in flight");
+    // Whether a kill landed on a command in flight is chance here (the paced
+    // clients leave the workers idle most of the time; the 503s count the answers
+    // a kill did reach): the 300-900 ms storm above asserts it.
     assert!(
         longest <= Duration::from_secs(5),
         "an answer waited {longest:?} after the last kill"
