@@ -334,6 +334,9 @@ export interface FollowOptions {
   signal?: AbortSignal;
 }
 
+/** The state bucket's key prefix of each kind of record (services/bus/src/topology.rs). */
+const STATE_KINDS: Record<string, string | undefined> = { INTERACTIONS: 'int', SESSIONS: 'ses', TASKS: 'task' };
+
 /**
  * One organisation's runtime handle over NATS. Build it with
  * {@link Runtime.connect}; call {@link Runtime.close} when done.
@@ -343,10 +346,6 @@ export interface FollowOptions {
  * `ConflictError` for `NRY-0009`), no outcome in time throws
  * {@link OutcomeTimeoutError} (retrying the same call is safe).
  */
-
-/** The state bucket's key prefix of each kind of record (services/bus/src/topology.rs). */
-const STATE_KINDS: Record<string, string | undefined> = { INTERACTIONS: 'int', SESSIONS: 'ses', TASKS: 'task' };
-
 export class Runtime {
   /** The organisation. */
   readonly org: string;

@@ -112,11 +112,11 @@ def _check_id(what: str, value: str) -> str:
     return value
 
 
-@dataclass(frozen=True)
-
 # The state bucket's key prefix of each kind of record (services/bus/src/topology.rs).
 _STATE_KINDS = {"INTERACTIONS": "int", "SESSIONS": "ses", "TASKS": "task"}
 
+
+@dataclass(frozen=True)
 class Expiry:
     """An interaction's deadline as a runtime asks for it: at most one of
     ``expires_at`` (an aware datetime; sent as RFC 3339 UTC with milliseconds) and
