@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Version skew: builds another release's `holdpoint` (a commit of this repository,
-# default OLD below) in a worktree under .tools/skew/, then runs the ignored test
+# Version skew: builds another release's `holdpoint` (a commit of this repository
+# of the same store format) in a worktree under .tools/skew/, then runs the ignored test
 # skew::an_older_and_a_newer_worker_share_one_store with that binary as the older
 # worker and this checkout's as the newer (README.md, "Upgrades and version skew").
 #
-#   ops/skew.sh            # against OLD
 #   ops/skew.sh <commit>   # against any commit of the same store format
+#
+# Store format 2 (the state stream) began with this release: the releases before
+# it (format 1) cannot share a store with it, and `holdpoint migrate` moves a
+# store over instead (README.md, "Upgrades and version skew").
 #
 # The first build of a commit takes as long as a clean build (minutes on 2 cores);
 # later runs reuse it.
@@ -13,9 +16,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source ops/env.sh >/dev/null
 
-# The last commit before the store format was recorded (format 1 implicitly).
-OLD=be3180c
-commit="$(git rev-parse --verify "${1:-$OLD}^{commit}")"
+if [[ $# -lt 1 ]]; then
+    echo "usage: ops/skew.sh <commit of store format 2>" >&2
+    exit 2
+fi
+commit="$(git rev-parse --verify "$1^{commit}")"
 dir=".tools/skew/${commit:0:12}"
 if [[ ! -d "$dir" ]]; then
     git worktree add --detach "$dir" "$commit" >/dev/null

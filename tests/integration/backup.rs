@@ -85,7 +85,7 @@ async fn a_restored_store_answers_once_replays_outcomes_and_fires_deadlines_once
         saved.to_str().expect("utf-8 path"),
     ]);
     let printed = expect_ok("backup", &out);
-    assert!(printed.contains("KV_HP_INTERACTIONS"), "{printed}");
+    assert!(printed.contains("KV_HP_STATE"), "{printed}");
     let manifest: serde_json::Value = serde_json::from_slice(
         &std::fs::read(saved.join("holdpoint-backup.json")).expect("manifest"),
     )
@@ -205,7 +205,7 @@ async fn a_damaged_archive_or_a_newer_manifest_is_refused_and_restores_nothing()
     assert!(!twice.status.success());
 
     let fresh = NatsServer::start().await;
-    let archive = saved.join("KV_HP_INTERACTIONS.snapshot");
+    let archive = saved.join("KV_HP_STATE.snapshot");
     let original = std::fs::read(&archive).expect("archive");
     let mut damaged = original.clone();
     let last = damaged.len() - 1;

@@ -64,7 +64,7 @@ async fn killing_the_commands_leader_then_another_node_loses_nothing() {
     )
     .await;
     let commands = app.bus.topo.commands_stream();
-    let interactions = format!("KV_{}", app.bus.topo.interactions_bucket());
+    let interactions = app.bus.topo.state_stream();
     for stream in [&commands, &interactions] {
         let mut s = app.bus.js.get_stream(stream).await.expect("stream");
         let replicas = s.info().await.expect("info").config.num_replicas;
@@ -333,7 +333,7 @@ async fn the_production_cluster_configs_form_a_synced_r3_cluster() {
     for stream in [
         bus.topo.commands_stream(),
         bus.topo.events_stream(),
-        format!("KV_{}", bus.topo.interactions_bucket()),
+        bus.topo.state_stream(),
         format!("KV_{}", bus.topo.outcomes_bucket()),
     ] {
         let mut s = bus.js.get_stream(&stream).await.expect("stream");

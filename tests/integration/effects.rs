@@ -1,21 +1,17 @@
-//! Effects are never lost or late, and a call is released once (the outbox relay,
-//! stream RePublish, one release per call, fast failover). Each test here failed on
-//! the design before the relay:
+//! Effects are never lost or late, and a call is released once (one atomic batch
+//! per decision, stream RePublish, one release per call, fast failover):
 //!
-//! - a committed transition whose command is lost (purged, never redelivered)
-//!   still gets its events out, by the sweep of the next worker to start, and when
-//!   the transition is older than the duplicate window, by the sweep of the worker
-//!   that takes its partition over (from the partition's checkpoint);
-//! - a refusal decided on a record whose last transition is unconfirmed publishes
-//!   that transition's events first (the relay on load);
+//! - a committed decision whose command is lost (purged, never redelivered) has
+//!   its events out with no worker running at all, once, also past the duplicate
+//!   window;
+//! - a refusal decided after it finds the release stored;
 //! - a live core subscriber sees each event once when a worker dies after
-//!   publishing and its command is redelivered and replayed;
+//!   committing and its command is redelivered and replayed;
 //! - holding a call again under another effect id is refused;
 //! - a worker killed with `kill -9` under load hands its partitions over within
 //!   seconds: no answer waits for `ack_wait` times a backoff;
-//! - what a worker published and then stopped owning before its checkpoint could
-//!   pass it is not stored again when the next owner comes after the duplicate
-//!   window (the relay reads what the streams hold first).
+//! - answers committed by a worker that stopped are not stored again when the
+//!   next owner comes after the duplicate window.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -93,16 +89,24 @@ fn released(events: &[Event], eff: &str) -> usize {
 }
 
 #[tokio::test]
-async fn a_committed_transition_whose_command_is_lost_still_gets_its_events_out() {
-    let mut app = app_without_workers(Duration::from_secs(120)).await;
+async fn a_committed_decision_whose_command_is_lost_has_its_events_out_once() {
+    // A 1 s duplicate window: the copies a relay would have made after it are
+    // what this checks against.
+    let mut app = app_without_workers(Duration::from_secs(1)).await;
     let eff = answer_into_failpoint(&mut app, "after-write", "k-1").await;
     let record = app.interaction("acme", &eff).await.expect("stored");
     assert_eq!(record.state, State::Resolved, "the answer was committed");
-    assert_eq!(released(&app.events("acme").await, &eff), 0);
+    assert!(
+        record
+            .outbox
+            .iter()
+            .all(|t| t.confirmed && t.effects.is_empty()),
+        "a record owes no effects: {:?}",
+        record.outbox
+    );
     lose_the_commands(&app).await;
-    // A worker starts: its sweep publishes what recent transitions left unconfirmed.
-    app.start_worker().await;
-    let events = wait_for(Duration::from_secs(20), "the release to go out", || {
+    // No worker runs: the effects were committed with the record.
+    let events = wait_for(Duration::from_secs(20), "the release, sourced", || {
         let app = &app;
         let eff = eff.clone();
         async move {
@@ -113,29 +117,15 @@ async fn a_committed_transition_whose_command_is_lost_still_gets_its_events_out(
     .await;
     assert_eq!(named(&events, "interaction-resolved", &eff).len(), 1);
     assert_ids_consistent(&events);
-    // The sweep recorded them confirmed: nothing is published again.
-    app.wait_idle().await;
-    let record = app.interaction("acme", &eff).await.expect("stored");
-    assert!(
-        record.outbox.iter().all(|t| t.confirmed),
-        "the relay records what it published: {:?}",
-        record.outbox
-    );
-}
-
-#[tokio::test]
-async fn a_transition_older_than_the_duplicate_window_is_relayed_from_the_checkpoint() {
-    // A 1 s duplicate window: by the time a worker comes back, the lost transition is
-    // too old for the dedup-window rule; the partition's checkpoint (saved by the
-    // worker that died, before the transition) still covers it.
-    let mut app = app_without_workers(Duration::from_secs(1)).await;
-    let eff = answer_into_failpoint(&mut app, "after-write", "k-1").await;
-    lose_the_commands(&app).await;
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Past the duplicate window, a worker comes and decides another answer to it.
+    let until = Instant::now() + Duration::from_millis(2500);
+    wait_for(
+        Duration::from_secs(10),
+        "the duplicate window to pass",
+        || async move { (Instant::now() > until).then_some(()) },
+    )
+    .await;
     app.start_worker().await;
-    // The partition is taken over when its first command arrives: another answer,
-    // to the same task, is refused (already answered), and the takeover sweep has
-    // published the lost release by then.
     let ana = app.person("acme", "ana");
     let r = wait_for(Duration::from_secs(20), "the second answer", || {
         let (ana, eff) = (ana.clone(), eff.clone());
@@ -154,14 +144,14 @@ async fn a_transition_older_than_the_duplicate_window_is_relayed_from_the_checkp
     assert_eq!((r.status, r.code()), (409, "NRY-0009"), "{r:?}");
     app.wait_idle().await;
     let events = app.events("acme").await;
-    assert_eq!(released(&events, &eff), 1, "the lost release went out once");
+    assert_eq!(released(&events, &eff), 1, "the release, once");
+    assert_eq!(named(&events, "interaction-resolved", &eff).len(), 1);
 }
 
 #[tokio::test]
 async fn a_refusal_after_a_lost_command_comes_after_its_committed_effects() {
-    // The refusal's load of the record relays the unconfirmed transition before the
-    // refusal is replied (unless the start-up sweep did it first): either way, when
-    // the 409 is out, the release is stored.
+    // The release was committed with the answer; the refusal is decided on the
+    // record that holds it.
     let mut app = app_without_workers(Duration::from_secs(120)).await;
     let eff = answer_into_failpoint(&mut app, "after-write", "k-1").await;
     lose_the_commands(&app).await;
@@ -175,8 +165,6 @@ async fn a_refusal_after_a_lost_command_comes_after_its_committed_effects() {
         )
         .await;
     assert_eq!((r.status, r.code()), (409, "NRY-0009"), "{r:?}");
-    // When the 409 is out, the release is stored: the relay publishes before the
-    // refusal's reply.
     let events = app.events("acme").await;
     assert_eq!(released(&events, &eff), 1, "{events:?}");
 }
@@ -326,78 +314,10 @@ async fn a_killed_worker_hands_its_partitions_over_within_seconds() {
 }
 
 #[tokio::test]
-async fn a_worker_publishes_nothing_again_that_it_wrote_and_saw_confirmed() {
-    // One worker writes every record, through several partition runners: an answer
-    // is keyed by its interaction, the opening it answers by its task, so another
-    // runner usually decides the answer and loads the record the first one wrote.
-    // After a takeover a runner also sweeps again once a previous owner can no longer
-    // be committing (the fence sweep). Neither publishes anything again here: every
-    // transition was confirmed by this worker. Before the worker shared what it saw
-    // confirmed and signed its writes, each answer published its opening's effects
-    // again, and each fence sweep every write since the takeover (thousands a few
-    // seconds into a busy run, which stalled the partition until it lost its pin).
-    let app = app_without_workers(Duration::from_secs(120)).await;
-    let metrics = std::sync::Arc::new(holdpoint_telemetry::Metrics::new());
-    let token = tokio_util::sync::CancellationToken::new();
-    let worker = tokio::spawn(holdpoint_worker::run(
-        app.bus.clone(),
-        holdpoint_worker::WorkerConfig {
-            metrics: metrics.clone(),
-            ..holdpoint_worker::WorkerConfig::default()
-        },
-        token.clone(),
-    ));
-    let rt = app.runtime("acme").await;
-    let ana = app.person("acme", "ana");
-    for _ in 0..24 {
-        let (_, eff) = open_approval(&rt).await;
-        let r = ana
-            .post(
-                &format!("/v1/interactions/{eff}/approve"),
-                &json!({"approved": true}),
-            )
-            .await;
-        assert_eq!(r.status, 204, "{r:?}");
-    }
-    app.wait_idle().await;
-    let written = time::OffsetDateTime::now_utc();
-    println!("relayed before the fence sweep: {}", metrics.relayed.get());
-    // A partition's checkpoint passes its owner's takeover only after the fence sweep.
-    let bus = app.bus.clone();
-    wait_for(
-        Duration::from_secs(40),
-        "every owned partition's fence sweep",
-        || {
-            let bus = bus.clone();
-            async move {
-                for p in 0..bus.topo.partitions {
-                    if bus.pinned_client(p).await.ok()?.is_some()
-                        && bus.checkpoint(p).await.ok()?.is_none_or(|c| c < written)
-                    {
-                        return None;
-                    }
-                }
-                Some(())
-            }
-        },
-    )
-    .await;
-    assert_eq!(
-        metrics.relayed.get(),
-        0,
-        "the worker published its own confirmed transitions again"
-    );
-    token.cancel();
-    let _ = worker.await;
-}
-
-#[tokio::test]
-async fn effects_a_stopped_owner_confirmed_are_not_stored_again_after_the_window() {
+async fn effects_a_stopped_owner_committed_are_not_stored_again_after_the_window() {
     // A 2 s duplicate window. A worker takes the partitions over, commits answers
-    // and stops before its fence sweep ran (the checkpoint it may save is held at
-    // its takeover); nobody owns the partitions for longer than the window; then
-    // new commands come. What the stopped worker published must not be stored a
-    // second time by the next owner's takeover sweep.
+    // and stops; nobody owns the partitions for longer than the window; then new
+    // commands come. Nothing the stopped worker committed is stored a second time.
     let window = Duration::from_secs(2);
     let mut app = app_without_workers(window).await;
     let rt = app.runtime("acme").await;
@@ -451,4 +371,134 @@ async fn effects_a_stopped_owner_confirmed_are_not_stored_again_after_the_window
     for (_, eff) in &held {
         assert_eq!(released(&events, eff), 1, "{eff}");
     }
+}
+
+/// Whether process `pid` is stopped (state `T` in `/proc/<pid>/stat`).
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('T'))
+        })
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn a_zombie_worker_commits_nothing_once_another_owner_decided() {
+    // A worker decides an approval, and is paused (SIGSTOP) before its commit, as a
+    // long GC pause or a partition would; past its pin another worker takes the
+    // partition and decides a deny of the same call under another key. Resumed, the
+    // paused worker's batch fails on its records' expectations: the call is never
+    // released, and nothing of its batch appears anywhere.
+    // A long ack_wait: the approval the zombie holds is not delivered to the next
+    // owner before the deny.
+    let mut app = TestApp::start_with(AppOptions {
+        topo: Topology {
+            ack_wait: Duration::from_secs(10),
+            ..Topology::default()
+        },
+        workers: 0,
+        outcome_timeout: Duration::from_secs(2),
+        ..AppOptions::default()
+    })
+    .await;
+    let rt = app.runtime("acme").await;
+    app.start_worker().await;
+    let (_, eff) = open_approval(&rt).await;
+    app.wait_idle().await;
+    app.stop_workers().await;
+
+    let zombie = app.spawn_worker_process(Some("stop-before-commit"));
+    let pid = app.process(zombie).id();
+    let ana = app.person("acme", "ana");
+    let approve = ana
+        .post_keyed(
+            &format!("/v1/interactions/{eff}/approve"),
+            "k-approve",
+            &json!({"approved": true}),
+        )
+        .await;
+    assert_eq!(
+        approve.status, 503,
+        "the approval waits on the paused worker: {approve:?}"
+    );
+    wait_for(
+        Duration::from_secs(20),
+        "the worker to stop before its commit",
+        || async move { stopped(pid).then_some(()) },
+    )
+    .await;
+
+    app.start_worker().await;
+    let deny = wait_for(
+        Duration::from_secs(30),
+        "the deny, by the next owner",
+        || {
+            let (ana, eff) = (ana.clone(), eff.clone());
+            async move {
+                let r = ana
+                    .post_keyed(
+                        &format!("/v1/interactions/{eff}/approve"),
+                        "k-deny",
+                        &json!({"approved": false, "reason": "not now"}),
+                    )
+                    .await;
+                (r.status != 503).then_some(r)
+            }
+        },
+    )
+    .await;
+    assert_eq!(deny.status, 204, "{deny:?}");
+
+    // The zombie resumes, commits (refused), decides again and acks.
+    app.signal_process(zombie, nix::sys::signal::Signal::SIGCONT);
+    app.wait_idle_within(Duration::from_secs(40)).await;
+    let again = ana
+        .post_keyed(
+            &format!("/v1/interactions/{eff}/approve"),
+            "k-approve",
+            &json!({"approved": true}),
+        )
+        .await;
+    assert_eq!(
+        (again.status, again.code()),
+        (409, "NRY-0009"),
+        "the approval, retried, finds the deny: {again:?}"
+    );
+    app.wait_idle().await;
+    let record = app.interaction("acme", &eff).await.expect("stored");
+    assert_eq!(
+        record.state,
+        State::Finished,
+        "a denied call is finished at once"
+    );
+    let events = app.events("acme").await;
+    assert_eq!(
+        released(&events, &eff),
+        0,
+        "the zombie's release: {events:?}"
+    );
+    assert_eq!(
+        finished(&events, &eff).len(),
+        1,
+        "one tool-call-finished, the deny's"
+    );
+    assert_eq!(named(&events, "interaction-resolved", &eff).len(), 1);
+    // Nor in the state stream, where a refused batch would have left it.
+    let state = app
+        .bus
+        .js
+        .get_stream(app.bus.topo.state_stream())
+        .await
+        .expect("state stream");
+    let released_in_state = state
+        .get_last_raw_message_by_subject("hp.fx.evt.acme.*.*.tool-call-released")
+        .await;
+    assert!(
+        released_in_state.is_err(),
+        "a release in the state stream: {:?}",
+        released_in_state.map(|m| m.subject)
+    );
+    app.kill_process(zombie);
 }

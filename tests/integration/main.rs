@@ -27,6 +27,7 @@ mod forms;
 mod hostile;
 mod hostile_fuzz;
 mod inbox_facts;
+mod migrate;
 mod nats_permissions;
 mod observability;
 mod openapi_fuzz;

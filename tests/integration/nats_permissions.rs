@@ -313,13 +313,13 @@ async fn each_role_runs_its_part_of_the_flow_without_a_single_violation() {
     // fails instead of creating streams.
     let refused = Bus::setup(client_as(&server, "ingress").await, topo()).await;
     assert!(
-        matches!(&refused, Err(e) if e.to_string().contains("create stream")),
+        matches!(&refused, Err(e) if e.to_string().contains("create state stream")),
         "the ingress role set the topology up: {refused:?}"
     );
     assert!(
         violations(&server, 0)
             .iter()
-            .any(|l| l.contains("$JS.API.STREAM.CREATE.HP_COMMANDS")),
+            .any(|l| l.contains("$JS.API.STREAM.CREATE.KV_HP_STATE")),
         "no violation logged for the ingress's stream create:\n{}",
         server.log_contents()
     );
@@ -365,7 +365,7 @@ async fn each_role_runs_its_part_of_the_flow_without_a_single_violation() {
     assert_eq!(status, 204, "{body}");
 
     // An approval, approved over HTTP; the runtime's executor reports the result.
-    // It is remembered for the session: the worker creates the rule in HP_RULES.
+    // It is remembered for the session: the worker creates the rule in HP_STATE.
     let (at_approval, effect) = open_approval(&rt).await;
     let (status, body) = ana(
         &http,
@@ -384,7 +384,7 @@ async fn each_role_runs_its_part_of_the_flow_without_a_single_violation() {
     .await
     .expect("tool result");
 
-    // The rule decides the next hold (the worker's watch of HP_RULES); the ingress
+    // The rule decides the next hold (the worker's watch of the rule keys); the ingress
     // lists it, reads it, revokes it twice (the second probes the audit) and pages
     // the audit.
     let by_rule = hold_call(&rt, &at_approval, "create_pull_request", json!({}), None).await;
@@ -594,16 +594,16 @@ async fn a_tenant_reads_its_own_events_and_nothing_else() {
         .await
         .expect("subscribe");
     let mut inbox = tenant.subscribe("_INBOX.>").await.expect("subscribe");
-    // The worker publishes a globex event, an inbox message, then an acme event
-    // (events on the ingest subjects: HP_EVENTS stores them as hp.evt.… and
-    // republishes what it stored): once the acme one has arrived, the earlier two
+    // The worker stores a globex event, an inbox message, then an acme event (in
+    // the state stream: HP_EVENTS sources them as hp.evt.… and republishes what
+    // it stored): once the acme one has arrived, the earlier two
     // would have arrived as well.
     for subject in [
-        "hp.in.evt.globex.t1.probe",
+        "hp.fx.evt.globex.t1.evt-probe-1.probe",
         "_INBOX.probe",
-        "hp.in.evt.acme.t1.probe",
+        "hp.fx.evt.acme.t1.evt-probe-2.probe",
     ] {
-        if subject.starts_with("hp.in.evt.") {
+        if subject.starts_with("hp.fx.evt.") {
             worker_js
                 .publish(subject, "{}".into())
                 .await
@@ -721,30 +721,27 @@ async fn a_tenant_reads_its_own_events_and_nothing_else() {
 
     // KV: neither a subscription on the interactions bucket's subjects nor a direct
     // get of acme's own interaction (which setup can read).
-    let key_subject = format!("$KV.HP_INTERACTIONS.acme.{acme_q}");
-    let direct = format!("$JS.API.DIRECT.GET.KV_HP_INTERACTIONS.{key_subject}");
+    let key_subject = format!("$KV.HP_STATE.int.acme.{acme_q}");
+    let direct = format!("$JS.API.DIRECT.GET.KV_HP_STATE.{key_subject}");
     let reference = admin
         .client
         .request(direct.clone(), "".into())
         .await
         .expect("setup reads the interaction");
     assert!(String::from_utf8_lossy(&reference.payload).contains(&acme_q));
-    let _kv_sub = tenant
-        .subscribe("$KV.HP_INTERACTIONS.>")
-        .await
-        .expect("subscribe");
-    errors.expect("subscription", "$KV.HP_INTERACTIONS.>").await;
+    let _kv_sub = tenant.subscribe("$KV.HP_STATE.>").await.expect("subscribe");
+    errors.expect("subscription", "$KV.HP_STATE.>").await;
     assert!(
         tenant.request(direct.clone(), "".into()).await.is_err(),
         "the tenant read an interaction record"
     );
     errors.expect("publish", &direct).await;
     assert!(
-        tenant_js.get_key_value("HP_INTERACTIONS").await.is_err(),
-        "the tenant bound the interactions bucket"
+        tenant_js.get_key_value("HP_STATE").await.is_err(),
+        "the tenant bound the state bucket"
     );
     errors
-        .expect("publish", "$JS.API.STREAM.INFO.KV_HP_INTERACTIONS")
+        .expect("publish", "$JS.API.STREAM.INFO.KV_HP_STATE")
         .await;
 
     // Commands: none, for either organisation. HP_COMMANDS does not grow.
@@ -870,7 +867,7 @@ async fn a_reply_header_cannot_make_the_worker_write_into_a_stream() {
     let mut headers = async_nats::HeaderMap::new();
     headers.insert(
         holdpoint_bus::REPLY_HEADER,
-        format!("$KV.HP_INTERACTIONS.acme.{q}").as_str(),
+        format!("$KV.HP_STATE.int.acme.{q}").as_str(),
     );
     rt.bus()
         .publish_command(&env, &env.command_id(), headers)
@@ -1173,15 +1170,14 @@ async fn an_organisations_runtime_reaches_its_own_interactions_and_nothing_else(
     );
 
     // Globex's records: neither by key (direct get) nor through the message API.
-    let direct =
-        format!("$JS.API.DIRECT.GET.KV_HP_INTERACTIONS.$KV.HP_INTERACTIONS.globex.{globex_q}");
+    let direct = format!("$JS.API.DIRECT.GET.KV_HP_STATE.$KV.HP_STATE.int.globex.{globex_q}");
     assert!(raw.request(direct.clone(), "".into()).await.is_err());
     errors.expect("publish", &direct).await;
-    let msg_get = "$JS.API.STREAM.MSG.GET.KV_HP_INTERACTIONS";
+    let msg_get = "$JS.API.STREAM.MSG.GET.KV_HP_STATE";
     assert!(
         raw.request(
             msg_get,
-            json!({"last_by_subj": format!("$KV.HP_INTERACTIONS.globex.{globex_q}")})
+            json!({"last_by_subj": format!("$KV.HP_STATE.int.globex.{globex_q}")})
                 .to_string()
                 .into()
         )
@@ -1293,7 +1289,7 @@ async fn the_setup_user_backs_up_and_restores_without_a_violation() {
     assert_eq!(violations(&source, from_source), Vec::<String>::new());
     assert_eq!(violations(&target, from_target), Vec::<String>::new());
     let restored = bus_as(&target, "setup").await;
-    let sessions = restored.topo.sessions_bucket();
+    let sessions = restored.topo.state_bucket();
     assert_eq!(
         last_sequence(&restored, &format!("KV_{sessions}")).await,
         last_sequence(&admin, &format!("KV_{sessions}")).await

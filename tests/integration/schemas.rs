@@ -346,16 +346,17 @@ fn schema_of(subject: &str) -> Option<&'static str> {
     let tokens = subject.split('.').collect::<Vec<_>>();
     match tokens.as_slice() {
         ["hp", "cmd", ..] => Some("command.json"),
-        // Workers publish effects to the ingest subjects; the streams republish
-        // what they stored on the public ones.
-        ["hp", "evt" | "audit", ..] | ["hp", "in", "evt" | "audit", ..] => Some("event.json"),
-        ["hp", "lane", ..] | ["hp", "in", "lane", ..] => Some("lane-message.json"),
-        ["$KV", "HP_INTERACTIONS", ..] => Some("interaction.json"),
-        ["$KV", "HP_TASKS", ..] => Some("task.json"),
-        ["$KV", "HP_SESSIONS", _, _] => Some("session.json"),
-        ["$KV", "HP_SESSIONS", _, _, _] => Some("lane.json"),
+        // Workers commit effects to the state stream (hp.fx.…); the public
+        // streams source them and republish what they stored on the public ones.
+        ["hp", "fx", "cmd", ..] => Some("command.json"),
+        ["hp", "evt" | "audit", ..] | ["hp", "fx", "evt" | "audit", ..] => Some("event.json"),
+        ["hp", "lane", ..] | ["hp", "fx", "lane", ..] => Some("lane-message.json"),
+        ["$KV", "HP_STATE", "int", ..] => Some("interaction.json"),
+        ["$KV", "HP_STATE", "task", ..] => Some("task.json"),
+        ["$KV", "HP_STATE", "ses", _, _] => Some("session.json"),
+        ["$KV", "HP_STATE", "ses", _, _, _] => Some("lane.json"),
         ["$KV", "HP_OUTCOMES", ..] => Some("outcome.json"),
-        ["$KV", "HP_RULES", ..] => Some("rule.json"),
+        ["$KV", "HP_STATE", "rule", ..] => Some("rule.json"),
         _ => None,
     }
 }
@@ -370,14 +371,7 @@ async fn real_traffic_matches_the_schemas() {
     let app = TestApp::start().await;
     let client = async_nats::connect(app.nats.url()).await.expect("connect");
     let mut subs = Vec::new();
-    for subject in [
-        "hp.>",
-        "$KV.HP_INTERACTIONS.>",
-        "$KV.HP_TASKS.>",
-        "$KV.HP_SESSIONS.>",
-        "$KV.HP_OUTCOMES.>",
-        "$KV.HP_RULES.>",
-    ] {
+    for subject in ["hp.>", "$KV.HP_STATE.>", "$KV.HP_OUTCOMES.>"] {
         subs.push(client.subscribe(subject).await.expect("subscribe"));
     }
     client.flush().await.expect("flush");

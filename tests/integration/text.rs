@@ -254,7 +254,7 @@ async fn plant_record(app: &TestApp, id: &str, hostile: &str) {
     let store: kv::Store = app
         .bus
         .js
-        .get_key_value(app.bus.topo.interactions_bucket())
+        .get_key_value(app.bus.topo.state_bucket())
         .await
         .expect("bucket");
     store
@@ -292,7 +292,7 @@ async fn terminals_never_get_a_raw_control_character() {
     app.bus
         .js
         .publish(
-            app.bus.topo.event_publish_subject(&event),
+            app.bus.topo.event_state_subject(&event),
             serde_json::to_vec(&event).expect("json").into(),
         )
         .await

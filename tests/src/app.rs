@@ -423,17 +423,58 @@ impl<N: Broker> TestApp<N> {
         self.wait_idle_within(Duration::from_secs(20)).await;
     }
 
+    /// Waits (at most 20 s) until the public streams have sourced every effect
+    /// committed so far: a decision's events reach them shortly after its 2xx.
+    pub async fn wait_sourced(&self) {
+        let bus = self.bus.clone();
+        wait_for(Duration::from_secs(20), "the effects to be sourced", || {
+            let bus = bus.clone();
+            async move {
+                (bus.sourcing_lag().await.ok()? == 0 && bus.effects_sourced().await.ok()?)
+                    .then_some(())
+            }
+        })
+        .await;
+    }
+
+    /// Waits (at most 20 s) until the partition consumers have nothing pending or
+    /// unacked and every effect is sourced: like [`TestApp::wait_idle`], but by the
+    /// consumers, not by the commands stream's count. After a write error
+    /// (ENOSPC) and a restart, nats-server 2.15.1 can keep messages in the work
+    /// queue that its consumers acked (their ack floor is past them): they are
+    /// never delivered again, and the stream's count never reaches 0.
+    pub async fn wait_decided(&self) {
+        let bus = self.bus.clone();
+        wait_for(Duration::from_secs(20), "every command decided", || {
+            let bus = bus.clone();
+            async move {
+                (bus.consumer_backlog().await.ok()? == (0, 0)
+                    && bus.sourcing_lag().await.ok()? == 0
+                    && bus.effects_sourced().await.ok()?)
+                .then_some(())
+            }
+        })
+        .await;
+    }
+
     /// Like [`TestApp::wait_idle`], with another deadline.
     pub async fn wait_idle_within(&self, deadline: Duration) {
         let stream = self.bus.topo.commands_stream();
         let js = self.bus.js.clone();
+        let bus = self.bus.clone();
         wait_for(deadline, "workers to be idle", || {
             let js = js.clone();
             let stream = stream.clone();
+            let bus = bus.clone();
             async move {
                 let mut s = js.get_stream(&stream).await.ok()?;
                 let info = s.info().await.ok()?;
-                (info.state.messages == 0).then_some(())
+                // Every effect sourced (follow-up commands included), and every
+                // command decided.
+                (info.state.messages == 0
+                    && bus.sourcing_lag().await.ok()? == 0
+                    && bus.effects_sourced().await.ok()?)
+                .then_some(())
             }
         })
         .await;
@@ -442,6 +483,7 @@ impl<N: Broker> TestApp<N> {
     /// Every event of `org` in the events stream, in stream order.
     pub async fn events(&self, org: &str) -> Vec<Event> {
         let org = OrgId::parse(org).expect("org");
+        self.wait_sourced().await;
         read_all(
             &self.bus,
             &self.bus.topo.events_stream(),
@@ -453,6 +495,7 @@ impl<N: Broker> TestApp<N> {
     /// Every lane message of `org`.
     pub async fn lane_messages(&self, org: &str) -> Vec<holdpoint_domain::LaneMessage> {
         let org = OrgId::parse(org).expect("org");
+        self.wait_sourced().await;
         let filter = format!("{}.lane.{}.>", self.bus.topo.subject_prefix, org.token());
         read_all(&self.bus, &self.bus.topo.lanes_stream(), &filter).await
     }

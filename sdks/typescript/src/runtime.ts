@@ -334,6 +334,9 @@ export interface FollowOptions {
   signal?: AbortSignal;
 }
 
+/** The state bucket's key prefix of each kind of record (services/bus/src/topology.rs). */
+const STATE_KINDS: Record<string, string | undefined> = { INTERACTIONS: 'int', SESSIONS: 'ses', TASKS: 'task' };
+
 /**
  * One organisation's runtime handle over NATS. Build it with
  * {@link Runtime.connect}; call {@link Runtime.close} when done.
@@ -539,11 +542,15 @@ export class Runtime {
   }
 
   /**
-   * The JSON object at `key` of bucket `HP_<bucket>`; `undefined` when absent,
-   * deleted, or not a JSON object (a record this version cannot read).
+   * The JSON object at `key` of the records of kind `bucket` (`INTERACTIONS`,
+   * `SESSIONS`, `TASKS`: keys `<kind>.<org>.…` of the state bucket `HP_STATE`; any
+   * other: bucket `HP_<bucket>`); `undefined` when absent, deleted, or not a JSON
+   * object (a record this version cannot read).
    */
   async #kvGet(bucket: string, key: string): Promise<Record<string, unknown> | undefined> {
-    const kv = await this.#bucket(bucket);
+    const kind = STATE_KINDS[bucket];
+    const kv = await this.#bucket(kind ? 'STATE' : bucket);
+    if (kind) key = `${kind}.${key}`;
     const entry = await kv.get(key);
     if (!entry || entry.operation !== 'PUT') return undefined;
     try {
@@ -589,7 +596,7 @@ export class Runtime {
   }
 
   /**
-   * The interaction's stored record (`HP_INTERACTIONS`: `state`, `resolution`,
+   * The interaction's stored record (state bucket `HP_STATE`, key `int.<org>.<id>`: `state`, `resolution`,
    * `closure`, `result` once its call finished, …), or `undefined` when there is
    * no such interaction. Read-only; for adapters that must know whether a
    * released call already reported its result.

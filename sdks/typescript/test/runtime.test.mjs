@@ -256,8 +256,8 @@ describe('the TypeScript runtime against holdpoint up', () => {
       const command = openCommand(at, effect, unique('call'), approvalRequest('s', 't', args, 'why ✓'));
       assert.equal(await rt.send(command), 'opened');
       const { Kvm } = await import('@nats-io/kv');
-      const kv = await new Kvm(rt.connection).open('HP_INTERACTIONS');
-      const record = (await kv.get(`acme.${effect}`)).json();
+      const kv = await new Kvm(rt.connection).open('HP_STATE');
+      const record = (await kv.get(`int.acme.${effect}`)).json();
       assert.ok(record.outbox.map((t) => t.commandId).includes(wire.commandId(rt.envelope(command))));
       assert.equal(record.spec.argumentsDigest, argumentsDigest(args));
     } finally {

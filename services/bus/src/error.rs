@@ -38,6 +38,17 @@ pub enum BusError {
         /// The version the server reported.
         found: String,
     },
+    /// The store was written by store format `found`, older than this release's
+    /// [`crate::STORE_FORMAT`]: `holdpoint migrate` brings it up.
+    #[error(
+        "the store has format {found}; this release writes format {}: stop every \
+         Holdpoint process and run `holdpoint migrate` (README.md, \"Upgrades and version skew\")",
+        crate::STORE_FORMAT
+    )]
+    StoreFormat {
+        /// The format the store has.
+        found: u32,
+    },
     /// Connecting failed.
     #[error("cannot connect to NATS at {url}: {source}")]
     Connect {
@@ -72,7 +83,9 @@ impl BusError {
         match self {
             BusError::Connect { .. } => ErrorKind::Transient,
             BusError::Nats { kind, .. } => *kind,
-            BusError::ServerTooOld { .. } | BusError::Corrupt { .. } => ErrorKind::Permanent,
+            BusError::ServerTooOld { .. }
+            | BusError::StoreFormat { .. }
+            | BusError::Corrupt { .. } => ErrorKind::Permanent,
         }
     }
 

@@ -211,6 +211,55 @@ impl Bus {
         .boxed())
     }
 
+    /// Every event of `org`'s task `task` named `name`: those the events stream holds
+    /// and those committed so recently that it has not sourced them yet (read from
+    /// the state stream, which keeps each for [`crate::Topology::effect_ttl`]), each
+    /// once, in the order they were committed. For a read that must see the
+    /// decision it follows (an A2A retry finding the answer its key gave), which a
+    /// read of the events stream alone can miss by the sourcing's few milliseconds.
+    /// The payloads only; sequences are the events stream's where it has them.
+    ///
+    /// # Errors
+    /// Transient when NATS does not answer in time.
+    pub async fn task_events(
+        &self,
+        org: &holdpoint_domain::OrgId,
+        task: &holdpoint_domain::TaskId,
+        name: &str,
+    ) -> Result<Vec<Stored>, BusError> {
+        let public = self
+            .stored_events(&self.topo.event_filter(org, Some(task), Some(name)))
+            .await?;
+        let recent = self
+            .read_stored(
+                self.topo.state_stream(),
+                self.topo.event_state_filter(org, task, name),
+                consumer::DeliverPolicy::All,
+                usize::MAX,
+                "read recent events",
+            )
+            .await?;
+        #[derive(serde::Deserialize)]
+        struct IdOnly {
+            id: String,
+        }
+        let id = |s: &Stored| {
+            serde_json::from_slice::<IdOnly>(&s.payload)
+                .ok()
+                .map(|e| e.id)
+        };
+        let mut seen: std::collections::HashSet<String> = public.iter().filter_map(id).collect();
+        let mut all = public;
+        for s in recent {
+            if let Some(i) = id(&s)
+                && seen.insert(i)
+            {
+                all.push(s);
+            }
+        }
+        Ok(all)
+    }
+
     /// The last event stored on exactly `subject` (no wildcards), with its sequence.
     ///
     /// # Errors

@@ -4,16 +4,19 @@
 //! - [`topology`]: names, subjects, settings, and what the server can do.
 //! - [`error`]: [`BusError`], typed as transient, conflict or permanent.
 //! - [`Bus`] ([`setup`](Bus::setup)): creates or binds every stream and bucket.
-//! - [`records`]: typed KV reads, pipelined compare-and-set writes, paged listing.
+//! - [`records`]: typed reads of the state stream's records, paged listing.
 //! - [`backoff`]: the one retry pacing policy.
 //! - [`batch`]: atomic batch publish (ADR-50): messages to one stream stored
 //!   together or not at all, and what to do after each failure.
 //! - [`delivery`]: pulling a partition's commands, each a [`delivery::Delivery`]
 //!   to ack, NAK or term, with progress acks and outcome replies.
-//! - [`effects`]: publishing a transition's effects and storing outcomes.
+//! - [`commit`]: a decision's records and effects as one atomic batch to the state
+//!   stream, and storing outcomes.
+//! - [`migrate`]: bringing a store of format 1 (KV buckets with outboxes) to the
+//!   state stream (`holdpoint migrate`).
 //! - [`events`]: following the events stream (SSE, A2A streams, clients) within an
 //!   organisation.
-//! - [`partitions`]: the partition consumers, worker presence and checkpoints.
+//! - [`partitions`]: the partition consumers and worker presence.
 //! - [`outcome`]: publishing a command and waiting, bounded, for its outcome.
 //! - [`webhooks`]: webhook endpoints, their delivery queues, attempts and the
 //!   notifier's consumer of the events stream.
@@ -26,15 +29,15 @@
 
 pub mod backoff;
 pub mod batch;
+pub mod commit;
 pub mod delivery;
-pub mod effects;
 pub mod error;
 pub mod events;
+pub mod migrate;
 pub mod outcome;
 pub mod partitions;
 pub mod permissions;
 pub mod records;
-pub mod relayed;
 pub mod rules;
 mod setup;
 pub mod topology;
@@ -59,18 +62,6 @@ pub use topology::Topology;
 pub const MIN_SERVER: (u64, u64, u64) = (2, 15, 1);
 /// Header carrying the subject the worker replies the outcome to.
 pub const REPLY_HEADER: &str = "Hp-Reply-To";
-/// The header a record's KV write carries when its outbox still owes effects: the
-/// partitions owing them (`holdpoint_domain::Outbox::unconfirmed_marker`). Relay
-/// sweeps read the buckets' streams headers only and load just the keys whose last
-/// write carries it.
-pub const UNCONFIRMED_HEADER: &str = "Hp-Unconfirmed";
-/// The header naming the process that made a record's KV write (the [`Bus::writer`]
-/// of a worker: its presence id and a nonce of this run). A relay sweep skips keys
-/// its own process wrote last: that process relayed the record's due effects when
-/// it loaded it, and retries what it owes itself, so only other processes' writes
-/// need a sweep (a fence sweep after a takeover then costs the late writes of the
-/// previous owner, not every write since the takeover).
-pub const WRITER_HEADER: &str = "Hp-Writer";
 /// Header carrying the W3C trace context.
 pub const TRACEPARENT_HEADER: &str = "traceparent";
 
@@ -218,12 +209,10 @@ pub struct Bus {
     pub js: jetstream::Context,
     /// Names and settings.
     pub topo: Topology,
-    /// `HP_INTERACTIONS`: interaction records, key `<org>.<interactionId>`.
-    pub interactions: kv::Store,
-    /// `HP_TASKS`: task records (pending interactions), key `<org>.<taskId>`.
-    pub tasks: kv::Store,
-    /// Sessions and lanes bucket.
-    pub sessions: kv::Store,
+    /// `HP_STATE`: every record (interactions, tasks, sessions and lanes, rules;
+    /// keys in [`topology`]) and, on the effect subjects of its stream, the
+    /// effects the public streams source. Written by atomic batches ([`commit`]).
+    pub state: kv::Store,
     /// `HP_OUTCOMES`: outcomes of decisions that wrote nothing, key `<Nats-Msg-Id>`
     /// (kept [`Topology::outcome_ttl`], 24 h by default).
     pub outcomes: kv::Store,
@@ -231,11 +220,6 @@ pub struct Bus {
     pub webhooks: kv::Store,
     /// Webhook deliveries already made (expiring markers).
     pub webhook_delivered: kv::Store,
-    /// Remembered approval rules bucket (see [`rules`]).
-    pub rules: kv::Store,
-    /// Who this process's record writes say made them ([`WRITER_HEADER`]); `None`
-    /// (clients, the ingress) writes none. Set by [`Bus::writing_as`].
-    pub writer: Option<std::sync::Arc<str>>,
 }
 
 impl std::fmt::Debug for Bus {
@@ -247,14 +231,6 @@ impl std::fmt::Debug for Bus {
 }
 
 impl Bus {
-    /// This bus, with its record writes signed by `writer` in [`WRITER_HEADER`]: a
-    /// worker passes an id unique to its run, so a restarted worker never takes its
-    /// previous run's writes for its own.
-    pub fn writing_as(mut self, writer: impl Into<std::sync::Arc<str>>) -> Self {
-        self.writer = Some(writer.into());
-        self
-    }
-
     /// Whether NATS, the streams and the buckets Holdpoint needs are reachable (the
     /// admin listener's `/readyz`), within `timeout`.
     ///
@@ -269,12 +245,7 @@ impl Bus {
                     .await
                     .map_err(|e| format!("stream {name}: {e}"))?;
             }
-            for bucket in [
-                self.topo.interactions_bucket(),
-                self.topo.tasks_bucket(),
-                self.topo.sessions_bucket(),
-                self.topo.outcomes_bucket(),
-            ] {
+            for bucket in [self.topo.state_bucket(), self.topo.outcomes_bucket()] {
                 self.js
                     .get_key_value(&bucket)
                     .await

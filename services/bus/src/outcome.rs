@@ -31,7 +31,7 @@ use crate::{Bus, BusError, REPLY_HEADER, TRACEPARENT_HEADER};
 use async_nats::HeaderMap;
 use async_nats::jetstream::publish::PublishAck;
 use futures::StreamExt as _;
-use holdpoint_domain::{Command, CommandEnvelope, CommandId, Outcome, Transition};
+use holdpoint_domain::{Command, CommandEnvelope, CommandId, Outcome};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::warn;
@@ -54,7 +54,6 @@ pub struct Waiter {
     prefix: String,
     next: AtomicU64,
     pending: Arc<Table>,
-    relay: bool,
 }
 
 impl std::fmt::Debug for Waiter {
@@ -117,17 +116,7 @@ impl Waiter {
             prefix,
             next: AtomicU64::new(1),
             pending,
-            relay: false,
         })
-    }
-
-    /// Makes an outcome read from a record wait for that transition's effects: they
-    /// are published again first when not confirmed yet (see
-    /// [`Bus::recorded_outcome`]). The ingress does this, so a 2xx never precedes
-    /// the events it implies; its NATS user may then publish to the ingest subjects.
-    pub fn relaying(mut self) -> Self {
-        self.relay = true;
-        self
     }
 
     /// Publishes `env` and waits until `timeout` for its outcome.
@@ -224,9 +213,7 @@ impl Waiter {
         loop {
             let pause = crate::backoff::Backoff::POLL.delay(attempt);
             attempt += 1;
-            match tokio::time::timeout_at(deadline, bus.recorded_outcome(env, msg_id, self.relay))
-                .await
-            {
+            match tokio::time::timeout_at(deadline, bus.recorded_outcome(env, msg_id)).await {
                 Ok(Ok(Some(outcome))) => return Ok((outcome, ack.duplicate)),
                 Err(_) => return Err(WaitError::Timeout),
                 Ok(_) => {}
@@ -283,19 +270,15 @@ impl Bus {
     /// resolution of the interaction it answered), else the outcome the worker stored
     /// for a decision that wrote nothing.
     ///
-    /// With `relay`, a transition found there whose effects are not confirmed yet
-    /// (its worker died between its write and its PubAcks) has its events, audit
-    /// records and lane messages published first, so a reply built from it never
-    /// precedes them: only inside the duplicate window, where publishing them again
-    /// cannot store them twice (older ones are the relay's, see the worker).
+    /// A decision's effects were committed in the batch that wrote its record, so
+    /// an outcome read from the record never precedes them.
     ///
     /// # Errors
-    /// As [`Bus::load`]; a failed relay publish, typed.
+    /// As [`Bus::load`].
     pub async fn recorded_outcome(
         &self,
         env: &CommandEnvelope,
         msg_id: &str,
-        relay: bool,
     ) -> Result<Option<Outcome>, BusError> {
         let stored = self.stored_outcome(msg_id).await?;
         if let Some(o) = &stored
@@ -312,7 +295,7 @@ impl Bus {
         // A stored refusal that is not a decision (the interaction did not exist
         // yet...) may have been followed by a decision of the same command under a
         // fresh id: the record says so, and that decision is the key's answer.
-        match self.recorded_decision(env, cmd, relay).await? {
+        match self.recorded_decision(env, cmd).await? {
             Some(o) => Ok(Some(o)),
             None => Ok(stored),
         }
@@ -320,14 +303,13 @@ impl Bus {
 
     /// The outcome of the decision command `cmd` (`env`'s id) recorded in the record
     /// it wrote: its transition in the record's outbox, or the interaction's
-    /// resolution. With `relay`, as in [`Bus::recorded_outcome`].
+    /// resolution.
     async fn recorded_decision(
         &self,
         env: &CommandEnvelope,
         cmd: &CommandId,
-        relay: bool,
     ) -> Result<Option<Outcome>, BusError> {
-        let found: Option<(Outcome, Option<Transition>)> = match &env.command {
+        let found: Option<Outcome> = match &env.command {
             Command::Message { session, lane, .. }
             | Command::TurnStart { session, lane, .. }
             | Command::TurnFinish { session, lane, .. } => {
@@ -335,7 +317,7 @@ impl Bus {
                 loaded
                     .value
                     .and_then(|l| l.outbox.find(cmd).cloned())
-                    .map(|t| (t.outcome.clone(), Some(t)))
+                    .map(|t| t.outcome)
             }
             Command::SessionOpen { session, .. }
             | Command::SessionClose { session }
@@ -344,50 +326,19 @@ impl Bus {
                 loaded
                     .value
                     .and_then(|s| s.outbox.find(cmd).cloned())
-                    .map(|t| (t.outcome.clone(), Some(t)))
+                    .map(|t| t.outcome)
             }
             _ => match env.interaction_id() {
                 Some(id) => {
                     let loaded = self.load_interaction(&env.org, id).await?;
-                    loaded.value.and_then(|i| {
-                        let t = i.outbox.find(cmd).cloned();
-                        match (&i.resolution, t) {
-                            (Some(r), t) if &r.command_id == cmd => Some((r.outcome.clone(), t)),
-                            (_, Some(t)) => Some((t.outcome.clone(), Some(t))),
-                            _ => None,
-                        }
+                    loaded.value.and_then(|i| match &i.resolution {
+                        Some(r) if &r.command_id == cmd => Some(r.outcome.clone()),
+                        _ => i.outbox.find(cmd).map(|t| t.outcome.clone()),
                     })
                 }
                 None => None,
             },
         };
-        let Some((outcome, transition)) = found else {
-            return Ok(None);
-        };
-        if relay && let Some(t) = transition {
-            self.relay_recent(&t).await?;
-        }
-        Ok(Some(outcome))
-    }
-
-    /// Publishes again the events, audit records and lane messages of `t` when it is
-    /// not confirmed and recent enough to be deduplicated.
-    async fn relay_recent(&self, t: &Transition) -> Result<(), BusError> {
-        let window = time::Duration::try_from(self.topo.duplicate_window.mul_f64(0.8))
-            .unwrap_or(time::Duration::ZERO);
-        let horizon = time::OffsetDateTime::now_utc() - window;
-        if !t.needs_relay(horizon, None) {
-            return Ok(());
-        }
-        let effects = holdpoint_domain::Effects {
-            follow_ups: Vec::new(),
-            ..t.effects.clone()
-        };
-        let tp = format!(
-            "00-{}-{}-01",
-            &holdpoint_domain::digest(&["relay", t.command_id.as_str()])[..32],
-            &holdpoint_domain::digest(&["span", t.command_id.as_str()])[..16]
-        );
-        self.publish_effects(&effects, &tp).await?.confirmed().await
+        Ok(found)
     }
 }

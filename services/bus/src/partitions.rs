@@ -1,5 +1,4 @@
-//! Who decides which commands: the partition consumers, worker presence, and the
-//! partitions' relay checkpoints.
+//! Who decides which commands: the partition consumers and worker presence.
 //!
 //! **Ownership.** Each partition `p` has a durable pull consumer `HP_WORKERS_<p>`
 //! (filter `hp.cmd.<p>.>`) with a priority group in the server's `pinned_client`
@@ -20,12 +19,6 @@
 //! has a preferred worker among the live ones (rendezvous hashing, [`preferred`]); a
 //! worker pinned to a partition it does not prefer hands it over ([`Bus::unpin`]) once
 //! the preferred one is pulling.
-//!
-//! **Checkpoints.** The owner of a partition records, in `HP_CHECKPOINTS`, a time
-//! before which every transition it committed had its effects confirmed. A worker
-//! that takes a partition over publishes again the unconfirmed transitions committed
-//! since its checkpoint (see the worker's relay), so no effect is lost across a
-//! failover, however long the partition had no owner.
 
 use async_nats::jetstream::consumer::{self, AckPolicy, PriorityPolicy, PullConsumer};
 use async_nats::jetstream::kv;
@@ -212,58 +205,6 @@ impl Bus {
         out.sort();
         Ok(out)
     }
-
-    /// Partition `p`'s checkpoint: every transition its owners committed before it
-    /// had its effects confirmed. `None` when no owner recorded one yet.
-    ///
-    /// # Errors
-    /// Transient on NATS failure; permanent on an entry that does not decode.
-    pub async fn checkpoint(&self, p: u32) -> Result<Option<OffsetDateTime>, BusError> {
-        let store = self.bucket(self.topo.checkpoints_bucket()).await?;
-        let key = checkpoint_key(p);
-        match store.get(&key).await {
-            Ok(Some(v)) => {
-                let text = std::str::from_utf8(&v).map_err(|e| BusError::Corrupt {
-                    key: key.clone(),
-                    message: e.to_string(),
-                })?;
-                OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
-                    .map(Some)
-                    .map_err(|e| BusError::Corrupt {
-                        key,
-                        message: e.to_string(),
-                    })
-            }
-            Ok(None) => Ok(None),
-            Err(e) => Err(BusError::transient("read checkpoint", e)),
-        }
-    }
-
-    /// Records partition `p`'s checkpoint.
-    ///
-    /// # Errors
-    /// Transient on NATS failure.
-    pub async fn save_checkpoint(&self, p: u32, at: OffsetDateTime) -> Result<(), BusError> {
-        let store = self.bucket(self.topo.checkpoints_bucket()).await?;
-        let text = at
-            .format(&time::format_description::well_known::Rfc3339)
-            .map_err(|e| BusError::permanent("format checkpoint", e))?;
-        store
-            .put(checkpoint_key(p), text.into())
-            .await
-            .map(|_| ())
-            .map_err(|e| BusError::transient("save checkpoint", e))
-    }
-
-    /// The name of every bucket whose records carry outboxes (the relay's sweep
-    /// reads their streams).
-    pub fn outbox_buckets(&self) -> [String; 2] {
-        [self.topo.interactions_bucket(), self.topo.sessions_bucket()]
-    }
-}
-
-fn checkpoint_key(p: u32) -> String {
-    format!("p{p}")
 }
 
 /// The presence key of a worker id (validated: `[A-Za-z0-9_-]`, at most 64).

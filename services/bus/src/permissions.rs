@@ -96,12 +96,8 @@ impl Topology {
             self.audit_stream(),
         ];
         for bucket in [
-            self.interactions_bucket(),
-            self.tasks_bucket(),
-            self.rules_bucket(),
-            self.sessions_bucket(),
+            self.state_bucket(),
             self.outcomes_bucket(),
-            self.checkpoints_bucket(),
             self.presence_bucket(),
             self.webhooks_bucket(),
             self.webhook_delivered_bucket(),
@@ -155,9 +151,10 @@ impl Topology {
         // Its own records, read by key with the key in the subject (direct get):
         // an interaction's task, to route a close or a tool result; a session or
         // lane, for a recorded outcome.
-        for bucket in [self.interactions_bucket(), self.sessions_bucket()] {
+        let state = self.state_bucket();
+        for kind in ["int", "ses"] {
             allow.push(format!(
-                "$JS.API.DIRECT.GET.KV_{bucket}.$KV.{bucket}.{token}.>"
+                "$JS.API.DIRECT.GET.KV_{state}.$KV.{state}.{kind}.{token}.>"
             ));
         }
         // Stored outcomes of duplicate publishes, by command id (a digest naming

@@ -1,15 +1,17 @@
-//! The records in the KV buckets: typed reads, compare-and-set writes that can be
-//! pipelined (publish now, await the PubAck later), and paged listing.
+//! The records: typed reads of the state stream's keys (interactions, tasks,
+//! sessions and lanes, rules: one KV bucket, `HP_STATE`) and of the other buckets,
+//! compare-and-set writes of the buckets outside the commit path (webhooks), and
+//! paged listing.
 //!
-//! A write names the revision it expects (0: the key must not exist); JetStream
-//! refuses it when the key moved on, which comes back as an [`ErrorKind::Conflict`]
-//! error: reload and decide again. Keys are built by [`Topology`]'s `*_key`
-//! functions from validated ids.
+//! A record's revision is its subject's last sequence in the state stream: a
+//! decision's batch ([`crate::commit`]) writes it only if it is still at the
+//! revision read, else the whole batch is refused as a conflict (reload and decide
+//! again). Keys are built by [`Topology`]'s `*_key` functions from validated ids.
 
 use std::time::Duration;
 
 use async_nats::HeaderMap;
-use async_nats::jetstream::{self, consumer, kv};
+use async_nats::jetstream::{consumer, kv};
 use bytes::Bytes;
 use futures::StreamExt as _;
 use holdpoint_domain::{
@@ -55,61 +57,53 @@ pub enum Cas {
     Conflict,
 }
 
-/// Which bucket a record lives in.
+/// Which kind of record, and so which bucket and key prefix, a key belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Bucket {
-    /// `HP_INTERACTIONS`: interaction records.
+    /// Interaction records (`HP_STATE`, `int.<org>.<interactionId>`).
     Interactions,
-    /// `HP_TASKS`: task records.
+    /// Task records (`HP_STATE`, `task.<org>.<taskId>`).
     Tasks,
-    /// `HP_SESSIONS` (session headers and lanes).
+    /// Session headers and lanes (`HP_STATE`, `ses.<org>.…`).
     Sessions,
     /// `HP_OUTCOMES`: stored outcomes for duplicate requests.
     Outcomes,
     /// `HP_WEBHOOKS` (webhook endpoints, secrets included).
     Webhooks,
-    /// `HP_RULES` (remembered approval rules).
+    /// Remembered approval rules (`HP_STATE`, `rule.<org>.<ruleId>`).
     Rules,
 }
 
-/// A compare-and-set write in flight: await [`PendingWrite::landed`].
-#[derive(Debug)]
-pub struct PendingWrite(jetstream::context::PublishAckFuture);
-
-impl PendingWrite {
-    /// The new revision once the PubAck came back.
-    ///
-    /// # Errors
-    /// [`ErrorKind::Conflict`] when the key moved on; else transient or permanent.
-    pub async fn landed(self) -> Result<u64, BusError> {
-        let ack = self
-            .0
-            .await
-            .map_err(|e| BusError::publish("kv write", &e))?;
-        Ok(ack.sequence)
+impl Bucket {
+    /// The prefix of this kind's keys in the state bucket (`int.`, `task.`, `ses.`,
+    /// `rule.`); empty for the buckets of their own.
+    pub fn key_prefix(self) -> &'static str {
+        match self {
+            Bucket::Interactions => "int.",
+            Bucket::Tasks => "task.",
+            Bucket::Sessions => "ses.",
+            Bucket::Rules => "rule.",
+            Bucket::Outcomes | Bucket::Webhooks => "",
+        }
     }
 }
 
 impl Bus {
     fn bucket_name(&self, b: Bucket) -> String {
         match b {
-            Bucket::Interactions => self.topo.interactions_bucket(),
-            Bucket::Tasks => self.topo.tasks_bucket(),
-            Bucket::Sessions => self.topo.sessions_bucket(),
+            Bucket::Interactions | Bucket::Tasks | Bucket::Sessions | Bucket::Rules => {
+                self.topo.state_bucket()
+            }
             Bucket::Outcomes => self.topo.outcomes_bucket(),
             Bucket::Webhooks => self.topo.webhooks_bucket(),
-            Bucket::Rules => self.topo.rules_bucket(),
         }
     }
 
     fn store(&self, b: Bucket) -> &kv::Store {
         match b {
-            Bucket::Interactions => &self.interactions,
-            Bucket::Tasks => &self.tasks,
-            Bucket::Sessions => &self.sessions,
+            Bucket::Interactions | Bucket::Tasks | Bucket::Sessions | Bucket::Rules => &self.state,
             Bucket::Outcomes => &self.outcomes,
             Bucket::Webhooks => &self.webhooks,
-            Bucket::Rules => &self.rules,
         }
     }
 
@@ -253,42 +247,9 @@ impl Bus {
             .await
     }
 
-    /// Starts writing `value` at `key` of bucket `b` if the key is still at
-    /// `revision` (0: it must not exist). Many writes can be in flight at once;
-    /// [`PendingWrite::landed`] gives each one's result. `unconfirmed` is the record's
-    /// [`crate::UNCONFIRMED_HEADER`] value, when its outbox owes effects.
-    ///
-    /// # Errors
-    /// Transient when the publish cannot be sent.
-    pub async fn cas_start(
-        &self,
-        b: Bucket,
-        key: &str,
-        revision: u64,
-        value: Bytes,
-        unconfirmed: Option<&str>,
-    ) -> Result<PendingWrite, BusError> {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            "Nats-Expected-Last-Subject-Sequence",
-            revision.to_string().as_str(),
-        );
-        if let Some(u) = unconfirmed {
-            headers.insert(crate::UNCONFIRMED_HEADER, u);
-        }
-        if let Some(w) = &self.writer {
-            headers.insert(crate::WRITER_HEADER, &**w);
-        }
-        let subject = format!("$KV.{}.{key}", self.bucket_name(b));
-        self.js
-            .publish_with_headers(subject, headers, value)
-            .await
-            .map(PendingWrite)
-            .map_err(|e| BusError::publish("kv write", &e))
-    }
-
-    /// Writes `value` at `key` if the key is still at `revision` (0: must not exist),
-    /// with `unconfirmed` as in [`Bus::cas_start`].
+    /// Writes `value` at `key` of bucket `b` if the key is still at `revision` (0:
+    /// it must not exist). For the buckets outside the commit path (webhook
+    /// endpoints); a decision's records are written by its batch.
     ///
     /// # Errors
     /// Transient or permanent failures; a lost race is [`Cas::Conflict`], not an error.
@@ -298,91 +259,25 @@ impl Bus {
         key: &str,
         revision: u64,
         value: Bytes,
-        unconfirmed: Option<&str>,
     ) -> Result<Cas, BusError> {
-        match self
-            .cas_start(b, key, revision, value, unconfirmed)
-            .await?
-            .landed()
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "Nats-Expected-Last-Subject-Sequence",
+            revision.to_string().as_str(),
+        );
+        let subject = format!("$KV.{}.{key}", self.bucket_name(b));
+        let ack = self
+            .js
+            .publish_with_headers(subject, headers, value)
             .await
-        {
-            Ok(rev) => Ok(Cas::Written(rev)),
+            .map_err(|e| BusError::publish("kv write", &e))?
+            .await
+            .map_err(|e| BusError::publish("kv write", &e));
+        match ack {
+            Ok(ack) => Ok(Cas::Written(ack.sequence)),
             Err(e) if e.kind() == ErrorKind::Conflict => Ok(Cas::Conflict),
             Err(e) => Err(e),
         }
-    }
-
-    /// The keys of bucket `b` whose last write since `since` carries the
-    /// [`crate::UNCONFIRMED_HEADER`] with a value `accept` takes (it is given that
-    /// value and the write's [`crate::WRITER_HEADER`], if any), read from the
-    /// bucket's stream headers only (no values are sent), in the order of those
-    /// last writes; memory holds only the keys returned.
-    /// A key written again later without the header is not returned: that write
-    /// confirmed it. Each read waits at most 5 s.
-    ///
-    /// # Errors
-    /// Transient when the bucket's stream cannot be read in time.
-    pub async fn keys_marked(
-        &self,
-        b: Bucket,
-        since: time::OffsetDateTime,
-        accept: impl Fn(&str, Option<&str>) -> bool,
-    ) -> Result<Vec<String>, BusError> {
-        let name = self.bucket_name(b);
-        let stream = self
-            .js
-            .get_stream(format!("KV_{name}"))
-            .await
-            .map_err(|e| BusError::transient("scan marked records", e))?;
-        let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
-            .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: format!("$KV.{name}.>"),
-                deliver_policy: consumer::DeliverPolicy::ByStartTime { start_time: since },
-                headers_only: true,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| BusError::transient("scan marked records", e))?;
-        if consumer.cached_info().num_pending == 0 {
-            return Ok(Vec::new());
-        }
-        // Each key's last write decides. Only the keys whose last write so far is
-        // taken are kept (a sweep after a busy minute reads hundreds of thousands of
-        // writes, most of them not its to relay), with that write's sequence.
-        let mut taken: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
-        let prefix = format!("$KV.{name}.");
-        let mut messages = consumer
-            .messages()
-            .await
-            .map_err(|e| BusError::transient("scan marked records", e))?;
-        while let Some(msg) = tokio::time::timeout(Duration::from_secs(5), messages.next())
-            .await
-            .map_err(|_| BusError::transient("scan marked records", "timed out"))?
-        {
-            let msg = msg.map_err(|e| BusError::transient("scan marked records", e))?;
-            let Ok(info) = msg.info() else { continue };
-            let remaining = info.pending;
-            if let Some(key) = msg.subject.strip_prefix(&prefix) {
-                let headers = msg.headers.as_ref();
-                let writer = headers
-                    .and_then(|h| h.get(crate::WRITER_HEADER))
-                    .map(|v| v.as_str());
-                let marked = headers
-                    .and_then(|h| h.get(crate::UNCONFIRMED_HEADER))
-                    .is_some_and(|v| accept(v.as_str(), writer));
-                if marked {
-                    taken.insert(key.to_owned(), info.stream_sequence);
-                } else {
-                    taken.remove(key);
-                }
-            }
-            if remaining == 0 {
-                break;
-            }
-        }
-        let mut keys: Vec<(u64, String)> = taken.into_iter().map(|(k, seq)| (seq, k)).collect();
-        keys.sort_unstable();
-        Ok(keys.into_iter().map(|(_, k)| k).collect())
     }
 
     /// The stored outcome of a command publish (keyed by its `Nats-Msg-Id`), if a
@@ -451,7 +346,7 @@ impl Bus {
         };
         let consumer: consumer::Consumer<consumer::pull::OrderedConfig> = stream
             .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: format!("$KV.{bucket}.{}.>", org.token()),
+                filter_subject: format!("$KV.{bucket}.{}{}.>", b.key_prefix(), org.token()),
                 deliver_policy,
                 ..Default::default()
             })

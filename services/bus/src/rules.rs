@@ -1,9 +1,9 @@
-//! Remembered approval rules (KV `HP_RULES`, key `<org>.<ruleId>`) and the decision
-//! audit (`HP_AUDIT`, subject `hp.audit.<org>`).
+//! Remembered approval rules (state bucket `HP_STATE`, key `rule.<org>.<ruleId>`)
+//! and the decision audit (`HP_AUDIT`, subject `hp.audit.<org>`).
 //!
-//! A rule is written by the worker as an effect of the answer that remembered it
-//! ([`rule_subject`]: a KV put with `Nats-Msg-Id` `rule-<ruleId>`, so a relayed
-//! effect is stored once), revoked here by a compare-and-set on its revision, and
+//! A rule is written by the worker in the batch of the answer that remembered it
+//! (a new key: see [`crate::commit`]), revoked here by one batch that writes the
+//! revoked rule at the revision read and its `rule-revoked` audit record, and
 //! watched by every worker ([`Bus::watch_rules`]). Every read is filtered to one
 //! organisation's keys or subject, so another organisation's rules and audit records
 //! are never read.
@@ -14,9 +14,11 @@ use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use holdpoint_domain::{OrgId, PersonId, Rule, RuleId, rulebook};
 
+use crate::batch::BatchError;
+use crate::commit::Commit;
 use crate::events::Stored;
-use crate::records::{Bucket, Cas, Loaded, Page};
-use crate::{Bus, BusError, Topology};
+use crate::records::{Bucket, Loaded, Page};
+use crate::{Bus, BusError};
 
 /// Most rules scanned for one page of `GET /v1/rules`.
 const RULE_SCAN_CAP: usize = 10_000;
@@ -30,20 +32,15 @@ struct IdOnly {
     id: String,
 }
 
-/// The KV key of rule `id` of `org`: `<org>.<ruleId>`.
+/// The state key of rule `id` of `org`: `rule.<org>.<ruleId>`.
 pub fn rule_key(org: &OrgId, id: &RuleId) -> String {
-    format!("{}.{}", org.token(), id.token())
-}
-
-/// The subject a rule is stored on (a KV put): `$KV.HP_RULES.<org>.<ruleId>`.
-pub fn rule_subject(topo: &Topology, r: &Rule) -> String {
-    format!("$KV.{}.{}", topo.rules_bucket(), rule_key(&r.org, &r.id))
+    format!("rule.{}.{}", org.token(), id.token())
 }
 
 /// One change seen by [`Bus::watch_rules`].
 #[derive(Debug, Clone)]
 pub struct RuleUpdate {
-    /// The KV key (`<org>.<ruleId>`).
+    /// The state key (`rule.<org>.<ruleId>`).
     pub key: String,
     /// The KV revision (the bucket stream's sequence) of the change.
     pub revision: u64,
@@ -82,14 +79,10 @@ impl Bus {
         .await
     }
 
-    /// Revokes rule `id` of `org` as `by` at `now` (compare-and-set on its revision,
-    /// retried on a lost race) and stores the `rule-revoked` audit record. `None` when
-    /// there is no such rule.
-    ///
-    /// Revoking a revoked rule writes nothing. Its audit record is stored again only
-    /// when the audit does not hold it ([`Bus::audit_holds`]): a call that died
-    /// between the compare-and-set and the audit record is completed by the next
-    /// one, and a repeat at any later time adds no second record.
+    /// Revokes rule `id` of `org` as `by` at `now` and stores its `rule-revoked`
+    /// audit record, both in one batch written at the rule's revision (retried on
+    /// a lost race). `None` when there is no such rule. Revoking a revoked rule
+    /// writes nothing: its audit record was stored with the revocation.
     ///
     /// # Errors
     /// Transient on NATS failure (retrying is safe).
@@ -101,43 +94,38 @@ impl Bus {
         now: time::OffsetDateTime,
     ) -> Result<Option<Rule>, BusError> {
         let key = rule_key(org, id);
-        for _ in 0..8 {
+        for attempt in 0..8u32 {
             let loaded = self.load_rule(org, id).await?;
             let Some(rule) = loaded.value.filter(|r| &r.org == org) else {
                 return Ok(None);
             };
-            let (next, event) = rulebook::revoke(&rule, by, now);
-            if let Some(earlier) = &rule.revoked {
-                if self.audit_holds(org, &event.id, earlier.at).await? {
-                    return Ok(Some(next));
-                }
-            } else {
-                let body: Bytes = serde_json::to_vec(&next)
-                    .map_err(|e| BusError::permanent("encode rule", e))?
-                    .into();
-                if self
-                    .cas(Bucket::Rules, &key, loaded.revision, body, None)
-                    .await?
-                    == Cas::Conflict
-                {
-                    continue;
-                }
+            if rule.revoked.is_some() {
+                return Ok(Some(rule));
             }
-            let body: Bytes = serde_json::to_vec(&event)
-                .map_err(|e| BusError::permanent("encode audit record", e))?
+            let (next, event) = rulebook::revoke(&rule, by, now);
+            let body: Bytes = serde_json::to_vec(&next)
+                .map_err(|e| BusError::permanent("encode rule", e))?
                 .into();
-            let (op, ack) = self
-                .publish_keyed(
-                    "publish audit record",
-                    self.topo.audit_publish_subject(org),
-                    &event.id,
-                    Some("application/cloudevents+json"),
-                    "",
-                    body,
-                )
-                .await?;
-            ack.await.map_err(|e| BusError::publish(op, &e))?;
-            return Ok(Some(next));
+            let mut c = Commit::new();
+            c.record(&self.topo, Bucket::Rules, &key, loaded.revision, body)
+                .map_err(|e| BusError::permanent("revoke rule", e))?;
+            c.transition(
+                &self.topo,
+                &holdpoint_domain::Effects {
+                    audit: vec![event],
+                    ..Default::default()
+                },
+                "",
+            )?;
+            let batch_id = format!(
+                "revoke-{}-{attempt}",
+                &holdpoint_domain::digest(&[&key, &loaded.revision.to_string()])[..32]
+            );
+            match self.commit(&batch_id, &c).await {
+                Ok(_) => return Ok(Some(next)),
+                Err(BatchError::Conflict(_) | BatchError::Duplicate(_)) => continue,
+                Err(e) => return Err(crate::commit::as_bus_error(&e)),
+            }
         }
         Err(BusError::conflict("revoke rule"))
     }
@@ -171,18 +159,31 @@ impl Bus {
             .any(|s| serde_json::from_slice::<IdOnly>(&s.payload).is_ok_and(|e| e.id == id)))
     }
 
-    /// The rules bucket's last revision (its stream's last sequence; 0 when empty): a
-    /// watcher that has seen this revision has seen every rule written before the call.
+    /// The last revision of any rule (the state stream's sequence of the last rule
+    /// write; 0 when there is none): a watcher that has seen this revision has seen
+    /// every rule written before the call.
     ///
     /// # Errors
     /// Transient when NATS does not answer.
     pub async fn rules_revision(&self) -> Result<u64, BusError> {
         let stream = self
             .js
-            .get_stream(format!("KV_{}", self.topo.rules_bucket()))
+            .get_stream_no_info(self.topo.state_stream())
             .await
-            .map_err(|e| BusError::transient("rules bucket info", e))?;
-        Ok(stream.cached_info().state.last_sequence)
+            .map_err(|e| BusError::transient("rules revision", e))?;
+        match stream
+            .get_last_raw_message_by_subject(&format!("$KV.{}.rule.>", self.topo.state_bucket()))
+            .await
+        {
+            Ok(m) => Ok(m.sequence),
+            Err(e)
+                if e.kind()
+                    == async_nats::jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
+            {
+                Ok(0)
+            }
+            Err(e) => Err(BusError::transient("rules revision", e)),
+        }
     }
 
     /// Every rule of every organisation (the current value of each key), then every
@@ -193,8 +194,8 @@ impl Bus {
     /// Transient when the watch cannot be started.
     pub async fn watch_rules(&self) -> Result<BoxStream<'static, RuleUpdate>, BusError> {
         let watch = self
-            .rules
-            .watch_with_history("*.*")
+            .state
+            .watch_with_history("rule.*.*")
             .await
             .map_err(|e| BusError::transient("watch rules", e))?;
         Ok(watch

@@ -1,10 +1,12 @@
 //! Creating or binding every stream and bucket ([`Bus::setup`], [`Bus::attach`]).
 //!
-//! One layout, for every server at or above [`crate::MIN_SERVER`]: the effects
-//! streams take ingest subjects (`hp.in.…`), store under the public ones and
+//! One layout, for every server at or above [`crate::MIN_SERVER`]: the state
+//! stream (`KV_HP_STATE`) holds the records and the effects, written by atomic
+//! batches; the public streams source the effects under their public subjects and
 //! republish what they stored; the commands stream is partitioned with a
-//! `partition()` subject transform and holds the deadline schedules (see
-//! [`crate::topology`]). An older server is refused before anything is created.
+//! `partition()` subject transform (see [`crate::topology`]). An older server is
+//! refused before anything is created, and so is a store of an older format
+//! (`holdpoint migrate` brings it up).
 
 use std::time::Duration;
 
@@ -17,7 +19,10 @@ use crate::{Bus, BusError, Topology};
 /// when a release cannot read what the previous format wrote, or writes what that
 /// format cannot read; releases of one format run side by side (README.md,
 /// "Upgrades and version skew").
-pub const STORE_FORMAT: u32 = 1;
+///
+/// Format 1 kept the records in four KV buckets with outboxes of effects relayed
+/// by the workers; format 2 keeps them, and every effect, in the state stream.
+pub const STORE_FORMAT: u32 = 2;
 
 /// The commands stream's metadata key holding the [`STORE_FORMAT`] the store was
 /// set up with, as a decimal string. A store set up before the key existed reads
@@ -40,7 +45,8 @@ pub fn store_format_of(
     }
 }
 
-/// Refuses a store whose commands stream says it was set up by a newer format.
+/// Refuses a store whose commands stream says it was set up by another format: a
+/// newer one (run that release), or format 1 (run `holdpoint migrate`).
 async fn check_store_format(js: &jetstream::Context, topo: &Topology) -> Result<(), BusError> {
     let Ok(existing) = js.get_stream(topo.commands_stream()).await else {
         return Ok(());
@@ -57,6 +63,9 @@ async fn check_store_format(js: &jetstream::Context, topo: &Topology) -> Result<
                 env!("CARGO_PKG_VERSION")
             ),
         ));
+    }
+    if found < STORE_FORMAT {
+        return Err(BusError::StoreFormat { found });
     }
     Ok(())
 }
@@ -95,9 +104,6 @@ impl Bus {
         crate::check_version(&client.server_info().version)?;
         let js = jetstream::new(client.clone());
         check_store_format(&js, &topo).await?;
-        for cfg in stream_configs(&topo) {
-            ensure_stream(&js, cfg, update).await?;
-        }
         let bucket = |bucket: String, max_age: Duration| kv::Config {
             bucket,
             history: 1,
@@ -107,9 +113,10 @@ impl Bus {
             ..Default::default()
         };
         let forever = Duration::ZERO;
-        let interactions = ensure_bucket(&js, bucket(topo.interactions_bucket(), forever)).await?;
-        let tasks = ensure_bucket(&js, bucket(topo.tasks_bucket(), forever)).await?;
-        let sessions = ensure_bucket(&js, bucket(topo.sessions_bucket(), forever)).await?;
+        let state = ensure_state(&js, &topo).await?;
+        for cfg in stream_configs(&topo) {
+            ensure_stream(&js, cfg, update).await?;
+        }
         let outcomes = ensure_bucket(&js, bucket(topo.outcomes_bucket(), topo.outcome_ttl)).await?;
         let webhooks = ensure_bucket(&js, bucket(topo.webhooks_bucket(), forever)).await?;
         let webhook_delivered = ensure_bucket(
@@ -120,30 +127,69 @@ impl Bus {
             ),
         )
         .await?;
-        // The rules' puts are creates deduplicated by rule id: their window is the
-        // topology's like the effects streams' (a test shortens it).
-        let rules = ensure_bucket_within(
-            &js,
-            bucket(topo.rules_bucket(), forever),
-            topo.duplicate_window,
-        )
-        .await?;
-        ensure_bucket(&js, bucket(topo.checkpoints_bucket(), forever)).await?;
         ensure_bucket(&js, bucket(topo.presence_bucket(), topo.presence_ttl)).await?;
         Ok(Bus {
             client,
             js,
             topo,
-            interactions,
-            tasks,
-            sessions,
+            state,
             outcomes,
             webhooks,
             webhook_delivered,
-            rules,
-            writer: None,
         })
     }
+}
+
+/// The state stream's configuration: a KV bucket's stream (ADR-8: one message per
+/// subject, rollups, direct gets) that also takes the effect subjects, allows
+/// atomic batches, per-message TTLs and message schedules, and has a short
+/// duplicate window: a batch's records are guarded by their expectations, and its
+/// effects' `Nats-Msg-Id`s are for the public streams (a second commit of one
+/// decision is refused on the expectations, never on an id).
+pub fn state_config(topo: &Topology) -> stream::Config {
+    let bucket = topo.state_bucket();
+    stream::Config {
+        name: topo.state_stream(),
+        subjects: vec![format!("$KV.{bucket}.>"), topo.effects_subjects()],
+        max_messages_per_subject: 1,
+        storage: stream::StorageType::File,
+        num_replicas: topo.replicas,
+        allow_rollup: true,
+        deny_delete: true,
+        deny_purge: false,
+        allow_direct: true,
+        // No limit discards anything (message schedules refuse discard-new).
+        discard: stream::DiscardPolicy::Old,
+        duplicate_window: STATE_DUPLICATE_WINDOW,
+        allow_atomic_publish: true,
+        allow_message_ttl: true,
+        allow_message_schedules: true,
+        ..Default::default()
+    }
+}
+
+/// The state stream's duplicate window (see [`state_config`]).
+pub const STATE_DUPLICATE_WINDOW: Duration = Duration::from_secs(1);
+
+pub(crate) async fn ensure_state(
+    js: &jetstream::Context,
+    topo: &Topology,
+) -> Result<kv::Store, BusError> {
+    let cfg = state_config(topo);
+    if js.get_stream(&cfg.name).await.is_err() {
+        // Another process may create it at the same time; then bind to theirs.
+        let created = js.get_or_create_stream(cfg).await;
+        return js
+            .get_key_value(topo.state_bucket())
+            .await
+            .map_err(|bind| match created {
+                Err(create) => BusError::transient("create state stream", create),
+                Ok(_) => BusError::transient("bind state bucket", bind),
+            });
+    }
+    js.get_key_value(topo.state_bucket())
+        .await
+        .map_err(|e| BusError::transient("bind state bucket", e))
 }
 
 /// The commands, events, lanes, audit and webhook streams' configurations.
@@ -158,47 +204,54 @@ fn stream_configs(topo: &Topology) -> Vec<stream::Config> {
         ..Default::default()
     };
     let (src, dest) = topo.command_transform();
-    // Deadline schedules live beside the commands (a schedule's target must be in
-    // its own stream); the transform leaves `hp.sched.>` as it is.
+    let [events_tf, lanes_tf, audit_tf, commands_tf] = topo.effect_transforms();
+    let from_state = |(source, destination): (String, String)| {
+        Some(vec![stream::Source {
+            name: topo.state_stream(),
+            filter_subject: None,
+            subject_transforms: vec![stream::SubjectTransform {
+                source,
+                destination,
+            }],
+            ..Default::default()
+        }])
+    };
+    // Follow-up commands and fired deadlines come from the state stream; the
+    // stream's own transform partitions a sourced command as a published one.
     let commands = stream::Config {
         retention: stream::RetentionPolicy::WorkQueue,
         subject_transform: Some(stream::SubjectTransform {
             source: src.clone(),
             destination: dest,
         }),
-        allow_message_schedules: true,
-        allow_rollup: true,
+        sources: from_state(commands_tf),
         metadata: [(STORE_FORMAT_KEY.to_owned(), STORE_FORMAT.to_string())].into(),
-        ..file(topo.commands_stream(), vec![src, topo.schedules_subjects()])
+        ..file(topo.commands_stream(), vec![src])
     };
-    // An effects stream: ingest `hp.in.<what>.>`, stored and republished as
-    // `hp.<what>.>`.
-    let effects = |name: String, what: &str| {
+    // A public stream: sources `hp.fx.<what>.…` from the state stream as
+    // `hp.<what>.…`, and republishes what it stored.
+    let effects = |name: String, what: &str, tf: (String, String)| {
         let public = format!("{sp}.{what}.>");
-        let ingest = format!("{sp}.in.{what}.>");
         stream::Config {
-            subject_transform: Some(stream::SubjectTransform {
-                source: ingest.clone(),
-                destination: public.clone(),
-            }),
             republish: Some(stream::Republish {
                 source: public.clone(),
                 destination: public,
                 headers_only: false,
             }),
-            ..file(name, vec![ingest])
+            sources: from_state(tf),
+            ..file(name, Vec::new())
         }
     };
     vec![
         commands,
         stream::Config {
             max_age: topo.event_max_age,
-            ..effects(topo.events_stream(), "evt")
+            ..effects(topo.events_stream(), "evt", events_tf)
         },
-        effects(topo.lanes_stream(), "lane"),
+        effects(topo.lanes_stream(), "lane", lanes_tf),
         stream::Config {
             max_age: topo.audit_max_age,
-            ..effects(topo.audit_stream(), "audit")
+            ..effects(topo.audit_stream(), "audit", audit_tf)
         },
         stream::Config {
             retention: stream::RetentionPolicy::WorkQueue,
@@ -260,12 +313,30 @@ fn same_managed_settings(have: &stream::Config, want: &stream::Config) -> bool {
         && have.duplicate_window == want.duplicate_window
         && have.subject_transform == want.subject_transform
         && have.republish == want.republish
+        && same_sources(have.sources.as_deref(), want.sources.as_deref())
         && (!want.allow_message_schedules || have.allow_message_schedules)
         && (!want.allow_rollup || have.allow_rollup)
         && want
             .metadata
             .get(STORE_FORMAT_KEY)
             .is_none_or(|f| have.metadata.get(STORE_FORMAT_KEY) == Some(f))
+}
+
+/// Whether two streams source the same streams with the same transforms.
+fn same_sources(have: Option<&[stream::Source]>, want: Option<&[stream::Source]>) -> bool {
+    let key = |s: &[stream::Source]| {
+        s.iter()
+            .map(|x| {
+                let tf: Vec<(String, String)> = x
+                    .subject_transforms
+                    .iter()
+                    .map(|t| (t.source.clone(), t.destination.clone()))
+                    .collect();
+                (x.name.clone(), tf)
+            })
+            .collect::<Vec<_>>()
+    };
+    key(have.unwrap_or_default()) == key(want.unwrap_or_default())
 }
 
 /// Creates the bucket's backing stream as the KV specification (ADR-8) lays it out,

@@ -3,17 +3,13 @@
 //!
 //! | what | name | subjects / keys |
 //! |---|---|---|
-//! | commands stream | `HP_COMMANDS` | published `hp.cmd.<org>.<key>.<verb>`, stored `hp.cmd.<p>.<org>.<key>.<verb>`; deadline schedules `hp.sched.<org>.<interactionId>.<stage>` |
+//! | state stream (a KV bucket) | `HP_STATE` (stream `KV_HP_STATE`) | records `$KV.HP_STATE.<kind>.<org>.…` (below); effects `hp.fx.…` (below) |
+//! | commands stream | `HP_COMMANDS` | published `hp.cmd.<org>.<key>.<verb>`, stored `hp.cmd.<p>.<org>.<key>.<verb>`; sources the state stream's `hp.fx.cmd.>` |
 //! | partition consumers | `HP_WORKERS_<p>` | filter `hp.cmd.<p>.>`, priority group `workers`, pinned client |
-//! | events stream | `HP_EVENTS` | ingest `hp.in.evt.<org>.<task>.<name>`, stored and republished `hp.evt.<org>.<task>.<name>` |
-//! | lanes stream | `HP_LANES` | ingest `hp.in.lane.…`, stored and republished `hp.lane.<org>.<session>.<lane>` |
-//! | audit stream | `HP_AUDIT` | ingest `hp.in.audit.<org>`, stored and republished `hp.audit.<org>` |
-//! | interactions | `HP_INTERACTIONS` | `<org>.<interactionId>` |
-//! | tasks | `HP_TASKS` | `<org>.<taskId>` |
-//! | sessions and lanes | `HP_SESSIONS` | `<org>.<sessionId>`, `<org>.<sessionId>.<lane>` |
-//! | remembered rules | `HP_RULES` | `<org>.<ruleId>` |
+//! | events stream | `HP_EVENTS` | sources `hp.fx.evt.<org>.<task>.<eventId>.<name>`, stored and republished `hp.evt.<org>.<task>.<name>` |
+//! | lanes stream | `HP_LANES` | sources `hp.fx.lane.<org>.<session>.<lane>.<msgId>`, stored and republished `hp.lane.<org>.<session>.<lane>` |
+//! | audit stream | `HP_AUDIT` | sources `hp.fx.audit.<org>.<eventId>`, stored and republished `hp.audit.<org>` |
 //! | outcomes | `HP_OUTCOMES` | `<Nats-Msg-Id>` |
-//! | checkpoints | `HP_CHECKPOINTS` | `p<partition>` |
 //! | worker presence | `HP_PRESENCE` | `<worker id>` (expires) |
 //! | webhook endpoints | `HP_WEBHOOKS` | `<org>.<webhookId>` |
 //! | webhook deliveries done | `HP_WEBHOOK_DELIVERED` | `<org>.<webhookId>.<event digest>` (expires after 7 days) |
@@ -21,23 +17,44 @@
 //! | webhook attempts stream | `HP_WEBHOOK_ATTEMPTS` | `hp.wha.<org>.<webhookId>` (last 200 per endpoint, 7 days) |
 //! | notifier's events consumer | `HP_NOTIFIER` | durable on `HP_EVENTS`, filter `hp.evt.>` |
 //!
+//! **The state stream** holds every record as the last message of its subject
+//! (`$KV.HP_STATE.<key>`, one message per subject, read like any KV key) and every
+//! effect of a decision on a subject of its own, so that a decision and its effects
+//! are written in one atomic batch (see [`crate::batch`] and [`crate::commit`]):
+//!
+//! | record | key |
+//! |---|---|
+//! | interaction | `int.<org>.<interactionId>` |
+//! | task | `task.<org>.<taskId>` |
+//! | session header | `ses.<org>.<sessionId>` |
+//! | lane | `ses.<org>.<sessionId>.<lane>` |
+//! | remembered rule | `rule.<org>.<ruleId>` |
+//!
+//! An effect's subject ends with its own id, so no two effects share a subject and
+//! the one-message-per-subject limit never removes one before the public streams
+//! have sourced it; each public stream's source transform drops that token. Effects
+//! carry a per-message TTL (`Nats-TTL`, [`Topology::effect_ttl`]): the state stream
+//! keeps them only for the public streams to source.
+//!
 //! `<key>` is the task for interaction commands and the session for session and lane
 //! commands ([`CommandEnvelope::partition_key`]); the stream maps `(org, key)` to a
 //! partition with the server's `partition()` subject transform, so producers never
 //! need to know the number of partitions.
 //!
-//! **Ingest and republish.** Workers publish effects to `hp.in.…`, which no reader
-//! subscribes to. Each stream stores them under the public subject (a stream subject
-//! transform) and republishes exactly what it stored (stream RePublish): a message
-//! that JetStream drops as a duplicate is never seen by a live reader.
+//! **Sourced and republished.** Each public stream sources its effects from the
+//! state stream and republishes exactly what it stored (stream RePublish): a
+//! message JetStream drops as a duplicate (by its `Nats-Msg-Id`, which sourcing
+//! keeps) is never seen by a live reader.
 //!
-//! **Deadlines** are JetStream message schedules (stream setting
-//! `allow_msg_schedules`, which needs `allow_rollup_hdrs`): a message on
-//! `hp.sched.<org>.<interactionId>.<warn|expire>` with `Nats-Schedule: @at <RFC 3339>`
-//! and `Nats-Schedule-Target: hp.cmd.<org>.<task>.expire`. The server keeps
-//! one schedule per subject (a newer one replaces it), publishes its body to the
-//! target at that time (stored like any command, so it is partitioned and decided by
-//! the task's owner) and removes the schedule. No consumer reads `hp.sched.>`.
+//! **Deadlines** are JetStream message schedules in the state stream (stream
+//! setting `allow_msg_schedules`): a message on
+//! `hp.fx.sched.<org>.<interactionId>.<warn|expire>` with `Nats-Schedule: @at <RFC
+//! 3339>` and `Nats-Schedule-Target: hp.fx.cmd.<org>.<task>.expire.<scheduleId>`,
+//! written in the batch of the decision that set the deadline. The server keeps
+//! one schedule per subject (a newer one replaces it), stores its body on the
+//! target at that time, and `HP_COMMANDS` sources it as a command like any other.
+//! No consumer reads `hp.fx.sched.>`. A store of format 1 kept its schedules in
+//! `HP_COMMANDS` on `hp.sched.>`: `holdpoint migrate` moves them.
 
 use std::time::Duration;
 
@@ -81,6 +98,11 @@ pub struct Topology {
     pub webhook_ack_wait: Duration,
     /// How long decision-audit records are kept in the audit stream (zero: forever).
     pub audit_max_age: Duration,
+    /// How long the state stream keeps an effect (its `Nats-TTL`) for the public
+    /// streams to source. A public stream that cannot source for longer (no leader,
+    /// full) loses what expired meanwhile: keep it well above any outage you plan
+    /// for. At least 1 s (the TTL is written in whole seconds).
+    pub effect_ttl: Duration,
 }
 
 impl Default for Topology {
@@ -99,6 +121,7 @@ impl Default for Topology {
             event_max_age: Duration::from_secs(7 * 24 * 3600),
             webhook_ack_wait: Duration::from_secs(30),
             audit_max_age: Duration::from_secs(365 * 24 * 3600),
+            effect_ttl: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -123,30 +146,25 @@ impl Topology {
     pub fn audit_stream(&self) -> String {
         self.name("AUDIT")
     }
-    /// The interactions bucket (`HP_INTERACTIONS`).
-    pub fn interactions_bucket(&self) -> String {
-        self.name("INTERACTIONS")
+    /// The state bucket (`HP_STATE`, stream `KV_HP_STATE`): every record, and
+    /// every effect until the public streams sourced it.
+    pub fn state_bucket(&self) -> String {
+        self.name("STATE")
     }
-    /// The tasks bucket (`HP_TASKS`).
-    pub fn tasks_bucket(&self) -> String {
-        self.name("TASKS")
+    /// The state bucket's stream (`KV_HP_STATE`), which atomic batches write.
+    pub fn state_stream(&self) -> String {
+        format!("KV_{}", self.state_bucket())
     }
-    /// The sessions and lanes bucket (`HP_SESSIONS`).
-    pub fn sessions_bucket(&self) -> String {
-        self.name("SESSIONS")
-    }
-    /// The remembered approval rules bucket (`HP_RULES`, keys `<org>.<ruleId>`).
-    pub fn rules_bucket(&self) -> String {
-        self.name("RULES")
+    /// The record buckets of store format 1 (`HP_INTERACTIONS`, `HP_TASKS`,
+    /// `HP_SESSIONS`, `HP_RULES`) and its relay checkpoints (`HP_CHECKPOINTS`), in
+    /// that order: read by `holdpoint migrate` only.
+    pub fn format1_buckets(&self) -> [String; 5] {
+        ["INTERACTIONS", "TASKS", "SESSIONS", "RULES", "CHECKPOINTS"].map(|b| self.name(b))
     }
 
     /// The outcomes bucket (`HP_OUTCOMES`).
     pub fn outcomes_bucket(&self) -> String {
         self.name("OUTCOMES")
-    }
-    /// The partition checkpoints bucket (`HP_CHECKPOINTS`).
-    pub fn checkpoints_bucket(&self) -> String {
-        self.name("CHECKPOINTS")
     }
     /// The worker presence bucket (`HP_PRESENCE`).
     pub fn presence_bucket(&self) -> String {
@@ -202,13 +220,18 @@ impl Topology {
         "workers"
     }
 
-    /// The subjects of the commands stream that hold deadline schedules:
-    /// `hp.sched.>`.
-    pub fn schedules_subjects(&self) -> String {
+    /// The state stream's effect subjects: `hp.fx.>`.
+    pub fn effects_subjects(&self) -> String {
+        format!("{}.fx.>", self.subject_prefix)
+    }
+    /// `hp.sched.>`: where store format 1 kept deadline schedules (in
+    /// `HP_COMMANDS`); `holdpoint migrate` moves them to the state stream.
+    pub fn format1_schedules_subjects(&self) -> String {
         format!("{}.sched.>", self.subject_prefix)
     }
-    /// `hp.sched.<org>.<interactionId>.<warn|expire>`: the subject holding one
-    /// deadline schedule of an interaction (the scheduled `expire` command's stage).
+    /// `hp.fx.sched.<org>.<interactionId>.<warn|expire>`: the state-stream subject
+    /// holding one deadline schedule of an interaction (the scheduled `expire`
+    /// command's stage).
     pub fn schedule_subject(&self, env: &CommandEnvelope) -> String {
         let id = env
             .interaction_id()
@@ -221,7 +244,7 @@ impl Topology {
             _ => "expire",
         };
         format!(
-            "{}.sched.{}.{id}.{stage}",
+            "{}.fx.sched.{}.{id}.{stage}",
             self.subject_prefix,
             env.org.token(),
         )
@@ -235,6 +258,19 @@ impl Topology {
             env.org.token(),
             env.partition_key(),
             env.verb()
+        )
+    }
+    /// `hp.fx.cmd.<org>.<key>.<verb>.<id>`: where a decision's follow-up command (or
+    /// a fired schedule, `id` its schedule's id) is stored in the state stream;
+    /// `HP_COMMANDS` sources it as `hp.cmd.<org>.<key>.<verb>`.
+    pub fn command_state_subject(&self, env: &CommandEnvelope, id: &str) -> String {
+        format!(
+            "{}.fx.cmd.{}.{}.{}.{}",
+            self.subject_prefix,
+            env.org.token(),
+            env.partition_key(),
+            env.verb(),
+            holdpoint_domain::subject_token(id)
         )
     }
     /// The commands stream's subjects and, partitioned, its transform to
@@ -276,49 +312,95 @@ impl Topology {
         }
     }
 
-    /// The subject prefix effects are published under: `hp.in` (ingest; the
-    /// streams store and republish under the public subjects).
-    fn effect_prefix(&self) -> String {
-        format!("{}.in", self.subject_prefix)
-    }
     /// `hp.evt.<org>.<task>.<name>` (`_` = no task), where readers read it.
     pub fn event_subject(&self, e: &Event) -> String {
-        self.event_subject_in(&self.subject_prefix, e)
+        format!(
+            "{}.evt.{}.{}.{}",
+            self.subject_prefix,
+            e.orgid.token(),
+            task_token(e),
+            e.name()
+        )
     }
-    /// Where a worker publishes `e`.
-    pub fn event_publish_subject(&self, e: &Event) -> String {
-        self.event_subject_in(&self.effect_prefix(), e)
+    /// `hp.fx.evt.<org>.<task>.<eventId>.<name>`: where a decision stores `e` in the
+    /// state stream.
+    pub fn event_state_subject(&self, e: &Event) -> String {
+        format!(
+            "{}.fx.evt.{}.{}.{}.{}",
+            self.subject_prefix,
+            e.orgid.token(),
+            task_token(e),
+            holdpoint_domain::subject_token(&e.id),
+            e.name()
+        )
     }
-    fn event_subject_in(&self, prefix: &str, e: &Event) -> String {
-        let task = e
-            .taskid
-            .as_ref()
-            .map_or_else(|| "_".to_owned(), |t| t.token().into_owned());
-        format!("{prefix}.evt.{}.{task}.{}", e.orgid.token(), e.name())
+    /// `hp.fx.evt.<org>.<task>.*.<name>`: a task's events of one name in the state
+    /// stream.
+    pub fn event_state_filter(&self, org: &OrgId, task: &TaskId, name: &str) -> String {
+        format!(
+            "{}.fx.evt.{}.{}.*.{name}",
+            self.subject_prefix,
+            org.token(),
+            task.token()
+        )
     }
     /// `hp.audit.<org>`, where readers read it.
     pub fn audit_subject(&self, org: &OrgId) -> String {
         format!("{}.audit.{}", self.subject_prefix, org.token())
     }
-    /// Where a worker publishes an audit record.
-    pub fn audit_publish_subject(&self, org: &OrgId) -> String {
-        format!("{}.audit.{}", self.effect_prefix(), org.token())
+    /// `hp.fx.audit.<org>.<eventId>`: where an audit record is stored in the state
+    /// stream.
+    pub fn audit_state_subject(&self, e: &Event) -> String {
+        format!(
+            "{}.fx.audit.{}.{}",
+            self.subject_prefix,
+            e.orgid.token(),
+            holdpoint_domain::subject_token(&e.id)
+        )
     }
     /// `hp.lane.<org>.<session>.<lane>`, where runtimes read it.
     pub fn lane_subject(&self, m: &LaneMessage) -> String {
-        self.lane_subject_in(&self.subject_prefix, m)
-    }
-    /// Where a worker publishes a lane message.
-    pub fn lane_publish_subject(&self, m: &LaneMessage) -> String {
-        self.lane_subject_in(&self.effect_prefix(), m)
-    }
-    fn lane_subject_in(&self, prefix: &str, m: &LaneMessage) -> String {
         format!(
-            "{prefix}.lane.{}.{}.{}",
+            "{}.lane.{}.{}.{}",
+            self.subject_prefix,
             m.org.token(),
             m.session.token(),
             m.lane.token()
         )
+    }
+    /// `hp.fx.lane.<org>.<session>.<lane>.<msgId>`: where a lane message is stored
+    /// in the state stream.
+    pub fn lane_state_subject(&self, m: &LaneMessage) -> String {
+        format!(
+            "{}.fx.lane.{}.{}.{}.{}",
+            self.subject_prefix,
+            m.org.token(),
+            m.session.token(),
+            m.lane.token(),
+            holdpoint_domain::subject_token(&m.msg_id())
+        )
+    }
+    /// The source transforms of the public streams, from the state stream's
+    /// effect subjects to the public ones (each drops the effect's id token):
+    /// `(events, lanes, audit, commands)`.
+    pub fn effect_transforms(&self) -> [(String, String); 4] {
+        let sp = &self.subject_prefix;
+        let w = |n: u8| format!("{{{{wildcard({n})}}}}");
+        [
+            (
+                format!("{sp}.fx.evt.*.*.*.*"),
+                format!("{sp}.evt.{}.{}.{}", w(1), w(2), w(4)),
+            ),
+            (
+                format!("{sp}.fx.lane.*.*.*.*"),
+                format!("{sp}.lane.{}.{}.{}", w(1), w(2), w(3)),
+            ),
+            (format!("{sp}.fx.audit.*.*"), format!("{sp}.audit.{}", w(1))),
+            (
+                format!("{sp}.fx.cmd.*.*.*.*"),
+                format!("{sp}.cmd.{}.{}.{}", w(1), w(2), w(3)),
+            ),
+        ]
     }
     /// The filter of an organisation's events, `hp.evt.<org>.<task|*>.<name|*>`: the
     /// tenant boundary of every event reader (SSE, A2A streams, clients). The
@@ -338,22 +420,28 @@ impl Topology {
         format!("{}.evt.{}.>", self.subject_prefix, org.token())
     }
 
-    /// KV key `<org>.<interactionId>`.
+    /// State key `int.<org>.<interactionId>`.
     pub fn interaction_key(org: &OrgId, id: &InteractionId) -> String {
-        format!("{}.{}", org.token(), id.token())
+        format!("int.{}.{}", org.token(), id.token())
     }
-    /// KV key `<org>.<taskId>`.
+    /// State key `task.<org>.<taskId>`.
     pub fn task_key(org: &OrgId, id: &TaskId) -> String {
-        format!("{}.{}", org.token(), id.token())
+        format!("task.{}.{}", org.token(), id.token())
     }
-    /// KV key `<org>.<sessionId>`.
+    /// State key `ses.<org>.<sessionId>`.
     pub fn session_key(org: &OrgId, id: &SessionId) -> String {
-        format!("{}.{}", org.token(), id.token())
+        format!("ses.{}.{}", org.token(), id.token())
     }
-    /// KV key `<org>.<sessionId>.<lane>`.
+    /// State key `ses.<org>.<sessionId>.<lane>`.
     pub fn lane_key(org: &OrgId, session: &SessionId, lane: &LaneId) -> String {
-        format!("{}.{}.{}", org.token(), session.token(), lane.token())
+        format!("ses.{}.{}.{}", org.token(), session.token(), lane.token())
     }
+}
+
+fn task_token(e: &Event) -> String {
+    e.taskid
+        .as_ref()
+        .map_or_else(|| "_".to_owned(), |t| t.token().into_owned())
 }
 
 #[cfg(test)]

@@ -96,7 +96,6 @@ impl Bus {
             &Topology::webhook_key(&e.org, &e.id),
             revision,
             encode(e)?,
-            None,
         )
         .await
     }

@@ -41,6 +41,7 @@ pub mod demo;
 pub mod devtoken;
 pub mod health;
 pub mod localnats;
+pub mod migrate_cmd;
 pub mod natsconfig;
 pub mod operator;
 pub mod runtime_cmd;
@@ -118,6 +119,10 @@ pub enum Verb {
     /// Print a NATS user for one organisation (its agent runtime, or its events
     /// reader) to add to the servers' configuration.
     NatsConfig(natsconfig::NatsConfigArgs),
+    /// Bring a store written by an older release (store format 1: KV buckets with
+    /// outboxes) to this release's format, with every Holdpoint process stopped;
+    /// safe to run again.
+    Migrate(migrate_cmd::MigrateArgs),
     /// Save every stream and bucket of the topology (JetStream snapshots, with a
     /// checksummed manifest) into a directory; take it with the services stopped.
     Backup(backup::BackupArgs),
@@ -173,6 +178,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Verb::Backup(args) => backup::backup(args).await,
         Verb::Restore(args) => backup::restore(args).await,
         Verb::Status(args) => status::run(args).await,
+        Verb::Migrate(args) => migrate_cmd::run(args).await,
         Verb::NatsConfig(args) => {
             print!("{}", natsconfig::run(&args)?);
             Ok(())

@@ -238,9 +238,9 @@ pub fn document() -> Value {
             "messages": {"command": {"$ref": "#/components/messages/command"}},
         },
         "schedules": {
-            "address": format!("{sp}.sched.{{org}}.{{interactionId}}.{{stage}}"),
+            "address": format!("{sp}.fx.sched.{{org}}.{{interactionId}}.{{stage}}"),
             "title": "Deadline schedules",
-            "description": format!("JetStream message schedules (nats-server 2.12+) in stream `{}` (`allow_msg_schedules`): one per interaction and stage, holding an `expire` command. Headers: `Nats-Schedule: @at <RFC 3339>` and `Nats-Schedule-Target: {sp}.cmd.<org>.<task>.expire`. At that time the server publishes the body to the target (a command like any other) and removes the schedule; a newer schedule on the same subject replaces the older one. No consumer reads these subjects. Absent on servers without schedules, where deadlines are refused (`NRY-0022`).", topo.commands_stream()),
+            "description": format!("JetStream message schedules in the state stream `{}` (`allow_msg_schedules`), written in the atomic batch of the decision that set the deadline: one per interaction and stage, holding an `expire` command. Headers: `Nats-Schedule: @at <RFC 3339>` and `Nats-Schedule-Target: {sp}.fx.cmd.<org>.<task>.expire.<scheduleId>`. At that time the server stores the body on the target, the commands stream `{}` sources it as `{sp}.cmd.<org>.<task>.expire` (a command like any other), and the schedule is removed; a newer schedule on the same subject replaces the older one. No consumer reads these subjects.", topo.state_stream(), topo.commands_stream()),
             "parameters": {
                 "org": {"description": ORG_PARAM},
                 "interactionId": {"description": "The interaction, as a subject token (encoded like `org`)."},
@@ -257,7 +257,7 @@ pub fn document() -> Value {
         "events": {
             "address": format!("{sp}.evt.{{org}}.{{task}}.{{name}}"),
             "title": "Events",
-            "description": format!("Stream `{}` (file storage, kept {} days): CloudEvents 1.0 in structured JSON mode, with deterministic ids. Workers publish to the ingest subject `{sp}.in.evt.<org>.<task>.<name>`; the stream stores each event under this subject and republishes exactly what it stored, so a live subscriber sees every stored event once (nats-server 2.10+).", topo.events_stream(), topo.event_max_age.as_secs() / 86_400),
+            "description": format!("Stream `{}` (file storage, kept {} days): CloudEvents 1.0 in structured JSON mode, with deterministic ids. Workers store each event in the state stream `{}` on `{sp}.fx.evt.<org>.<task>.<eventId>.<name>`, in the atomic batch of the decision it belongs to; this stream sources it under this subject (the source transform drops the id token) and republishes exactly what it stored, so a live subscriber sees every stored event once.", topo.events_stream(), topo.event_max_age.as_secs() / 86_400, topo.state_stream()),
             "parameters": {
                 "org": {"description": ORG_PARAM},
                 "task": {"description": "The A2A task, as a subject token (encoded like `org`); `_` for events without a task."},
@@ -268,14 +268,14 @@ pub fn document() -> Value {
         "audit": {
             "address": format!("{sp}.audit.{{org}}"),
             "title": "Audit",
-            "description": format!("Stream `{}`: the decision audit. Every approval decision (by a person, a remembered rule or an expiry) and every rule written or revoked; never a question or a connection. Published on `{sp}.in.audit.<org>`, stored and republished here.", topo.audit_stream()),
+            "description": format!("Stream `{}`: the decision audit. Every approval decision (by a person, a remembered rule or an expiry) and every rule written or revoked; never a question or a connection. Stored with its decision in the state stream on `{sp}.fx.audit.<org>.<eventId>`, sourced, stored and republished here.", topo.audit_stream()),
             "parameters": {"org": {"description": ORG_PARAM}},
             "messages": audit_refs,
         },
         "lanes": {
             "address": format!("{sp}.lane.{{org}}.{{session}}.{{lane}}"),
             "title": "Lanes",
-            "description": format!("Stream `{}`: the messages product sessions' lanes take. Published on `{sp}.in.lane.<org>.<session>.<lane>`, stored and republished here.", topo.lanes_stream()),
+            "description": format!("Stream `{}`: the messages product sessions' lanes take. Stored with their decision in the state stream on `{sp}.fx.lane.<org>.<session>.<lane>.<msgId>`, sourced, stored and republished here.", topo.lanes_stream()),
             "parameters": {
                 "org": {"description": ORG_PARAM},
                 "session": token_param("session"),
@@ -284,30 +284,30 @@ pub fn document() -> Value {
             "messages": {"lane-message": {"$ref": "#/components/messages/lane-message"}},
         },
         "interaction-records": {
-            "address": format!("$KV.{}.{{org}}.{{interaction}}", topo.interactions_bucket()),
+            "address": format!("$KV.{}.int.{{org}}.{{interaction}}", topo.state_bucket()),
             "title": "Interaction records",
-            "description": format!("KV bucket `{}` (history 1), key `<org>.<interactionId>`.", topo.interactions_bucket()),
+            "description": format!("The state bucket `{}` (one message per subject; written only by a decision's atomic batch), key `int.<org>.<interactionId>`.", topo.state_bucket()),
             "parameters": {"org": {"description": ORG_PARAM}, "interaction": token_param("interaction id")},
             "messages": {"interaction-record": {"$ref": "#/components/messages/interaction-record"}},
         },
         "session-records": {
-            "address": format!("$KV.{}.{{org}}.{{session}}", topo.sessions_bucket()),
+            "address": format!("$KV.{}.ses.{{org}}.{{session}}", topo.state_bucket()),
             "title": "Session headers",
-            "description": format!("KV bucket `{}` (history 1), key `<org>.<sessionId>`; workers keep a watch on these keys.", topo.sessions_bucket()),
+            "description": format!("The state bucket `{}`, key `ses.<org>.<sessionId>`; workers keep a watch on these keys.", topo.state_bucket()),
             "parameters": {"org": {"description": ORG_PARAM}, "session": token_param("session id")},
             "messages": {"session-record": {"$ref": "#/components/messages/session-record"}},
         },
         "lane-records": {
-            "address": format!("$KV.{}.{{org}}.{{session}}.{{lane}}", topo.sessions_bucket()),
+            "address": format!("$KV.{}.ses.{{org}}.{{session}}.{{lane}}", topo.state_bucket()),
             "title": "Lane records",
-            "description": format!("KV bucket `{}` (history 1), key `<org>.<sessionId>.<lane>`.", topo.sessions_bucket()),
+            "description": format!("The state bucket `{}`, key `ses.<org>.<sessionId>.<lane>`.", topo.state_bucket()),
             "parameters": {"org": {"description": ORG_PARAM}, "session": token_param("session id"), "lane": token_param("lane")},
             "messages": {"lane-record": {"$ref": "#/components/messages/lane-record"}},
         },
         "task-records": {
-            "address": format!("$KV.{}.{{org}}.{{task}}", topo.tasks_bucket()),
+            "address": format!("$KV.{}.task.{{org}}.{{task}}", topo.state_bucket()),
             "title": "Task records",
-            "description": format!("KV bucket `{}` (history 1), key `<org>.<taskId>`.", topo.tasks_bucket()),
+            "description": format!("The state bucket `{}`, key `task.<org>.<taskId>`.", topo.state_bucket()),
             "parameters": {"org": {"description": ORG_PARAM}, "task": token_param("task id")},
             "messages": {"task-record": {"$ref": "#/components/messages/task-record"}},
         },
@@ -326,9 +326,9 @@ pub fn document() -> Value {
             "messages": {"webhook-attempt": {"$ref": "#/components/messages/webhook-attempt"}},
         },
         "rule-records": {
-            "address": format!("$KV.{}.{{org}}.{{rule}}", topo.rules_bucket()),
+            "address": format!("$KV.{}.rule.{{org}}.{{rule}}", topo.state_bucket()),
             "title": "Remembered rules",
-            "description": format!("KV bucket `{}` (history 1, kept until removed by an operator), key `<org>.<ruleId>`; every worker keeps a watch with history on the whole bucket and decides a held call by the live rules of its organisation.", topo.rules_bucket()),
+            "description": format!("The state bucket `{}` (kept until removed by an operator), key `rule.<org>.<ruleId>`; every worker keeps a watch with history on the `rule.>` keys and decides a held call by the live rules of its organisation.", topo.state_bucket()),
             "parameters": {"org": {"description": ORG_PARAM}, "rule": token_param("rule id")},
             "messages": {"rule-record": {"$ref": "#/components/messages/rule-record"}},
         },

@@ -1,21 +1,19 @@
-//! A committed transition and its effects: the outbox every record keeps.
+//! A committed transition and its effects, and the recent transitions every record
+//! keeps (its `outbox`).
 //!
 //! [`decide`](crate::decide::decide) seals each change as a [`Transition`] on the
 //! record it writes last (the *primary* record: the interaction if the command
-//! writes one, else the lane, else the session). Because the transition travels
-//! inside the compare-and-set write, a committed change can never lose its effects:
-//! whoever loads the record later sees what is still [`unconfirmed`] and publishes it
-//! again under the same deterministic ids (`Nats-Msg-Id` = CloudEvents `id`), which
-//! JetStream drops as duplicates inside its duplicate window.
+//! writes one, else the lane, else the session), with the [`Effects`] the worker
+//! commits in the same atomic batch as the record (`holdpoint_bus::commit`). The
+//! worker writes the record with every transition *confirmed* ([`Outbox::confirm`]:
+//! the effects dropped, since the batch stores them): a kept transition holds its
+//! command id and outcome, enough to recognise a redelivered command and answer it
+//! as the first time, storing nothing again. An outbox holds at most
+//! [`OUTBOX_KEEP`] transitions.
 //!
-//! A transition is *confirmed* once every PubAck of its effects came back. The
-//! worker records that on the record's next write ([`Outbox::confirm`]), which also
-//! strips the effects: a confirmed transition keeps only its command id and outcome,
-//! enough to recognise a redelivered command and answer it as the first time. So an
-//! outbox holds at most [`OUTBOX_KEEP`] transitions, and only unconfirmed ones carry
-//! their events.
-//!
-//! [`unconfirmed`]: Transition::needs_relay
+//! Store format 1 wrote transitions unconfirmed, their effects still in the
+//! record until a relay confirmed them; `holdpoint migrate` commits what such a
+//! record still owed.
 
 use std::collections::VecDeque;
 
@@ -124,34 +122,18 @@ pub struct Transition {
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
     pub at: OffsetDateTime,
     /// The command partition whose owner committed it (absent on an unpartitioned
-    /// deployment). The relay compares `at` with that partition's checkpoint.
+    /// deployment).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition: Option<u32>,
-    /// True once every effect's PubAck came back; the effects are then dropped.
+    /// True once its effects are stored (with the record, in format 2; format 1
+    /// noted it on the record's next write); the effects are then dropped.
     #[serde(default)]
     pub confirmed: bool,
     /// What the command answered; replayed to a redelivery of the same command.
     pub outcome: Outcome,
-    /// What it publishes; empty once confirmed.
+    /// What it stores; empty once confirmed (as every record writes it now).
     #[serde(flatten)]
     pub effects: Effects,
-}
-
-impl Transition {
-    /// Whether a loader must publish this transition's effects again: it is not
-    /// confirmed, and either it is recent enough that JetStream still deduplicates its
-    /// ids (`dedup_horizon`: now minus a safe part of the duplicate window), or it is
-    /// newer than its partition's checkpoint (`checkpoint`: every transition of that
-    /// partition committed before it was confirmed).
-    pub fn needs_relay(
-        &self,
-        dedup_horizon: OffsetDateTime,
-        checkpoint: Option<OffsetDateTime>,
-    ) -> bool {
-        !self.confirmed
-            && !self.effects.is_empty()
-            && (self.at >= dedup_horizon || checkpoint.is_some_and(|c| self.at >= c))
-    }
 }
 
 /// A record's recent transitions, oldest first, at most [`OUTBOX_KEEP`].
@@ -192,30 +174,6 @@ impl Outbox {
             }
         }
         changed
-    }
-
-    /// The partitions whose transitions here still owe effects, as the
-    /// `Hp-Unconfirmed` header of the record's write carries them: partition numbers
-    /// separated by `,`, `-` for an unpartitioned worker's; `None` when everything is
-    /// confirmed (or owes nothing). A relay sweep reads only this header
-    /// (`holdpoint_worker::relay`), never the records without it.
-    pub fn unconfirmed_marker(&self) -> Option<String> {
-        let mut parts: Vec<Option<u32>> = self
-            .0
-            .iter()
-            .filter(|t| !t.confirmed && !t.effects.is_empty())
-            .map(|t| t.partition)
-            .collect();
-        if parts.is_empty() {
-            return None;
-        }
-        parts.sort_unstable();
-        parts.dedup();
-        let labels: Vec<String> = parts
-            .iter()
-            .map(|p| p.map_or_else(|| "-".to_owned(), |p| p.to_string()))
-            .collect();
-        Some(labels.join(","))
     }
 
     /// Every kept transition, oldest first.

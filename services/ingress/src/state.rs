@@ -102,13 +102,7 @@ impl AppState {
     /// # Errors
     /// When the reply subscription cannot be made.
     pub async fn new(bus: Bus, cfg: IngressConfig) -> anyhow::Result<Self> {
-        // An outcome read from a record relays that transition's effects first when
-        // they are not confirmed yet: a 2xx never precedes the events it implies.
-        let outcomes = Arc::new(
-            holdpoint_bus::outcome::Waiter::start(&bus.client)
-                .await?
-                .relaying(),
-        );
+        let outcomes = Arc::new(holdpoint_bus::outcome::Waiter::start(&bus.client).await?);
         if let Some(verifier) = &cfg.identity.jwt {
             cfg.metrics.watch_jwks(verifier.clone());
         }

@@ -252,13 +252,8 @@ async fn note_failure(bus: &Bus, cfg: &NotifierConfig, e: &WebhookEndpoint) {
             uuid::Uuid::new_v4().simple(),
             &uuid::Uuid::new_v4().simple().to_string()[..16]
         );
-        let published: Result<(), BusError> = async {
-            bus.publish_event(&event, &traceparent)
-                .await?
-                .confirmed()
-                .await
-        }
-        .await;
+        let published: Result<(), BusError> =
+            async { bus.store_event(&event, &traceparent).await }.await;
         match published {
             Ok(()) => {
                 warn!(webhook = %w.id.as_str(), failures = w.consecutive_failures, "webhook endpoint disabled")

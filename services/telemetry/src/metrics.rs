@@ -14,7 +14,6 @@
 //! | `holdpoint_command_redeliveries_total` | counter | | deliveries of a command after its first |
 //! | `holdpoint_revision_conflicts_total` | counter | | KV compare-and-set writes lost to a concurrent writer (decided again) |
 //! | `holdpoint_batch_commands` | histogram | | commands a worker decided together in one batch (group commit) |
-//! | `holdpoint_relayed_transitions_total` | counter | | committed transitions whose unconfirmed effects a worker published again (relay) |
 //! | `holdpoint_partitions_owned` | gauge | | command partitions this worker is pinned to |
 //! | `holdpoint_consumer_pending` | gauge | | commands waiting in the partition consumers (polled) |
 //! | `holdpoint_consumer_ack_pending` | gauge | | commands delivered and not yet acknowledged (polled) |
@@ -141,8 +140,6 @@ pub struct Metrics {
     pub revision_conflicts: Counter,
     /// `holdpoint_batch_commands`, histogram: commands per pulled batch.
     pub batch_commands: Histogram,
-    /// `holdpoint_relayed_transitions_total`, counter: committed transitions whose effects the outbox relay published again.
-    pub relayed: Counter,
     /// `holdpoint_partitions_owned`, gauge: command partitions this worker is pinned to.
     pub partitions_owned: Gauge,
     /// `holdpoint_consumer_pending`, gauge: commands waiting in the workers' consumers (polled).
@@ -205,12 +202,6 @@ impl Metrics {
             "Commands a worker decided together in one batch",
             batch_commands.clone(),
         );
-        let relayed = Counter::default();
-        registry.register(
-            "holdpoint_relayed_transitions",
-            "Committed transitions whose unconfirmed effects were published again",
-            relayed.clone(),
-        );
         let partitions_owned = Gauge::default();
         registry.register(
             "holdpoint_partitions_owned",
@@ -258,7 +249,6 @@ impl Metrics {
             redeliveries,
             revision_conflicts,
             batch_commands,
-            relayed,
             partitions_owned,
             consumer_pending,
             consumer_ack_pending,
@@ -348,7 +338,6 @@ mod tests {
         m.revision_conflicts.inc_by(2);
         m.consumer_info(7, 3);
         m.batch_commands.observe(3.0);
-        m.relayed.inc();
         m.partitions_owned.set(4);
         m.watch_jwks(Fixed(2));
         m.watch_jwks(Fixed(1));
@@ -363,7 +352,6 @@ mod tests {
             "holdpoint_revision_conflicts_total 2",
             "holdpoint_consumer_pending 7",
             "holdpoint_batch_commands_count 1",
-            "holdpoint_relayed_transitions_total 1",
             "holdpoint_partitions_owned 4",
             "holdpoint_consumer_ack_pending 3",
             "holdpoint_jwks_fetches_total 3",

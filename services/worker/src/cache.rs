@@ -6,7 +6,7 @@
 //!   write still names the cached revision, so a stale entry only costs a conflict
 //!   (the entry is dropped and the command decided again on a fresh read).
 //! - [`SessionCache`]: per worker, session headers, kept fresh by a KV watch on the
-//!   sessions bucket (`<org>.<session>` keys): headers change rarely (open, close,
+//!   state bucket (`ses.<org>.<session>` keys): headers change rarely (open, close,
 //!   end) and are read by almost every command, so the hot path reads none.
 
 use std::ops::ControlFlow;
@@ -27,9 +27,9 @@ pub enum Record {
     Interaction(Interaction),
     /// `HP_TASKS`.
     Task(Task),
-    /// `HP_SESSIONS`, a session header.
+    /// A session header (`ses.<org>.<session>`).
     Session(Session),
-    /// `HP_SESSIONS`, a lane.
+    /// A lane (`ses.<org>.<session>.<lane>`).
     Lane(Lane),
 }
 
@@ -148,14 +148,14 @@ impl SessionCache {
         self.0.remove(key);
     }
 
-    /// Keeps the cache fresh from the sessions bucket until `shutdown`: every header
+    /// Keeps the cache fresh from the state bucket's session keys until `shutdown`: every header
     /// written anywhere replaces an older cached revision. When the watch breaks the
     /// cache is emptied (headers are read again) and the watch restarts.
     pub async fn watch(self, bus: Bus, shutdown: CancellationToken) {
         crate::watch::watch(
             "session watch",
             &shutdown,
-            || bus.sessions.watch("*.*"),
+            || bus.state.watch("ses.*.*"),
             |next| match next {
                 Ok(entry) => {
                     self.apply(&entry);
@@ -180,49 +180,5 @@ impl SessionCache {
             Ok(s) => self.offer(&entry.key, Arc::new(s), entry.revision),
             Err(_) => self.forget(&entry.key),
         }
-    }
-}
-
-/// Command ids whose transitions this worker saw confirmed (every PubAck back), shared
-/// by its partition runners, so that a runner loading a record another runner of the
-/// same worker wrote does not publish that transition's effects again. A record says
-/// a transition is confirmed only from its next write, and an answer is often decided
-/// by another partition than the opening it answers (answers are keyed by
-/// interaction, openings by task). Bounded (least recently used out); an id that fell
-/// out is published again, which JetStream drops as a duplicate.
-#[derive(Clone)]
-pub struct Confirmed(Arc<quick_cache::sync::Cache<String, ()>>);
-
-impl std::fmt::Debug for Confirmed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Confirmed")
-            .field("len", &self.0.len())
-            .finish()
-    }
-}
-
-impl Confirmed {
-    /// Room for this many ids (about 100 bytes each).
-    pub const CAPACITY: usize = 16_384;
-
-    /// An empty set.
-    pub fn new() -> Self {
-        Confirmed(Arc::new(quick_cache::sync::Cache::new(Self::CAPACITY)))
-    }
-
-    /// Notes that command `id`'s effects are confirmed.
-    pub fn insert(&self, id: &str) {
-        self.0.insert(id.to_owned(), ());
-    }
-
-    /// True when command `id`'s effects were confirmed by this worker.
-    pub fn contains(&self, id: &str) -> bool {
-        self.0.get(id).is_some()
-    }
-}
-
-impl Default for Confirmed {
-    fn default() -> Self {
-        Self::new()
     }
 }

@@ -7,14 +7,13 @@
 //!   to one worker at a time (priority groups), so a task's commands are decided in
 //!   order; workers hand partitions to their preferred owner and take them over when
 //!   a worker dies.
-//! - [`batch`]: group commit. A pulled batch is decided in memory, its writes,
-//!   effects, replies and acks pipelined.
-//! - [`relay`]: the outbox relay. A committed transition's effects go out whatever
-//!   happens to its command: on every load of its record, by a sweep when a worker
-//!   takes a partition over, and periodically for what a publish failed.
+//! - [`batch`]: group commit. A pulled batch is decided in memory, and every record
+//!   it changed and every effect it has are written as one atomic batch to the
+//!   state stream (`holdpoint_bus::commit`); replies and acks follow the commit.
 //! - [`working`]: the records a batch works on. [`cache`]: what a worker keeps of
 //!   them between batches (a KV watch keeps session headers fresh).
-//! - [`rules`]: the remembered approval rules (a KV watch of `HP_RULES`), passed
+//! - [`rules`]: the remembered approval rules (a KV watch of the state bucket's
+//!   `rule.>` keys), passed
 //!   to `decide` as data when an approval opens.
 //! - [`watch`]: the KV watch loop the session cache and the rule book share
 //!   (restart with back-off when a watch breaks), and [`watch::pause`].
@@ -25,7 +24,7 @@
 //! **Observability.** Each command's events, lane messages and follow-up commands
 //! carry a `traceparent` that continues the trace of its `traceparent` header (set by
 //! the ingress). [`WorkerConfig::metrics`] counts commands by verb and outcome,
-//! redeliveries, revision conflicts, batch sizes, relayed transitions and owned
+//! redeliveries, revision conflicts, batch sizes and owned
 //! partitions; the consumers' backlog is polled every [`WorkerConfig::consumer_poll`].
 //!
 //! **Shutdown.** When the token is cancelled the worker stops pulling, decides and
@@ -34,7 +33,6 @@
 
 pub mod batch;
 pub mod cache;
-pub mod relay;
 pub mod rules;
 pub mod runner;
 pub mod server_clock;
@@ -52,16 +50,19 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::cache::SessionCache;
-use crate::watch::pause;
 
 /// A point where a test may make the worker abort, to prove crash safety.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failpoint {
-    /// Abort right after a batch's records are written, before any effect is
-    /// published.
+    /// Abort right after a batch is committed (its records and effects stored),
+    /// before its outcomes are stored and replied.
     AfterWrite,
     /// Abort after everything but the replies and acks.
     BeforeAck,
+    /// Stop this process (SIGSTOP, as a pause or a partition would) after a batch
+    /// is decided and before it is committed: a zombie whose batch the next owner
+    /// overtakes. A test sends SIGCONT.
+    StopBeforeCommit,
 }
 
 impl std::str::FromStr for Failpoint {
@@ -70,8 +71,9 @@ impl std::str::FromStr for Failpoint {
         match s {
             "after-write" => Ok(Failpoint::AfterWrite),
             "before-ack" => Ok(Failpoint::BeforeAck),
+            "stop-before-commit" => Ok(Failpoint::StopBeforeCommit),
             other => Err(format!(
-                "unknown failpoint {other:?} (after-write, before-ack)"
+                "unknown failpoint {other:?} (after-write, before-ack, stop-before-commit)"
             )),
         }
     }
@@ -130,9 +132,6 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
         Some(id) => anyhow::bail!("worker id {id:?} must be 1 to 64 of [A-Za-z0-9_-]"),
         None => format!("w-{}", uuid::Uuid::new_v4().simple()),
     };
-    // Record writes name this run (a restarted worker with the same id is another
-    // writer: it does not know what its previous run owed).
-    let bus = bus.writing_as(format!("{me}.{}", uuid::Uuid::new_v4().simple()));
     let mut cfg = cfg;
     cfg.deadlines.supported = true;
     let cfg = Arc::new(cfg);
@@ -155,17 +154,12 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
         live.clone(),
         background.clone(),
     ));
-    // A worker that starts publishes again what was left unconfirmed, even on a
-    // partition no command comes to (so that no runner takes it over): each
-    // partition from its checkpoint.
-    tasks.spawn(start_sweep(bus.clone(), shutdown.clone()));
     let partitions: Vec<u32> = (0..bus.topo.partitions).collect();
     info!(
         worker = %me,
         loops = partitions.len(),
         "worker pulling commands"
     );
-    let confirmed = cache::Confirmed::new();
     let mut loops = JoinSet::new();
     for p in partitions {
         loops.spawn(runner::run(
@@ -175,7 +169,6 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
             runner::Shared {
                 sessions: sessions.clone(),
                 rules: rules.clone(),
-                confirmed: confirmed.clone(),
             },
             me.clone(),
             live.clone(),
@@ -197,72 +190,6 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
     }
     info!("worker stopped");
     Ok(())
-}
-
-/// The sweep of a worker that starts: each unowned partition's records
-/// written since its checkpoint (what its owners vouched for needs nothing), transitions
-/// inside the duplicate window only ([`relay::Scope::Window`]: the partition may
-/// have a live owner), so a crash loop costs the writes since the checkpoints, not
-/// the whole window per restart. What is older is the takeover sweep's.
-async fn start_sweep(bus: Bus, shutdown: CancellationToken) {
-    let partitions: Vec<u32> = (0..bus.topo.partitions).collect();
-    let mut attempt = 0;
-    loop {
-        match sweep_partitions(&bus, &partitions, &shutdown).await {
-            Ok(_) => return,
-            Err(e) => {
-                attempt += 1;
-                debug!(error = %e, "start-up relay sweep failed; trying again");
-                if pause(
-                    &shutdown,
-                    holdpoint_bus::backoff::Backoff::TRANSIENT.delay(attempt),
-                )
-                .await
-                {
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// Sweeps each of `partitions` from its checkpoint that no worker owns; returns how
-/// many transitions were relayed.
-///
-/// A partition pinned to a worker is that worker's to sweep (its takeover and fence
-/// sweeps cover what its predecessors left). A pin may belong to a worker that just
-/// died, though, and the server pins nobody anew until a command comes: so a
-/// partition pinned at first is looked at again once any dead pin has lapsed
-/// (three priority timeouts), and swept if it has no pin then.
-async fn sweep_partitions(
-    bus: &Bus,
-    partitions: &[u32],
-    shutdown: &CancellationToken,
-) -> Result<usize, holdpoint_bus::BusError> {
-    let mut relayed = 0;
-    let mut owned = Vec::new();
-    for &p in partitions {
-        if bus.pinned_client(p).await?.is_some() {
-            owned.push(p);
-            continue;
-        }
-        relayed += sweep_partition(bus, p).await?;
-    }
-    if owned.is_empty() || pause(shutdown, bus.topo.priority_timeout * 3).await {
-        return Ok(relayed);
-    }
-    for p in owned {
-        if bus.pinned_client(p).await?.is_none() {
-            relayed += sweep_partition(bus, p).await?;
-        }
-    }
-    Ok(relayed)
-}
-
-async fn sweep_partition(bus: &Bus, p: u32) -> Result<usize, holdpoint_bus::BusError> {
-    let checkpoint = bus.checkpoint(p).await?;
-    let now = OffsetDateTime::now_utc();
-    relay::sweep(bus, relay::Scope::Window(Some(p)), checkpoint, now).await
 }
 
 /// Reads the consumers' pending and ack-pending counts into `metrics` every `every`

@@ -2,19 +2,19 @@
 //! one after the other, so one task's commands are decided in the order JetStream stored them.
 //!
 //! **Taking a partition over.** The first message a runner gets under a new
-//! `Nats-Pin-Id` means the server pinned it: it empties its record cache, reads the
-//! partition's checkpoint and sweeps the records written since (the relay), before
-//! deciding that message's batch.
+//! `Nats-Pin-Id` means the server pinned it: it empties its record cache before
+//! deciding that message's batch. Nothing else is owed across a takeover: a
+//! decision's effects were committed with its records or not at all.
 //!
 //! **Handing a partition over.** When the preferred worker of a partition (see
 //! `holdpoint_bus::partitions::preferred`) is alive and another worker holds it, the
 //! holder stops pulling, releases the pin and stays away for a while, so the
 //! preferred worker, pulling on standby, is pinned.
 //!
-//! **Checkpoints** are saved about once a second while a runner owns its partition:
-//! the time before which every transition it committed is confirmed.
+//! **A paused or partitioned previous owner** (a zombie) cannot commit once
+//! another runner decided the same records: its batch's expectations fail, and
+//! none of its effects is stored.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -30,7 +30,6 @@ use tracing::{debug, info, warn};
 use crate::WorkerConfig;
 use crate::batch::Runner;
 use crate::cache::{RecordCache, SessionCache};
-use crate::relay;
 use crate::watch::pause;
 
 /// The live workers with when each started, as the presence loop last read them.
@@ -86,8 +85,9 @@ impl Silence {
     }
 }
 
-/// How often a runner that owns its partition saves its checkpoint.
-const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+/// How often a runner that owns its partition checks its pin and whether to hand
+/// the partition over.
+const OWNER_TICK: Duration = Duration::from_secs(1);
 
 /// Refreshes this worker's presence and the list of live workers until shutdown,
 /// then withdraws it.
@@ -122,41 +122,6 @@ pub async fn presence(bus: Bus, me: String, live: Live, shutdown: CancellationTo
 struct Ownership {
     /// The pin id the server gave this runner, while it holds the partition.
     pin: Option<String>,
-    /// When the checkpoint was last saved.
-    saved: Option<Instant>,
-    /// The sweep of the takeover still has to run (it failed, or is due).
-    sweep_due: bool,
-    /// When the fence sweep is due (see `relay::zombie_bound`), while it is.
-    fence_due: Option<Instant>,
-    /// The sweep running beside the pull loop, if one is.
-    sweeping: Option<Sweeping>,
-}
-
-/// Which sweep of a partition's owner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SweepKind {
-    /// From the partition's checkpoint, after a takeover.
-    Takeover,
-    /// From the takeover, once a previous owner can no longer be committing.
-    Fence,
-}
-
-/// A sweep running in its own task, so the runner goes on pulling (and keeps its
-/// pin: the server unpins a runner that sends no pull request for the priority
-/// timeout, and a sweep after a busy stretch reads every write since its start).
-/// Dropped with the ownership, it is aborted.
-#[derive(Debug)]
-struct Sweeping {
-    kind: SweepKind,
-    /// The moment the sweep covers up to.
-    at: OffsetDateTime,
-    task: tokio::task::JoinHandle<Result<usize, holdpoint_bus::BusError>>,
-}
-
-impl Drop for Sweeping {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 /// What a worker's partition runners share: session headers and remembered rules,
@@ -168,8 +133,6 @@ pub struct Shared {
     pub sessions: SessionCache,
     /// Remembered approval rules.
     pub rules: crate::rules::RuleBook,
-    /// Transitions this worker saw confirmed.
-    pub confirmed: crate::cache::Confirmed,
 }
 
 /// Pulls and decides partition `partition` until shutdown.
@@ -190,11 +153,6 @@ pub async fn run(
         cache: RecordCache::new(cache_bytes),
         sessions: shared.sessions,
         rules: shared.rules,
-        confirmed: shared.confirmed,
-        owed: BTreeMap::new(),
-        checkpoint: None,
-        swept: false,
-        fence: None,
         server_clock: crate::server_clock::ServerClock::default(),
     };
     let mut own = Ownership::default();
@@ -227,9 +185,6 @@ pub async fn run(
                     partition = p,
                     "handed the partition to its preferred worker"
                 );
-                // Vouch for what this runner confirmed, so the next owner's takeover
-                // sweep starts here rather than at an older checkpoint.
-                save_checkpoint(&runner, p).await;
                 if let Err(e) = bus.unpin(p).await {
                     debug!(partition = p, error = %e, "unpin failed; the pin lapses by itself");
                 }
@@ -242,7 +197,6 @@ pub async fn run(
     }
     if own.pin.is_some() {
         cfg.metrics.partitions_owned.dec();
-        save_checkpoint(&runner, partition).await;
         // Let a standby worker take over now rather than after the timeout.
         let _ = bus.unpin(partition).await;
     }
@@ -262,9 +216,8 @@ async fn serve(
     live: &Live,
     shutdown: &CancellationToken,
 ) -> Served {
-    let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
+    let mut tick = tokio::time::interval(OWNER_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut owed_attempt = 0;
     let mut silence = Silence::new(runner.bus.pull_heartbeat());
     loop {
         let first = tokio::select! {
@@ -277,34 +230,12 @@ async fn serve(
                 return Served::Shutdown;
             }
             _ = tick.tick() => {
-                if !runner.retry_owed().await {
-                    owed_attempt += 1;
-                    let _ = pause(shutdown, Backoff::TRANSIENT.delay(owed_attempt)).await;
-                } else {
-                    owed_attempt = 0;
-                }
                 let p = runner.partition;
                 if own.pin.is_some() && lost_pin(runner, own, p).await {
                     continue;
                 }
-                if own.pin.is_some() {
-                    if own.sweeping.as_ref().is_some_and(|s| s.task.is_finished()) {
-                        sweep_done(runner, own).await;
-                    }
-                    if own.sweeping.is_none() {
-                        if own.sweep_due {
-                            start_sweep(runner, own, SweepKind::Takeover);
-                        } else if own.fence_due.is_some_and(|at| at <= Instant::now()) {
-                            start_sweep(runner, own, SweepKind::Fence);
-                        }
-                    }
-                    if own.saved.is_none_or(|t| t.elapsed() >= CHECKPOINT_EVERY) && !own.sweep_due {
-                        save_checkpoint(runner, p).await;
-                        own.saved = Some(Instant::now());
-                    }
-                    if should_hand_over(p, me, live) {
-                        return Served::HandedOver(p);
-                    }
+                if own.pin.is_some() && should_hand_over(p, me, live) {
+                    return Served::HandedOver(p);
                 }
                 continue;
             }
@@ -362,27 +293,7 @@ async fn notice_pin(runner: &mut Runner, own: &mut Ownership, batch: &[Delivery]
         "pinned to this worker: taking the partition over"
     );
     own.pin = Some(pin);
-    own.saved = None;
     runner.cache.clear();
-    runner.swept = false;
-    let p = runner.partition;
-    runner.checkpoint = runner.bus.checkpoint(p).await.unwrap_or_else(|e| {
-        warn!(partition = p, error = %e, "checkpoint not read; relaying the duplicate window only");
-        None
-    });
-    // A partition nobody vouched for yet: vouch for what the relay's duplicate
-    // window rule covers anyway, before this runner commits anything, so what it
-    // commits is newer than the partition's checkpoint for whoever comes next (its
-    // takeover sweep runs beside the pull loop and vouches later).
-    if runner.checkpoint.is_none() {
-        let horizon = relay::dedup_horizon(&runner.bus, OffsetDateTime::now_utc());
-        if let Err(e) = runner.bus.save_checkpoint(p, horizon).await {
-            warn!(partition = p, error = %e, "first checkpoint not saved");
-        }
-    }
-    own.sweep_due = true;
-    own.fence_due = None;
-    start_sweep(runner, own, SweepKind::Takeover);
 }
 
 /// Checks with the server that this runner still holds partition `p`'s pin (it may
@@ -399,94 +310,6 @@ async fn lost_pin(runner: &mut Runner, own: &mut Ownership, p: u32) -> bool {
     runner.cache.clear();
     runner.cfg.metrics.partitions_owned.dec();
     true
-}
-
-/// Starts the `kind` sweep of the runner's partition in its own task (the takeover
-/// sweep from the checkpoint read at the takeover; the fence sweep from the
-/// takeover, inside the duplicate window only).
-fn start_sweep(runner: &Runner, own: &mut Ownership, kind: SweepKind) {
-    let at = OffsetDateTime::now_utc();
-    let (scope, since) = match kind {
-        SweepKind::Takeover => (
-            relay::Scope::Partition(Some(runner.partition)),
-            runner.checkpoint,
-        ),
-        SweepKind::Fence => match runner.fence {
-            Some(taken) => (relay::Scope::Window(Some(runner.partition)), Some(taken)),
-            None => {
-                own.fence_due = None;
-                return;
-            }
-        },
-    };
-    let bus = runner.bus.clone();
-    own.sweeping = Some(Sweeping {
-        kind,
-        at,
-        task: tokio::spawn(async move { relay::sweep(&bus, scope, since, at).await }),
-    });
-}
-
-/// Takes the result of the finished sweep: after the takeover sweep the runner
-/// vouches for its partition from the sweep's start (and the fence sweep falls due
-/// `relay::zombie_bound` later); after the fence sweep its checkpoint may pass the
-/// takeover. A failed sweep runs again on a later tick.
-async fn sweep_done(runner: &mut Runner, own: &mut Ownership) {
-    let Some(mut s) = own.sweeping.take() else {
-        return;
-    };
-    let result = match (&mut s.task).await {
-        Ok(r) => r,
-        Err(e) => Err(holdpoint_bus::BusError::transient("relay sweep", e)),
-    };
-    let n = match result {
-        Ok(n) => n,
-        Err(e) => {
-            warn!(partition = runner.partition, kind = ?s.kind, error = %e, "relay sweep failed; trying again");
-            return;
-        }
-    };
-    runner.cfg.metrics.relayed.inc_by(n as u64);
-    match s.kind {
-        SweepKind::Takeover => {
-            own.sweep_due = false;
-            runner.swept = true;
-            runner.fence = Some(s.at);
-            own.fence_due = Some(Instant::now() + relay::zombie_bound(&runner.bus));
-            // Vouch at once: if this runner dies before its next save, whoever
-            // takes over sweeps from here (or from the oldest transition this
-            // runner committed meanwhile and still owes).
-            let p = runner.partition;
-            let at = runner.checkpoint_to_save(s.at);
-            if let Err(e) = runner.bus.save_checkpoint(p, at).await {
-                warn!(partition = p, error = %e, "checkpoint not saved after the takeover sweep");
-            }
-            own.saved = Some(Instant::now());
-        }
-        SweepKind::Fence => {
-            if n > 0 {
-                info!(
-                    partition = runner.partition,
-                    relayed = n,
-                    "fence sweep relayed what the previous owner left"
-                );
-            }
-            runner.fence = None;
-            own.fence_due = None;
-        }
-    }
-}
-
-/// Saves the checkpoint the runner can vouch for; nothing before its takeover sweep
-/// ran (until then it vouches for nothing the previous owners left).
-async fn save_checkpoint(runner: &Runner, p: u32) {
-    if !runner.swept {
-        return;
-    }
-    let at = runner.checkpoint_to_save(OffsetDateTime::now_utc());
-    if let Err(e) = runner.bus.save_checkpoint(p, at).await {
-        debug!(partition = p, error = %e, "checkpoint not saved");
-    }
 }
 
 /// True when partition `p` should go to another worker: its preferred one among the

@@ -16,16 +16,16 @@ use holdpoint_domain::{
 
 use crate::cache::{Record, RecordCache, SessionCache};
 
-/// A record's identity: its bucket and KV key.
+/// A record's identity: its kind and state key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Key {
-    /// `HP_INTERACTIONS`.
+    /// An interaction (`int.<org>.<id>`).
     Interaction(String),
-    /// `HP_TASKS`.
+    /// A task (`task.<org>.<id>`).
     Task(String),
-    /// `HP_SESSIONS`, a header.
+    /// A session header (`ses.<org>.<id>`).
     Session(String),
-    /// `HP_SESSIONS`, a lane.
+    /// A lane (`ses.<org>.<session>.<lane>`).
     Lane(String),
 }
 
@@ -56,12 +56,6 @@ impl Key {
         };
         format!("{tag}:{}", self.kv())
     }
-
-    /// True for the records a decision writes first (everything but interactions,
-    /// which are written last: see the domain's write order).
-    pub fn is_secondary(&self) -> bool {
-        !matches!(self, Key::Interaction(_))
-    }
 }
 
 /// One record in the working set.
@@ -73,7 +67,7 @@ pub struct Slot {
     pub revision: u64,
     /// Changed by this batch.
     pub dirty: bool,
-    /// Read from KV in this batch (its unconfirmed transitions may need relaying).
+    /// Read from the state stream in this batch (so worth keeping in the cache).
     pub from_kv: bool,
 }
 
@@ -284,15 +278,11 @@ impl WorkingSet {
         }
     }
 
-    /// Applies a decision's writes; returns the keys written. Before a record is
-    /// written, its transitions that `confirmed` accepts are marked confirmed (their
-    /// effects are dropped): the relay will not publish them again.
-    pub fn apply(
-        &mut self,
-        env: &CommandEnvelope,
-        d: &Decision,
-        confirmed: &dyn Fn(&Transition) -> bool,
-    ) -> Vec<Key> {
+    /// Applies a decision's writes; returns the keys written. Every transition of a
+    /// written record is kept without its effects (confirmed): the effects go into
+    /// the same commit as the record, so a record never owes any.
+    pub fn apply(&mut self, env: &CommandEnvelope, d: &Decision) -> Vec<Key> {
+        let confirmed = |_: &Transition| true;
         let org = &env.org;
         let mut written = Vec::new();
         if let Some(s) = &d.session {
@@ -379,16 +369,6 @@ async fn read_as(
             (l.value.map(Record::Lane), l.revision)
         }
     })
-}
-
-/// The outbox of a record, if it keeps one.
-pub fn outbox_of(r: &Record) -> Option<&holdpoint_domain::Outbox> {
-    match r {
-        Record::Interaction(i) => Some(&i.outbox),
-        Record::Session(s) => Some(&s.outbox),
-        Record::Lane(l) => Some(&l.outbox),
-        Record::Task(_) => None,
-    }
 }
 
 /// The JSON of a record, for its write.

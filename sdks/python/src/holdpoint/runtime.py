@@ -112,6 +112,10 @@ def _check_id(what: str, value: str) -> str:
     return value
 
 
+# The state bucket's key prefix of each kind of record (services/bus/src/topology.rs).
+_STATE_KINDS = {"INTERACTIONS": "int", "SESSIONS": "ses", "TASKS": "task"}
+
+
 @dataclass(frozen=True)
 class Expiry:
     """An interaction's deadline as a runtime asks for it: at most one of
@@ -588,8 +592,13 @@ class Runtime:
             self._pending.pop(token, None)
 
     async def _kv_get(self, bucket: str, key: str) -> dict[str, Any] | None:
-        """The JSON object at ``key`` of bucket ``HP_<bucket>``; ``None`` when absent,
-        deleted, or not a JSON object (a record this version cannot read)."""
+        """The JSON object at ``key`` of the records of kind ``bucket``
+        (``INTERACTIONS``, ``SESSIONS``, ``TASKS``: keys ``<kind>.<org>.…`` of the
+        state bucket ``HP_STATE``; any other: bucket ``HP_<bucket>``); ``None`` when
+        absent, deleted, or not a JSON object (a record this version cannot read)."""
+        kind = _STATE_KINDS.get(bucket)
+        if kind is not None:
+            bucket, key = "STATE", f"{kind}.{key}"
         kv = self._kv.get(bucket)
         if kv is None:
             kv = await self._js.key_value(f"{self._name}_{bucket}")
@@ -789,7 +798,8 @@ class Runtime:
         return await self.send(turn_command("turn-finish", session, lane, turn_id))
 
     async def record(self, interaction_id: str) -> dict[str, Any] | None:
-        """The interaction's stored record (``HP_INTERACTIONS``: ``state``,
+        """The interaction's stored record (state bucket ``HP_STATE``, key
+        ``int.<org>.<id>``: ``state``,
         ``resolution``, ``closure``, ``result`` once its call finished, …), or
         ``None`` when there is no such interaction. Read-only; for adapters that
         must know whether a released call already reported its result."""

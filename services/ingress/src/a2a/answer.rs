@@ -252,14 +252,9 @@ async fn resolved_by_key(
     task: &TaskId,
     key: &IdempotencyKey,
 ) -> Result<Option<InteractionId>, RpcError> {
-    let filter =
-        state
-            .bus
-            .topo
-            .event_filter(org, Some(task), Some(EventKind::InteractionResolved.name()));
     let stored = state
         .bus
-        .stored_events(&filter)
+        .task_events(org, task, EventKind::InteractionResolved.name())
         .await
         .map_err(RpcError::unavailable)?;
     Ok(stored

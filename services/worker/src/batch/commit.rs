@@ -1,174 +1,141 @@
-//! Steps 4 and 5 of a batch: write every changed record, then publish every
-//! effect, all in flight at once; and what the runner keeps of what landed.
+//! Step 4 of a batch: commit every changed record and every effect as one atomic
+//! batch, store the outcomes no record answers, and keep what landed in the caches.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use holdpoint_bus::effects::Inflight;
-use holdpoint_bus::records::PendingWrite;
-use holdpoint_bus::{BusError, ErrorKind};
-use holdpoint_domain::{CommandId, Decision};
+use holdpoint_bus::ErrorKind;
+use holdpoint_bus::batch::BatchError;
+use holdpoint_bus::commit::{Commit, as_bus_error};
 use tracing::{debug, warn};
 
 use super::{Cmd, Runner};
 use crate::cache::Record;
-use crate::relay::Owed;
-use crate::working::{Key, WorkingSet, encode, outbox_of};
+use crate::working::{Key, WorkingSet, encode};
 
 impl Runner {
-    /// Writes every changed record (secondary ones, then interactions) and fails the
-    /// commands a failed write concerns. Returns the new revision of each key that
-    /// landed.
-    pub(super) async fn write(&self, ws: &WorkingSet, cmds: &mut [Cmd]) -> BTreeMap<Key, u64> {
-        let mut landed = BTreeMap::new();
-        let mut tainted: HashSet<Key> = HashSet::new();
-        for secondary in [true, false] {
-            let dirty: Vec<(&Key, &crate::working::Slot)> = ws
-                .slots()
-                .filter(|(k, s)| s.dirty && k.is_secondary() == secondary && !tainted.contains(*k))
-                .collect();
-            let mut inflight: Vec<(Key, Result<PendingWrite, BusError>)> = Vec::new();
-            for (key, slot) in dirty {
+    /// Commits every changed record of `ws` (each at the revision it was read at)
+    /// and the effects of every command that wrote, in one batch. Returns each
+    /// written key's new revision; `None` when nothing was stored, after failing
+    /// every command of the round with the failure's kind (a conflict: decide
+    /// again; a refusal of a group: decide again one command at a time; else
+    /// transient, or permanent for one command the server refuses for good).
+    pub(super) async fn commit(
+        &self,
+        ws: &WorkingSet,
+        cmds: &mut [Cmd],
+    ) -> Option<BTreeMap<Key, u64>> {
+        let topo = &self.bus.topo;
+        let mut commit = Commit::new();
+        let mut keys: Vec<Key> = Vec::new();
+        let built: Result<(), holdpoint_bus::BusError> = (|| {
+            for (key, slot) in ws.slots().filter(|(_, s)| s.dirty) {
                 let Some(record) = slot.record.as_deref() else {
                     continue;
                 };
-                let marker = outbox_of(record).and_then(|o| o.unconfirmed_marker());
-                let started = match encode(record) {
-                    Ok(body) => {
-                        self.bus
-                            .cas_start(
-                                key.bucket(),
-                                key.kv(),
-                                slot.revision,
-                                body,
-                                marker.as_deref(),
-                            )
-                            .await
-                    }
-                    Err(e) => Err(e),
-                };
-                inflight.push((key.clone(), started));
+                commit
+                    .record(topo, key.bucket(), key.kv(), slot.revision, encode(record)?)
+                    .map_err(|e| holdpoint_bus::BusError::permanent("commit", e))?;
+                keys.push(key.clone());
             }
-            for (key, started) in inflight {
-                let result = match started {
-                    Ok(w) => w.landed().await,
-                    Err(e) => Err(e),
-                };
-                match result {
-                    Ok(rev) => {
-                        landed.insert(key, rev);
-                    }
-                    Err(e) => {
-                        debug!(key = ?key, error = %e, "record write failed");
-                        for c in cmds.iter_mut().filter(|c| c.writes.contains(&key)) {
-                            c.fail(e.kind(), e.to_string());
-                        }
-                        tainted.insert(key);
-                    }
+            for c in cmds.iter().filter(|c| c.failure.is_none()) {
+                if let Some(d) = c.decision.as_ref().filter(|d| d.writes()) {
+                    commit.transition(topo, &d.effects, &c.traceparent)?;
                 }
             }
-            spread_failures(cmds, &mut tainted);
+            Ok(())
+        })();
+        if let Err(e) = built {
+            warn!(error = %e, "the batch cannot be built");
+            fail_all(cmds, e.kind(), &e.to_string());
+            return None;
         }
-        landed
+        if commit.is_empty() {
+            return Some(BTreeMap::new());
+        }
+        let id = format!("p{}-{}", self.partition, uuid::Uuid::new_v4().simple());
+        match self.bus.commit(&id, &commit).await {
+            Ok(done) => Some(
+                keys.into_iter()
+                    .enumerate()
+                    .filter_map(|(i, k)| done.sequence_of(i).map(|seq| (k, seq)))
+                    .collect(),
+            ),
+            Err(e) => {
+                let kind = match &e {
+                    // A group the server will not take whole (too many messages,
+                    // say) is committed one command at a time.
+                    BatchError::Refused { .. } if commit.transitions() > 1 => ErrorKind::Conflict,
+                    e => as_bus_error(e).kind(),
+                };
+                debug!(batch = %id, error = %e, ?kind, "commit failed; nothing was stored");
+                fail_all(cmds, kind, &e.to_string());
+                None
+            }
+        }
     }
 
-    /// Publishes the relayed effects and each surviving command's effects (and
-    /// stored outcome); fails the commands whose PubAcks did not all come back.
-    /// Returns the command ids of the relayed transitions that were confirmed.
-    pub(super) async fn publish(
-        &mut self,
-        cmds: &mut [Cmd],
-        relay: &BTreeMap<CommandId, Owed>,
-    ) -> HashSet<CommandId> {
-        let tp = holdpoint_telemetry::trace::TraceContext::new_root().header_value();
-        let mut relayed: Vec<(CommandId, Result<Inflight, BusError>)> = Vec::new();
-        for (id, o) in relay {
-            relayed.push((
-                id.clone(),
-                self.bus.publish_owed(&o.effects, o.at, &tp).await,
-            ));
-        }
-        let mut mine: Vec<Option<Result<Inflight, BusError>>> = Vec::with_capacity(cmds.len());
-        for c in cmds.iter() {
-            mine.push(match (&c.failure, &c.decision) {
-                (None, Some(d)) => Some(self.publish_one(c, d).await),
-                _ => None,
-            });
-        }
-        let mut confirmed = HashSet::new();
-        for (id, r) in relayed {
-            let ok = match r {
-                Ok(f) => f.confirmed().await.is_ok(),
-                Err(_) => false,
+    /// Stores the outcome of each decision no record answers (one that wrote
+    /// nothing), and of every decision published under a retry's fresh id, all in
+    /// flight at once; fails the commands whose outcome was not stored.
+    ///
+    /// Provisional refusals (`Outcome::is_decision` false: not found yet, a lane
+    /// full, unavailable) are stored too, on purpose: inside the duplicate window a
+    /// retry with the same key never reaches a worker, so the ingress must read
+    /// *something* to know it should publish again under a fresh id.
+    pub(super) async fn store_outcomes(&self, cmds: &mut [Cmd]) {
+        let mut stores = Vec::new();
+        for (i, c) in cmds.iter().enumerate() {
+            let (None, Some(d)) = (&c.failure, &c.decision) else {
+                continue;
             };
-            if ok {
-                self.confirmed.insert(id.as_str());
-                confirmed.insert(id);
+            if (d.writes() || d.replay) && c.ctx.command_id == c.outcome_key.as_str() {
+                continue;
+            }
+            match serde_json::to_vec(&d.outcome) {
+                Ok(body) => stores.push((i, self.bus.store_outcome(&c.outcome_key, body.into()))),
+                Err(e) => warn!(error = %e, "outcome not encoded"),
             }
         }
-        for (c, r) in cmds.iter_mut().zip(mine) {
-            let Some(r) = r else { continue };
-            let result = match r {
-                Ok(f) => f.confirmed().await,
-                Err(e) => Err(e),
-            };
-            if let Err(e) = result {
-                warn!(command_id = %c.ctx.command_id, error = %e, "effects not confirmed; they stay owed");
-                if let Some(d) = &c.decision
-                    && d.writes()
-                    && !d.effects.is_empty()
-                {
-                    self.owed.insert(
-                        c.ctx.command_id.clone(),
-                        Owed {
-                            command_id: c.ctx.command_id.clone(),
-                            at: c.ctx.now,
-                            effects: d.effects.clone(),
-                        },
-                    );
-                }
-                c.fail(e.kind(), e.to_string());
+        let (index, futures): (Vec<usize>, Vec<_>) = stores.into_iter().unzip();
+        let results = futures::future::join_all(futures).await;
+        for (i, r) in index.into_iter().zip(results) {
+            let Err(e) = r else { continue };
+            // A decision the records answer (one that wrote, or a replay) needs
+            // its stored outcome only for a duplicate of this very retry id, which
+            // the ingress publishes again under a fresh one when it finds none: it
+            // is replied to anyway. A refusal has no other record: it is retried.
+            let recorded = cmds[i]
+                .decision
+                .as_ref()
+                .is_some_and(|d| d.writes() || d.replay);
+            if recorded {
+                warn!(command_id = %cmds[i].ctx.command_id, error = %e, "outcome of a retry not stored; replying anyway");
             } else {
-                self.owed.remove(&c.ctx.command_id);
-                if c.decision.as_ref().is_some_and(|d| d.writes()) {
-                    self.confirmed.insert(c.ctx.command_id.as_str());
-                }
+                cmds[i].fail(e.kind(), e.to_string());
             }
         }
-        confirmed
     }
 
-    pub(super) async fn publish_one(&self, c: &Cmd, d: &Decision) -> Result<Inflight, BusError> {
-        let mut out = self.bus.publish_effects(&d.effects, &c.traceparent).await?;
-        // The outcome is stored where no record answers a repeated request: for a
-        // decision that wrote nothing, or a retry under a fresh message id.
-        // Provisional refusals (`Outcome::is_decision` false: not found yet, a lane
-        // full, unavailable) are stored too, on purpose: inside the duplicate window
-        // a retry with the same key never reaches a worker, so the ingress must read
-        // *something* to know it should publish again under a fresh id, which is
-        // a longer-lived key: what they say stops being true.
-        if (!d.writes() && !d.replay) || c.ctx.command_id != c.outcome_key.as_str() {
-            let body = serde_json::to_vec(&d.outcome)
-                .map_err(|e| BusError::permanent("encode outcome", e))?;
-            out.extend(self.bus.store_outcome(&c.outcome_key, body.into()).await?);
-        }
-        Ok(out)
-    }
-
-    /// Keeps what landed in the caches; forgets what did not.
-    pub(super) fn remember(&mut self, ws: &WorkingSet, landed: &BTreeMap<Key, u64>, cmds: &[Cmd]) {
-        let failed: HashSet<&Key> = cmds
-            .iter()
-            .filter(|c| c.failure.is_some())
-            .flat_map(|c| c.writes.iter())
-            .collect();
+    /// Keeps what landed in the caches; forgets what did not. After a failed
+    /// commit (`landed` is `None`) every record the round read is forgotten: one of
+    /// them is stale, and which one the server does not say.
+    pub(super) fn remember(&mut self, ws: &WorkingSet, landed: Option<&BTreeMap<Key, u64>>) {
+        let Some(landed) = landed else {
+            for (key, _) in ws.slots() {
+                self.forget(key);
+            }
+            return;
+        };
         for (key, slot) in ws.slots() {
             let Some(record) = &slot.record else { continue };
             let revision = match (slot.dirty, landed.get(key)) {
                 // Clean and from a cache: nothing new to keep.
                 (false, _) if !slot.from_kv => continue,
                 (false, _) => slot.revision,
-                (true, Some(rev)) if !failed.contains(key) => *rev,
+                // Landed, even for a command that failed after the commit (its
+                // outcome not stored): the record is at its new revision.
+                (true, Some(rev)) => *rev,
                 _ => {
                     self.forget(key);
                     continue;
@@ -195,30 +162,9 @@ impl Runner {
     }
 }
 
-/// Fails, to a fixed point, every command that touched a tainted record, and taints
-/// every record such a command changed.
-fn spread_failures(cmds: &mut [Cmd], tainted: &mut HashSet<Key>) {
-    loop {
-        let mut changed = false;
-        for c in cmds.iter_mut() {
-            let doomed = c.failure.is_some() || c.touches(tainted);
-            if !doomed {
-                continue;
-            }
-            if c.failure.is_none() {
-                c.fail(
-                    ErrorKind::Conflict,
-                    "a record it depends on was not written",
-                );
-            }
-            for k in &c.writes {
-                if tainted.insert(k.clone()) {
-                    changed = true;
-                }
-            }
-        }
-        if !changed {
-            return;
-        }
+/// Fails every command of the round not failed yet.
+fn fail_all(cmds: &mut [Cmd], kind: ErrorKind, why: &str) {
+    for c in cmds.iter_mut() {
+        c.fail(kind, why);
     }
 }

@@ -1,51 +1,49 @@
 //! Group commit: a partition runner decides a pulled batch of commands in memory,
-//! then pipelines everything they change, so concurrent answers share round trips
-//! (and, on a JetStream cluster, fsyncs).
+//! then writes everything they change, and every effect they have, as **one atomic
+//! batch** to the state stream, so concurrent answers share one commit (and one
+//! fsync) and a decision is never stored without its effects.
 //!
 //! For one batch, in this order:
 //!
 //! 1. **Admit.** Decode each command; one that cannot be decoded, or does not match
 //!    its subject, is terminated with a `dead-letter` event.
 //! 2. **Load.** The records every command needs, from the caches or, every miss at
-//!    once, from KV. A record read from KV has its due unconfirmed transitions
-//!    queued for the relay (see [`crate::relay`]).
+//!    once, from the state stream.
 //! 3. **Decide.** Each command in turn with the pure `decide`, on the records as the
-//!    commands before it left them.
-//! 4. **Write.** Every changed session header, lane and task (compare-and-set, all in
-//!    flight at once), then every changed interaction. A record changed by several
-//!    commands is written once. A write that fails fails every command that touched
-//!    that record, and every command that touched a record those changed; the others
-//!    go on.
-//! 5. **Publish.** The relayed effects, then each command's effects and (for a
-//!    decision that wrote nothing) its stored outcome, all in flight at once.
-//! 6. **Reply and ack** each command whose effects were all confirmed.
+//!    commands before it left them. A redelivered command whose transition the
+//!    record holds is a replay: its outcome is sent again, and nothing is written
+//!    (its effects were committed with it).
+//! 4. **Commit.** Every changed record once, at the revision it was read at, then
+//!    every command's effects, in one batch ([`holdpoint_bus::commit`]); then the
+//!    outcomes of the decisions that wrote nothing are stored.
+//! 5. **Reply and ack** each command, after the commit's PubAck.
 //!
-//! A command that failed is decided again at once when it lost a race (conflict), up
-//! to [`CONFLICT_ROUNDS`] times, else NAKed with the transient back-off; only a
-//! command that cannot be decoded is terminated. A transition whose effects did not
-//! all get PubAcks stays owed: the runner publishes it again, and so does the
-//! command's redelivery.
+//! What each failure of the commit means is [`holdpoint_bus::batch::next_step`]:
+//! an abandoned or unanswered batch is resent under a new id (the bus does that),
+//! and a conflict stored nothing, so every command of the batch is decided again on
+//! fresh reads, **each alone** (one batch per command: the command that conflicts
+//! holds back nothing else), up to [`CONFLICT_ROUNDS`] times, then NAKed with the
+//! transient back-off. A transition the fresh read already holds was this runner's
+//! own earlier commit whose PubAck was lost: it is a replay. Only a command that
+//! cannot be decoded, or a batch the server refuses for good, is terminated.
 
-use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use holdpoint_bus::delivery::Delivery;
 use holdpoint_bus::{Bus, BusError, ErrorKind};
 use holdpoint_domain::{
-    Command, CommandEnvelope, Ctx, Decision, OpenRequest, Snapshot, Transition, decide,
+    Command, CommandEnvelope, Ctx, Decision, Effects, OpenRequest, Snapshot, decide,
 };
-use holdpoint_domain::{CommandId, Effects};
 use holdpoint_telemetry::metrics::OUTCOME_DEAD_LETTER;
 use time::OffsetDateTime;
 use tracing::{debug, warn};
 
 use crate::cache::{RecordCache, SessionCache};
-use crate::relay::{self, Owed};
 use crate::working::{Key, KeysOf, WorkingSet};
 use crate::{Failpoint, WorkerConfig};
 
-/// How many times a batch decides again the commands that lost a race.
+/// How many times the commands of a batch that lost a race are decided again.
 pub const CONFLICT_ROUNDS: usize = 4;
 
 /// The state a partition runner keeps between batches.
@@ -63,20 +61,6 @@ pub struct Runner {
     pub sessions: SessionCache,
     /// Remembered approval rules (shared by the worker's runners).
     pub rules: crate::rules::RuleBook,
-    /// Transitions this worker saw confirmed (shared by the worker's runners).
-    pub confirmed: crate::cache::Confirmed,
-    /// Committed transitions whose effects are not confirmed yet, by command id.
-    pub owed: BTreeMap<CommandId, Owed>,
-    /// This partition's checkpoint as read when the runner took the partition.
-    pub checkpoint: Option<OffsetDateTime>,
-    /// True once the takeover sweep relayed what the previous owners left
-    /// unconfirmed: from then on this runner vouches for its partition itself.
-    pub swept: bool,
-    /// Set at a takeover: when this runner took the partition. Until the fence sweep
-    /// (see [`relay::zombie_bound`]) ran, what the previous owner may still have
-    /// committed after that moment is not known to be confirmed, so the runner
-    /// vouches for nothing later.
-    pub fence: Option<OffsetDateTime>,
     /// The server's clock as the delivered commands show it: deadlines are
     /// computed on it (see [`crate::server_clock`]).
     pub server_clock: crate::server_clock::ServerClock,
@@ -109,17 +93,10 @@ impl Cmd {
             self.failure = Some((kind, why.into()));
         }
     }
-
-    fn touches(&self, keys: &HashSet<Key>) -> bool {
-        self.keys
-            .all()
-            .chain(self.writes.iter())
-            .any(|k| keys.contains(k))
-    }
 }
 
 impl Runner {
-    /// Decides, writes, publishes, replies and acks one batch of delivered commands.
+    /// Decides, commits, replies and acks one batch of delivered commands.
     pub async fn process(&mut self, msgs: Vec<Delivery>) {
         if msgs.is_empty() {
             return;
@@ -154,22 +131,9 @@ impl Runner {
                 cmds.push(c);
             }
         }
-        let mut pending: Vec<Cmd> = cmds;
-        for round in 0..CONFLICT_ROUNDS {
-            let now = OffsetDateTime::now_utc();
-            // Deadlines on the server's clock; everything else (event times, the
-            // relay's checkpoints) on this worker's.
-            let server_now = self.server_clock.now();
-            for c in &mut pending {
-                c.ctx = Ctx::new(&c.env, now, Some(self.partition))
-                    .with_deadlines(self.cfg.deadlines)
-                    .with_server_now(server_now);
-            }
-            pending = self.round(pending, now).await;
-            let (conflicts, others): (Vec<Cmd>, Vec<Cmd>) = pending
-                .into_iter()
-                .partition(|c| matches!(c.failure, Some((ErrorKind::Conflict, _))));
-            self.settle_failed(others).await;
+        // The whole group in one commit; after a conflict, each command alone.
+        let mut conflicts = self.round_settling(cmds).await;
+        for round in 1..=CONFLICT_ROUNDS {
             if conflicts.is_empty() {
                 return;
             }
@@ -180,19 +144,37 @@ impl Runner {
             debug!(
                 round,
                 conflicts = conflicts.len(),
-                "deciding again after lost races"
+                "deciding again, one command per commit, after a lost race"
             );
-            pending = conflicts
-                .into_iter()
-                .map(|mut c| {
-                    c.failure = None;
-                    c.decision = None;
-                    c.writes.clear();
-                    c
-                })
-                .collect();
+            let mut next = Vec::new();
+            for mut c in conflicts {
+                c.failure = None;
+                c.decision = None;
+                c.writes.clear();
+                next.extend(self.round_settling(vec![c]).await);
+            }
+            conflicts = next;
         }
-        self.settle_failed(pending).await;
+        self.settle_failed(conflicts).await;
+    }
+
+    /// One round on `cmds` with fresh contexts; settles the commands that failed
+    /// for another reason than a conflict, and returns the conflicting ones.
+    async fn round_settling(&mut self, mut cmds: Vec<Cmd>) -> Vec<Cmd> {
+        let now = OffsetDateTime::now_utc();
+        // Deadlines on the server's clock; event times on this worker's.
+        let server_now = self.server_clock.now();
+        for c in &mut cmds {
+            c.ctx = Ctx::new(&c.env, now, Some(self.partition))
+                .with_deadlines(self.cfg.deadlines)
+                .with_server_now(server_now);
+        }
+        let failed = self.round(cmds).await;
+        let (conflicts, others): (Vec<Cmd>, Vec<Cmd>) = failed
+            .into_iter()
+            .partition(|c| matches!(c.failure, Some((ErrorKind::Conflict, _))));
+        self.settle_failed(others).await;
+        conflicts
     }
 
     /// Decodes a delivered command; terminates it with a dead letter when it cannot
@@ -261,12 +243,11 @@ impl Runner {
         })
     }
 
-    /// One round: load, decide, write, publish, reply, ack. Returns the commands
-    /// that failed (the others are settled).
-    async fn round(&mut self, mut cmds: Vec<Cmd>, now: OffsetDateTime) -> Vec<Cmd> {
+    /// One round: load, decide, commit, reply, ack. Returns the commands that
+    /// failed (the others are settled).
+    async fn round(&mut self, mut cmds: Vec<Cmd>) -> Vec<Cmd> {
         let mut ws = WorkingSet::default();
-        let mut relay: BTreeMap<CommandId, Owed> = BTreeMap::new();
-        if let Err((key, e)) = self.load(&mut ws, &cmds, &mut relay, now).await {
+        if let Err((key, e)) = self.load(&mut ws, &cmds).await {
             let kind = e.kind();
             warn!(key = ?key, error = %e, "cannot load records; commands will be redelivered");
             for c in &mut cmds {
@@ -274,19 +255,12 @@ impl Runner {
             }
             return cmds;
         }
-        self.decide_all(&mut ws, &mut cmds, &mut relay, now).await;
-        let landed = self.write(&ws, &mut cmds).await;
+        self.decide_all(&mut ws, &mut cmds).await;
+        self.failpoint(Failpoint::StopBeforeCommit, &cmds);
+        let committed = self.commit(&ws, &mut cmds).await;
         self.failpoint(Failpoint::AfterWrite, &cmds);
-        let published = self.publish(&mut cmds, &relay).await;
-        self.remember(&ws, &landed, &cmds);
-        for (id, o) in relay {
-            if published.contains(&id) {
-                self.cfg.metrics.relayed.inc();
-                self.owed.remove(&id);
-            } else {
-                self.owed.insert(id, o);
-            }
-        }
+        self.store_outcomes(&mut cmds).await;
+        self.remember(&ws, committed.as_ref());
         self.failpoint(Failpoint::BeforeAck, &cmds);
         let (done, failed): (Vec<Cmd>, Vec<Cmd>) =
             cmds.into_iter().partition(|c| c.failure.is_none());
@@ -297,65 +271,37 @@ impl Runner {
     }
 
     fn failpoint(&self, at: Failpoint, cmds: &[Cmd]) {
-        if self.cfg.failpoint == Some(at) && has_writes(cmds) {
-            eprintln!("holdpoint worker: failpoint {at:?} reached, aborting");
-            std::process::abort();
+        if self.cfg.failpoint != Some(at) || !has_writes(cmds) {
+            return;
         }
+        if at == Failpoint::StopBeforeCommit {
+            eprintln!("holdpoint worker: failpoint {at:?} reached, stopping");
+            // The process stops here until a SIGCONT; the batch then commits.
+            let _ = std::process::Command::new("kill")
+                .arg("-STOP")
+                .arg(std::process::id().to_string())
+                .status();
+            return;
+        }
+        eprintln!("holdpoint worker: failpoint {at:?} reached, aborting");
+        std::process::abort();
     }
 
     /// Loads what every command needs: first what the commands name, then what their
-    /// interactions lead to. Queues the due transitions of records read from KV.
-    async fn load(
-        &mut self,
-        ws: &mut WorkingSet,
-        cmds: &[Cmd],
-        relay: &mut BTreeMap<CommandId, Owed>,
-        now: OffsetDateTime,
-    ) -> Result<(), (Key, BusError)> {
+    /// interactions lead to.
+    async fn load(&mut self, ws: &mut WorkingSet, cmds: &[Cmd]) -> Result<(), (Key, BusError)> {
         for _ in 0..2 {
             let wanted: Vec<Key> = cmds
                 .iter()
                 .flat_map(|c| ws.keys_of(&c.env).all().cloned().collect::<Vec<_>>())
                 .collect();
-            let read = ws
-                .load(&self.bus, &self.cache, &self.sessions, wanted)
+            ws.load(&self.bus, &self.cache, &self.sessions, wanted)
                 .await?;
-            self.queue_due(ws, &read, relay, now);
         }
         Ok(())
     }
 
-    fn queue_due(
-        &self,
-        ws: &WorkingSet,
-        read: &[Key],
-        relay: &mut BTreeMap<CommandId, Owed>,
-        now: OffsetDateTime,
-    ) {
-        let horizon = relay::dedup_horizon(&self.bus, now);
-        let checkpoint = self.effective_checkpoint(now);
-        for key in read {
-            if let Some(record) = ws.record(key) {
-                for t in relay::due(record, horizon, Some(self.partition), checkpoint) {
-                    if self.confirmed.contains(t.command_id.as_str()) {
-                        continue;
-                    }
-                    relay
-                        .entry(t.command_id.clone())
-                        .or_insert_with(|| Owed::of(t));
-                }
-            }
-        }
-    }
-
-    async fn decide_all(
-        &mut self,
-        ws: &mut WorkingSet,
-        cmds: &mut [Cmd],
-        relay: &mut BTreeMap<CommandId, Owed>,
-        now: OffsetDateTime,
-    ) {
-        let in_batch: HashSet<CommandId> = cmds.iter().map(|c| c.ctx.command_id.clone()).collect();
+    async fn decide_all(&mut self, ws: &mut WorkingSet, cmds: &mut [Cmd]) {
         // Openings of approvals are decided with every rule written before now.
         if cmds.iter().any(|c| opens_approval(&c.env)) && !self.rules.fresh(&self.bus).await {
             warn!(
@@ -374,10 +320,7 @@ impl Runner {
                 // A decision earlier in the batch may lead this one to a record not
                 // loaded yet (a session opened in this batch makes its question a
                 // product one).
-                if let Err(e) = self
-                    .load_late(ws, &c.env, &ws.keys_of(&c.env), relay, now)
-                    .await
-                {
+                if let Err(e) = self.load_late(ws, &c.env, &ws.keys_of(&c.env)).await {
                     c.fail(e.0, e.1);
                     break;
                 }
@@ -399,7 +342,6 @@ impl Runner {
                             for k in &replaced {
                                 self.forget(k);
                             }
-                            self.queue_due(ws, &replaced, relay, now);
                             continue;
                         }
                         Ok(_) => {}
@@ -409,18 +351,12 @@ impl Runner {
                         }
                     }
                 }
-                if d.replay && !d.effects.is_empty() && !self.replay_due(ws, &keys, &c.ctx, now) {
-                    // Its effects were confirmed (by this runner, or by a sweep): a
-                    // late repeat of the command must not store them a second time.
+                if d.replay {
+                    // Its effects were committed with its transition: a repeat of the
+                    // command stores nothing again.
                     d.effects = Effects::default();
                 }
-                let owed = &self.owed;
-                let confirmed = |t: &Transition| {
-                    !in_batch.contains(&t.command_id)
-                        && !owed.contains_key(&t.command_id)
-                        && !relay.contains_key(&t.command_id)
-                };
-                c.writes = ws.apply(&c.env, &d, &confirmed);
+                c.writes = ws.apply(&c.env, &d);
                 c.keys = keys;
                 c.decision = Some(d);
                 break;
@@ -428,62 +364,31 @@ impl Runner {
         }
     }
 
-    /// Loads records a decision needs that the batch did not load up front; their
-    /// transitions due for the relay join this round's relay (published before any
-    /// command's effects).
+    /// Loads records a decision needs that the batch did not load up front.
     async fn load_late(
         &mut self,
         ws: &mut WorkingSet,
         env: &CommandEnvelope,
         keys: &KeysOf,
-        relay: &mut BTreeMap<CommandId, Owed>,
-        now: OffsetDateTime,
     ) -> Result<(), (ErrorKind, String)> {
         let mut keys = keys.clone();
-        let mut read = Vec::new();
         // Twice: an interaction read now leads to its task, session and lane.
         for _ in 0..2 {
             if keys.all().all(|k| ws.has(k)) {
                 break;
             }
             let wanted: Vec<Key> = keys.all().cloned().collect();
-            read.extend(
-                ws.load(&self.bus, &self.cache, &self.sessions, wanted)
-                    .await
-                    .map_err(|(_, e)| (e.kind(), e.to_string()))?,
-            );
+            ws.load(&self.bus, &self.cache, &self.sessions, wanted)
+                .await
+                .map_err(|(_, e)| (e.kind(), e.to_string()))?;
             keys = ws.keys_of(env);
         }
-        self.queue_due(ws, &read, relay, now);
         Ok(())
-    }
-
-    /// True when the replayed transition of `ctx`'s command is due for the relay.
-    fn replay_due(&self, ws: &WorkingSet, keys: &KeysOf, ctx: &Ctx, now: OffsetDateTime) -> bool {
-        let horizon = relay::dedup_horizon(&self.bus, now);
-        let checkpoint = self.effective_checkpoint(now);
-        !self.confirmed.contains(ctx.command_id.as_str())
-            && keys.all().filter_map(|k| ws.record(k)).any(|r| {
-                relay::due(r, horizon, Some(self.partition), checkpoint)
-                    .iter()
-                    .any(|t| t.command_id == ctx.command_id)
-            })
-    }
-
-    /// The checkpoint this runner reads its partition's transitions against: what it
-    /// vouches for itself once its takeover sweep ran, else the one it read.
-    pub fn effective_checkpoint(&self, now: OffsetDateTime) -> Option<OffsetDateTime> {
-        if self.swept {
-            Some(self.vouched(now))
-        } else {
-            self.checkpoint
-        }
     }
 }
 
 mod commit;
 mod settle;
-mod vouch;
 
 /// True when `env` opens an approval (decided with the organisation's rules).
 fn opens_approval(env: &CommandEnvelope) -> bool {

@@ -12,7 +12,7 @@ use super::{Cmd, Runner};
 use holdpoint_bus::delivery::Delivery;
 
 impl Runner {
-    /// Replies and acks a command whose effects are confirmed.
+    /// Replies and acks a command whose decision was committed.
     pub(super) async fn finish(&self, c: Cmd) {
         let Some(d) = &c.decision else { return };
         self.cfg.metrics.command(
@@ -98,10 +98,7 @@ impl Runner {
                 reason: reason.to_owned(),
             },
         );
-        let stored = match self.bus.publish_event(&event, traceparent).await {
-            Ok(f) => f.confirmed().await,
-            Err(e) => Err(e),
-        };
+        let stored = self.bus.store_event(&event, traceparent).await;
         match stored {
             Ok(()) => {
                 delivery
