@@ -132,6 +132,21 @@ impl AtomicBatch {
         self
     }
 
+    /// Appends every message of `other` after this batch's, so that two writers'
+    /// batches commit as one (group commit). Nothing changes when it fails.
+    ///
+    /// # Errors
+    /// [`BuildError::SubjectTwice`] when both batches write the same record
+    /// subject: they cannot share a commit (commit them one after the other).
+    pub fn append(&mut self, other: &AtomicBatch) -> Result<&mut Self, BuildError> {
+        if let Some(twice) = other.records.iter().find(|s| self.records.contains(*s)) {
+            return Err(BuildError::SubjectTwice(twice.clone()));
+        }
+        self.records.extend(other.records.iter().cloned());
+        self.messages.extend(other.messages.iter().cloned());
+        Ok(self)
+    }
+
     /// Messages in the batch.
     pub fn len(&self) -> usize {
         self.messages.len()
@@ -166,6 +181,22 @@ impl Committed {
     pub fn sequence_of(&self, index: usize) -> Option<u64> {
         let index = u64::try_from(index).ok()?;
         (index < self.count).then(|| self.last + 1 - self.count + index)
+    }
+
+    /// The PubAck a batch appended at message `offset` of this one, with `count`
+    /// messages, would have had alone ([`AtomicBatch::append`]); `None` when that
+    /// part is not inside this batch.
+    pub fn part(&self, offset: usize, count: usize) -> Option<Committed> {
+        let count_u = u64::try_from(count).ok()?;
+        if count == 0 {
+            return None;
+        }
+        let last = self.sequence_of(offset.checked_add(count - 1)?)?;
+        Some(Committed {
+            stream: self.stream.clone(),
+            last,
+            count: count_u,
+        })
     }
 }
 
@@ -423,6 +454,44 @@ mod tests {
         assert_eq!(c.sequence_of(0), Some(11));
         assert_eq!(c.sequence_of(3), Some(14));
         assert_eq!(c.sequence_of(4), None);
+    }
+
+    #[test]
+    fn appended_batches_keep_their_records_once_and_their_sequences() {
+        let mut a = AtomicBatch::new();
+        a.record("$KV.S.a", 3, HeaderMap::new(), Bytes::new())
+            .expect("a new subject");
+        a.effect("hp.fx.evt.1", HeaderMap::new(), Bytes::new());
+        let mut b = AtomicBatch::new();
+        b.record("$KV.S.b", 0, HeaderMap::new(), Bytes::new())
+            .expect("a new subject");
+        let mut c = AtomicBatch::new();
+        c.record("$KV.S.a", 9, HeaderMap::new(), Bytes::new())
+            .expect("a new subject");
+        let mut all = a.clone();
+        all.append(&b).expect("no record in common");
+        assert_eq!(all.len(), 3);
+        let subjects: Vec<_> = all.messages().iter().map(|m| m.subject.as_str()).collect();
+        assert_eq!(subjects, ["$KV.S.a", "hp.fx.evt.1", "$KV.S.b"]);
+        // A record both write cannot share the commit, and nothing changes.
+        assert_eq!(
+            all.append(&c).expect_err("a record in common"),
+            BuildError::SubjectTwice("$KV.S.a".into())
+        );
+        assert_eq!(all.len(), 3);
+        // The merged PubAck, split back: b's record is the third message.
+        let done = Committed {
+            stream: "S".into(),
+            last: 12,
+            count: 3,
+        };
+        let a_part = done.part(0, 2).expect("inside");
+        let b_part = done.part(2, 1).expect("inside");
+        assert_eq!((a_part.last, a_part.count), (11, 2));
+        assert_eq!(a_part.sequence_of(0), Some(10));
+        assert_eq!(b_part.sequence_of(0), Some(12));
+        assert_eq!(done.part(2, 2), None);
+        assert_eq!(done.part(1, 0), None);
     }
 
     #[test]

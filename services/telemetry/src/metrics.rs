@@ -14,6 +14,7 @@
 //! | `holdpoint_command_redeliveries_total` | counter | | deliveries of a command after its first |
 //! | `holdpoint_revision_conflicts_total` | counter | | KV compare-and-set writes lost to a concurrent writer (decided again) |
 //! | `holdpoint_batch_commands` | histogram | | commands a worker decided together in one batch (group commit) |
+//! | `holdpoint_commit_transitions` | histogram | | transitions stored by one atomic batch: a worker commits the groups its partition runners decided meanwhile together |
 //! | `holdpoint_partitions_owned` | gauge | | command partitions this worker is pinned to |
 //! | `holdpoint_consumer_pending` | gauge | | commands waiting in the partition consumers (polled) |
 //! | `holdpoint_consumer_ack_pending` | gauge | | commands delivered and not yet acknowledged (polled) |
@@ -140,6 +141,8 @@ pub struct Metrics {
     pub revision_conflicts: Counter,
     /// `holdpoint_batch_commands`, histogram: commands per pulled batch.
     pub batch_commands: Histogram,
+    /// `holdpoint_commit_transitions`, histogram: transitions per committed atomic batch (all of a worker's partitions).
+    pub commit_transitions: Histogram,
     /// `holdpoint_partitions_owned`, gauge: command partitions this worker is pinned to.
     pub partitions_owned: Gauge,
     /// `holdpoint_consumer_pending`, gauge: commands waiting in the workers' consumers (polled).
@@ -202,6 +205,12 @@ impl Metrics {
             "Commands a worker decided together in one batch",
             batch_commands.clone(),
         );
+        let commit_transitions = Histogram::new(exponential_buckets(1.0, 2.0, 10));
+        registry.register(
+            "holdpoint_commit_transitions",
+            "Transitions stored by one atomic batch of a worker",
+            commit_transitions.clone(),
+        );
         let partitions_owned = Gauge::default();
         registry.register(
             "holdpoint_partitions_owned",
@@ -249,6 +258,7 @@ impl Metrics {
             redeliveries,
             revision_conflicts,
             batch_commands,
+            commit_transitions,
             partitions_owned,
             consumer_pending,
             consumer_ack_pending,

@@ -160,6 +160,11 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
         loops = partitions.len(),
         "worker pulling commands"
     );
+    // One committer for every partition of this worker; it stops once the last
+    // runner has dropped its handle.
+    let (committer, commit_loop) =
+        batch::group::GroupCommit::on_bus(&bus, "g", cfg.metrics.clone());
+    tasks.spawn(commit_loop);
     let mut loops = JoinSet::new();
     for p in partitions {
         loops.spawn(runner::run(
@@ -169,12 +174,14 @@ pub async fn run(bus: Bus, cfg: WorkerConfig, shutdown: CancellationToken) -> an
             runner::Shared {
                 sessions: sessions.clone(),
                 rules: rules.clone(),
+                committer: committer.clone(),
             },
             me.clone(),
             live.clone(),
             shutdown.clone(),
         ));
     }
+    drop(committer);
     while loops.join_next().await.is_some() {}
     info!("worker stopped pulling; flushing");
     background.cancel();

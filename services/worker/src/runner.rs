@@ -133,6 +133,9 @@ pub struct Shared {
     pub sessions: SessionCache,
     /// Remembered approval rules.
     pub rules: crate::rules::RuleBook,
+    /// The worker's committer: one atomic batch for the groups its runners
+    /// decided meanwhile.
+    pub committer: crate::batch::group::GroupCommit,
 }
 
 /// Pulls and decides partition `partition` until shutdown.
@@ -154,6 +157,7 @@ pub async fn run(
         sessions: shared.sessions,
         rules: shared.rules,
         server_clock: crate::server_clock::ServerClock::default(),
+        committer: shared.committer,
     };
     let mut own = Ownership::default();
     let mut attempt = 0;

@@ -53,8 +53,8 @@ impl Runner {
         if commit.is_empty() {
             return Some(BTreeMap::new());
         }
-        let id = format!("p{}-{}", self.partition, uuid::Uuid::new_v4().simple());
-        match self.bus.commit(&id, &commit).await {
+        let transitions = commit.transitions();
+        match self.committer.commit(commit).await {
             Ok(done) => Some(
                 keys.into_iter()
                     .enumerate()
@@ -65,10 +65,10 @@ impl Runner {
                 let kind = match &e {
                     // A group the server will not take whole (too many messages,
                     // say) is committed one command at a time.
-                    BatchError::Refused { .. } if commit.transitions() > 1 => ErrorKind::Conflict,
+                    BatchError::Refused { .. } if transitions > 1 => ErrorKind::Conflict,
                     e => as_bus_error(e).kind(),
                 };
-                debug!(batch = %id, error = %e, ?kind, "commit failed; nothing was stored");
+                debug!(partition = self.partition, error = %e, ?kind, "commit failed; nothing was stored");
                 fail_all(cmds, kind, &e.to_string());
                 None
             }
