@@ -281,6 +281,78 @@ impl Bus {
         }
     }
 
+    /// The last event of `org`'s task `task` named `name` as the events stream holds
+    /// it, once the stream has sourced the last one committed: a decision's events
+    /// reach the events stream a few milliseconds after its 2xx (the state stream
+    /// stores them, the events stream sources them), so a plain read right after a
+    /// decision can find the event before it. This one reads the state stream's last
+    /// such effect (`hp.fx.evt.<org>.<task>.*.<name>`, kept for
+    /// [`crate::Topology::effect_ttl`]) and waits, at most `within`, until the
+    /// events stream's last message on `hp.evt.<org>.<task>.<name>` was sourced from
+    /// that state-stream sequence or a later one (its `Nats-Stream-Source` header).
+    /// Past `within`, or when the state stream no longer keeps the effect, it
+    /// answers what the events stream holds. For a follower that must start right
+    /// after the newest status (an A2A stream picking up a task), not for history.
+    ///
+    /// # Errors
+    /// Transient when NATS does not answer.
+    pub async fn last_task_event(
+        &self,
+        org: &holdpoint_domain::OrgId,
+        task: &holdpoint_domain::TaskId,
+        name: &str,
+        within: Duration,
+    ) -> Result<Option<Stored>, BusError> {
+        let state = self
+            .js
+            .get_stream_no_info(self.topo.state_stream())
+            .await
+            .map_err(|e| BusError::transient("last task event", e))?;
+        let committed = match state
+            .get_last_raw_message_by_subject(&self.topo.event_state_filter(org, task, name))
+            .await
+        {
+            Ok(m) => Some(m.sequence),
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => None,
+            Err(e) => return Err(BusError::transient("last task event", e)),
+        };
+        let events = self
+            .js
+            .get_stream_no_info(self.topo.events_stream())
+            .await
+            .map_err(|e| BusError::transient("last task event", e))?;
+        let subject = self.topo.event_filter(org, Some(task), Some(name));
+        let deadline = tokio::time::Instant::now() + within;
+        let mut pause = Duration::from_millis(2);
+        loop {
+            let last = match events.get_last_raw_message_by_subject(&subject).await {
+                Ok(m) => Some(m),
+                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => None,
+                Err(e) => return Err(BusError::transient("last task event", e)),
+            };
+            let sourced_from = last.as_ref().map_or(0, |m| {
+                m.headers
+                    .get("Nats-Stream-Source")
+                    .and_then(|v| v.as_str().split(' ').nth(1))
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .unwrap_or(0)
+            });
+            let caught_up = committed.is_none_or(|c| sourced_from >= c);
+            if caught_up || tokio::time::Instant::now() >= deadline {
+                if !caught_up {
+                    debug!(%subject, ?committed, sourced_from, "events stream has not sourced the last status yet");
+                }
+                return Ok(last.map(|m| Stored {
+                    sequence: m.sequence,
+                    subject: m.subject.to_string(),
+                    payload: m.payload,
+                }));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+
     /// The events stream's last sequence (0 when empty): a follower started at the
     /// next one sees only events stored after this call.
     ///

@@ -118,11 +118,18 @@ async fn last_status_sequence(
     org: &OrgId,
     task: &TaskId,
 ) -> Result<u64, RpcError> {
-    let subject = state
+    // Waits (bounded) for the events stream to source the status the last
+    // decision committed, so that a stream started here does not replay it.
+    match state
         .bus
-        .topo
-        .event_filter(org, Some(task), Some(EventKind::TaskStatus.name()));
-    match state.bus.last_event(&subject).await {
+        .last_task_event(
+            org,
+            task,
+            EventKind::TaskStatus.name(),
+            std::time::Duration::from_secs(2),
+        )
+        .await
+    {
         Ok(Some(last)) => Ok(last.sequence),
         Ok(None) => state
             .bus
