@@ -88,7 +88,12 @@ async fn killing_the_commands_leader_then_another_node_loses_nothing() {
             stop: Some(stop.clone()),
         },
         settle: Duration::from_secs(60),
-        effect_delay_bound: Duration::from_secs(5),
+        // A node loss moves stream leaders, and a public stream's sourcing from
+        // the state stream (a consumer nats-server makes and remakes itself) picks
+        // up again a few seconds after the state stream serves again: 5.1-5.3 s
+        // late in one suite run of 2026-12-03, beside the rest of the suite
+        // (RELIABILITY.md, "Effect delay per fault").
+        effect_delay_bound: Duration::from_secs(10),
     };
     let mut run = scenario.start(&app, &mut rng).await.expect("open");
     let progress = run.progress.clone();
@@ -173,6 +178,11 @@ async fn killing_the_commands_leader_then_another_node_loses_nothing() {
         .expect("tool results");
     println!("{}\n{}", verdict.figures, verdict.seen);
     verdict.merged().assert_clean();
+    // No second copy after the node losses: each event, audit record and lane
+    // message once in its stream.
+    let copies = holdpoint_tests::copies::count(&app.bus).await;
+    println!("{copies}");
+    copies.assert_each_once();
     // pool is kept alive until here so its workers run through the checks.
     drop(pool);
 }

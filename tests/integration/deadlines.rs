@@ -358,11 +358,13 @@ async fn answer_and_expiry_race_with_one_outcome_each() {
     let ids: Vec<String> = futures::future::join_all((0..200).map(|_| hold(&rt, &at))).await;
     let deadline = move_deadlines(&rt, &ids, 5).await;
     let ana = app.person("acme", "ana");
+    let retried = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     // Answers spread over 600 ms around the deadline.
     let until = deadline - time::OffsetDateTime::now_utc() - time::Duration::milliseconds(300);
     tokio::time::sleep(until.try_into().unwrap_or_default()).await;
     let replies = futures::future::join_all(ids.iter().enumerate().map(|(n, id)| {
         let ana = ana.clone();
+        let retried = retried.clone();
         async move {
             tokio::time::sleep(Duration::from_millis((n as u64 * 3) % 600)).await;
             // A 503 (no outcome in time on a loaded machine) is retried with the same
@@ -380,6 +382,7 @@ async fn answer_and_expiry_race_with_one_outcome_each() {
                     reply = Some(r);
                     break;
                 }
+                retried.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             reply.expect("an outcome within ten tries")
         }
@@ -428,7 +431,10 @@ async fn answer_and_expiry_race_with_one_outcome_each() {
         );
     }
     assert_ids_consistent(&events);
-    eprintln!("race: {by_person} of 200 answered before the deadline");
+    eprintln!(
+        "race: {by_person} of 200 answered before the deadline; {} answers retried after a 503",
+        retried.load(std::sync::atomic::Ordering::Relaxed)
+    );
 }
 
 /// The worker is SIGKILLed and the nats-server restarted between the opening and

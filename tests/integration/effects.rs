@@ -11,7 +11,11 @@
 //! - a worker killed with `kill -9` under load hands its partitions over within
 //!   seconds: no answer waits for `ack_wait` times a backoff;
 //! - answers committed by a worker that stopped are not stored again when the
-//!   next owner comes after the duplicate window.
+//!   next owner comes after the duplicate window;
+//! - no second copy, ever: through kills at both failpoints, a nats-server
+//!   `kill -9` and restart and an idle stretch past the duplicate window, every
+//!   event, audit record and lane message is stored once (the cluster's node-loss
+//!   test counts the same after its kills).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -84,6 +88,18 @@ async fn lose_the_commands(app: &TestApp) {
     stream.purge().await.expect("purge");
 }
 
+/// Waits until `span` has passed (the duplicate window and some): what these tests
+/// check is what happens after it, so the wait is the condition, not a guess.
+async fn pass_the_window(span: Duration) {
+    let until = Instant::now() + span;
+    wait_for(
+        span + Duration::from_secs(10),
+        "the duplicate window to pass",
+        || async move { (Instant::now() > until).then_some(()) },
+    )
+    .await;
+}
+
 fn released(events: &[Event], eff: &str) -> usize {
     named(events, "tool-call-released", eff).len()
 }
@@ -118,13 +134,7 @@ async fn a_committed_decision_whose_command_is_lost_has_its_events_out_once() {
     assert_eq!(named(&events, "interaction-resolved", &eff).len(), 1);
     assert_ids_consistent(&events);
     // Past the duplicate window, a worker comes and decides another answer to it.
-    let until = Instant::now() + Duration::from_millis(2500);
-    wait_for(
-        Duration::from_secs(10),
-        "the duplicate window to pass",
-        || async move { (Instant::now() > until).then_some(()) },
-    )
-    .await;
+    pass_the_window(Duration::from_millis(2500)).await;
     app.start_worker().await;
     let ana = app.person("acme", "ana");
     let r = wait_for(Duration::from_secs(20), "the second answer", || {
@@ -348,13 +358,7 @@ async fn effects_a_stopped_owner_committed_are_not_stored_again_after_the_window
     app.stop_workers().await;
 
     // Longer than the window with no owner, then a command on every task.
-    let until = Instant::now() + window * 2;
-    wait_for(
-        Duration::from_secs(10),
-        "the duplicate window to pass",
-        || async move { (Instant::now() > until).then_some(()) },
-    )
-    .await;
+    pass_the_window(window * 2).await;
     app.start_worker().await;
     for (at, _) in &held {
         hold_call(&rt, at, "merge", json!({"n": 2}), None).await;
@@ -501,4 +505,126 @@ async fn a_zombie_worker_commits_nothing_once_another_owner_decided() {
         released_in_state.map(|m| m.subject)
     );
     app.kill_process(zombie);
+}
+
+/// Answers `eff` with `key` until the answer is decided (a 503 while the worker or
+/// the server is away is retried with the same key, as the API documents).
+async fn approve_until_decided(app: &TestApp, eff: &str, key: &str, approved: bool) -> u16 {
+    let ana = app.person("acme", "ana");
+    wait_for(Duration::from_secs(30), "the answer decided", || {
+        let (ana, eff, key) = (ana.clone(), eff.to_owned(), key.to_owned());
+        async move {
+            let r = ana
+                .post_keyed(
+                    &format!("/v1/interactions/{eff}/approve"),
+                    &key,
+                    &json!({"approved": approved}),
+                )
+                .await;
+            (r.status != 503).then_some(r.status)
+        }
+    })
+    .await
+}
+
+/// No second copy, ever: through a worker killed after its commit and another
+/// killed before its ack (both commands redelivered), a `kill -9` of nats-server
+/// and its restart, and an idle stretch longer than the duplicate window, with
+/// every answer and lane message sent again at each step, every event, audit
+/// record and lane message is stored once in its stream (counted by
+/// `Nats-Msg-Id`); and each that should be there is.
+#[tokio::test]
+async fn every_effect_is_stored_once_through_kills_a_server_restart_and_an_idle_window() {
+    let window = Duration::from_secs(1);
+    let mut app = app_without_workers(window).await;
+    let after_write = answer_into_failpoint(&mut app, "after-write", "k-1").await;
+    let before_ack = answer_into_failpoint(&mut app, "before-ack", "k-2").await;
+    let rt = app.runtime("acme").await;
+    app.start_worker().await;
+    let (at, question) = open_question(&rt, holdpoint_domain::SessionMode::Product).await;
+    let ana = app.person("acme", "ana");
+    let message = json!({"text": "never mind", "messageId": "msg-1"});
+    let lane_path = format!("/v1/sessions/{}/messages", at.session);
+    let send_message = || {
+        let (ana, lane_path, message) = (ana.clone(), lane_path.clone(), message.clone());
+        async move {
+            wait_for(Duration::from_secs(30), "the lane message taken", || {
+                let (ana, lane_path, message) = (ana.clone(), lane_path.clone(), message.clone());
+                async move {
+                    let r = ana.post(&lane_path, &message).await;
+                    (r.status != 503).then_some(r.status)
+                }
+            })
+            .await
+        }
+    };
+
+    // Each step: the two answers again with their keys (replays), the lane
+    // message again (a replay), then everything settles.
+    let mut copies_after = Vec::new();
+    for step in [
+        "after the kills",
+        "after the server restart",
+        "after the window",
+    ] {
+        match step {
+            "after the server restart" => {
+                app.nats.kill().await;
+                app.nats.restart().await;
+            }
+            "after the window" => {
+                pass_the_window(window * 3).await;
+                // A new owner too: the worker restarts.
+                app.stop_workers().await;
+                app.start_worker().await;
+            }
+            _ => {}
+        }
+        assert_eq!(
+            approve_until_decided(&app, &after_write, "k-1", true).await,
+            204,
+            "{step}"
+        );
+        assert_eq!(
+            approve_until_decided(&app, &before_ack, "k-2", true).await,
+            204,
+            "{step}"
+        );
+        assert_eq!(send_message().await, 202, "{step}");
+        app.wait_idle_within(Duration::from_secs(40)).await;
+        let copies = holdpoint_tests::copies::count(&app.bus).await;
+        println!("{step}: {copies}");
+        copies.assert_each_once();
+        copies_after.push(copies);
+    }
+
+    // What should be there is there, once: each release, each approval's audit
+    // record, the lane message; and the question the message closed.
+    let events = app.events("acme").await;
+    for eff in [&after_write, &before_ack] {
+        assert_eq!(released(&events, eff), 1, "{eff}");
+        assert_eq!(
+            named(&events, "interaction-resolved", eff).len(),
+            1,
+            "{eff}"
+        );
+    }
+    assert_eq!(named(&events, "interaction-closed", &question).len(), 1);
+    assert_eq!(app.lane_messages("acme").await.len(), 1);
+    let audit = app.bus.topo.audit_stream();
+    let last = copies_after.last().expect("three steps");
+    assert!(last.messages(&audit) >= 2, "{last}");
+    // Nothing was added after the first step: the retries were replays.
+    let first = &copies_after[0];
+    for stream in [
+        app.bus.topo.events_stream(),
+        audit,
+        app.bus.topo.lanes_stream(),
+    ] {
+        assert_eq!(
+            first.messages(&stream),
+            last.messages(&stream),
+            "{stream}: the replays stored something"
+        );
+    }
 }

@@ -119,7 +119,8 @@ fn scenario(
 }
 
 /// Settles and judges `run`: the guarantees, then duplicates per event id and
-/// effect delays as each kind of reader saw them (printed); the figures carry
+/// effect delays as each kind of reader saw them (printed), and the copies of
+/// every effect in the public streams (one each, or it panics); the figures carry
 /// every violation.
 async fn judge(
     app: &TestApp,
@@ -132,6 +133,11 @@ async fn judge(
         .await
         .expect("report tool results");
     println!("{}", verdict.seen);
+    // No second copy: each event, audit record and lane message once in its
+    // stream, counted by `Nats-Msg-Id` (the history counts the events' ids too).
+    let copies = holdpoint_tests::copies::count(&app.bus).await;
+    println!("{copies}");
+    copies.assert_each_once();
     verdict.merged()
 }
 

@@ -26,7 +26,9 @@ use holdpoint_bus::{Bus, Topology};
 use holdpoint_client::{EventFilter, Runtime};
 use holdpoint_domain::{CallResult, Event, EventData, InteractionId, OrgId, SessionMode, State};
 use holdpoint_ingress::{AppState, IdentityMode, IngressConfig};
-use holdpoint_tests::nats::{NatsServer, NatsServerOptions, NatsUser, wait_for, workspace_root};
+use holdpoint_tests::nats::{
+    NatsServer, NatsServerOptions, NatsUser, wait_bus_sourced, wait_for, workspace_root,
+};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -511,6 +513,7 @@ async fn each_role_runs_its_part_of_the_flow_without_a_single_violation() {
     })
     .await;
 
+    wait_bus_sourced(&admin, DEADLINE).await;
     // What was emitted is where it belongs: four audit records (the person's
     // approval, the rule it wrote, the rule's decision, the revocation), one lane
     // message.
@@ -555,6 +558,7 @@ async fn a_tenant_reads_its_own_events_and_nothing_else() {
     // Both organisations have events and an interaction.
     let (_, acme_q) = open_question(&acme, SessionMode::Blocking).await;
     open_question(&globex, SessionMode::Blocking).await;
+    wait_bus_sourced(&admin, DEADLINE).await;
     let acme_events = events_as_setup(&admin, "hp.evt.acme.>").await;
     let globex_events = events_as_setup(&admin, "hp.evt.globex.>").await;
     assert!(!acme_events.is_empty() && !globex_events.is_empty());

@@ -118,11 +118,11 @@ async fn an_a2a_approval_that_names_nothing_never_lands_on_a_later_call() {
         )
         .await;
     r.result();
+    app.wait_idle().await;
     let b = app.interaction("acme", &eff_b).await.expect("stored");
     assert_eq!(b.state, State::Pending, "{b:?}");
     assert!(decisions_about(&app, &eff_b).await.is_empty());
     assert_eq!(decisions_about(&app, &eff_a).await.len(), 1);
-    app.wait_idle().await;
     let events = app.events("acme").await;
     assert!(named(&events, "tool-call-released", &eff_b).is_empty());
     assert_eq!(named(&events, "tool-call-released", &eff_a).len(), 1);

@@ -426,15 +426,7 @@ impl<N: Broker> TestApp<N> {
     /// Waits (at most 20 s) until the public streams have sourced every effect
     /// committed so far: a decision's events reach them shortly after its 2xx.
     pub async fn wait_sourced(&self) {
-        let bus = self.bus.clone();
-        wait_for(Duration::from_secs(20), "the effects to be sourced", || {
-            let bus = bus.clone();
-            async move {
-                (bus.sourcing_lag().await.ok()? == 0 && bus.effects_sourced().await.ok()?)
-                    .then_some(())
-            }
-        })
-        .await;
+        crate::nats::wait_bus_sourced(&self.bus, Duration::from_secs(20)).await;
     }
 
     /// Waits (at most 20 s) until the partition consumers have nothing pending or

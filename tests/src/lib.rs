@@ -7,7 +7,8 @@
 //! fault injection and invariant check of the fault suite and the soak, [`load`]
 //! the targets, jobs and results it passes around; [`readers`] are the live event
 //! readers (core subscriber, durable consumer) those runs check for duplicates and
-//! effect delays.
+//! effect delays; [`copies`] counts each stored effect's copies in the public
+//! streams.
 //!
 //! The partition harness: [`lab`] makes network namespaces on one bridge (allow
 //! list, nft cuts), [`linkem`] degrades links in userspace, [`netcluster`] runs a
@@ -16,6 +17,7 @@
 
 pub mod app;
 pub mod chaos;
+pub mod copies;
 pub mod history;
 pub mod jwt;
 pub mod lab;

@@ -116,6 +116,25 @@ where
     }
 }
 
+/// Waits (at most `deadline`) until `bus`'s public streams have sourced every
+/// effect committed so far (sourcing lag 0 and [`holdpoint_bus::Bus::effects_sourced`]):
+/// a decision's events reach the events, lanes and audit streams a few
+/// milliseconds after its 2xx, so a test that reads them right after one waits
+/// here first.
+///
+/// # Panics
+///
+/// Once `deadline` has passed.
+pub async fn wait_bus_sourced(bus: &holdpoint_bus::Bus, deadline: Duration) {
+    wait_for(deadline, "the effects to be sourced", || {
+        let bus = bus.clone();
+        async move {
+            (bus.sourcing_lag().await.ok()? == 0 && bus.effects_sourced().await.ok()?).then_some(())
+        }
+    })
+    .await;
+}
+
 fn url_for(port: u16) -> String {
     format!("nats://127.0.0.1:{port}")
 }

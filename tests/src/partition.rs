@@ -963,8 +963,10 @@ async fn report_if_released(load: &Load, rt: &Runtime, t: &Target, target: usize
 }
 
 /// Waits (bounded, 90 s) until no command is left in the commands stream (its
-/// deadline schedules aside) and every deadline asked for is due plus 5 s. Returns
-/// the commands still there when the bound passed (by subject), empty when settled.
+/// deadline schedules aside), every deadline asked for is due plus 5 s, and the
+/// public streams have sourced every effect ([`sourced`]). Returns the commands
+/// still there when the bound passed (by subject; a placeholder entry when only
+/// the sourcing lagged), empty when settled.
 async fn settle(
     js: &jetstream::Context,
     bus: &holdpoint_bus::Bus,
@@ -993,16 +995,47 @@ async fn settle(
         .await;
         let deadlines_due = due.is_none_or(|d| Instant::now() >= d);
         if let Some(c) = counted {
-            if c.is_empty() && deadlines_due {
+            // The commands stream empty is not enough: a decision's effects (its
+            // follow-up commands among them) reach the public streams by sourcing,
+            // which resumes some seconds after a heal; and a stream's replica that
+            // was cut off catches up after it.
+            if c.is_empty() && deadlines_due && sourced(js, bus).await {
                 return Vec::new();
             }
             left = c;
         }
         if Instant::now() >= end {
+            if left.is_empty() {
+                left.push((
+                    "(the public streams had not sourced every effect)".into(),
+                    0,
+                ));
+            }
             return left;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// True when every public stream has sourced everything the state stream holds
+/// for it and every replica of the events stream is current.
+async fn sourced(js: &jetstream::Context, bus: &holdpoint_bus::Bus) -> bool {
+    let caught_up = bus.sourcing_lag().await.is_ok_and(|lag| lag == 0)
+        && bus.effects_sourced().await.unwrap_or(false);
+    if !caught_up {
+        return false;
+    }
+    let Ok(mut events) = js.get_stream(bus.topo.events_stream()).await else {
+        return false;
+    };
+    events.info().await.is_ok_and(|info| {
+        info.cluster.as_ref().is_none_or(|c| {
+            c.leader.is_some()
+                && c.replicas
+                    .iter()
+                    .all(|p| p.current && !p.offline && p.lag.unwrap_or(0) == 0)
+        })
+    })
 }
 
 async fn views(load: &Load, h: &History) -> Vec<Option<Value>> {
