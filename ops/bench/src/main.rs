@@ -134,11 +134,20 @@ struct Report {
     /// CPU seconds per answer during the one-worker saturation phase:
     /// nats-server(s), ingress, worker, load generator.
     cpu: [f64; 4],
+    /// CPU seconds per answer of each nats-server in that phase (a cluster's
+    /// nodes, in start order).
+    cpu_nodes: Vec<f64>,
+    /// Which node (start order) leads each of the streams an answer writes (a
+    /// cluster only).
+    leaders: Vec<(&'static str, Option<usize>)>,
     /// Messages clients sent to nats-server per answer in that phase (one server).
     ops: Option<f64>,
     /// Messages stored per answer in that phase (one server): the PubAcks an
     /// answer costs.
     stored: Option<f64>,
+    /// Transitions per atomic batch the worker committed in that phase (its
+    /// `holdpoint_commit_transitions` histogram).
+    per_batch: Option<f64>,
     /// One `POST /v1/answers` of 100 against 100 single answers (one worker).
     batch: BatchFigure,
 }
@@ -292,8 +301,10 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
     });
     let mut runs = Vec::new();
     let mut cpu = [0.0f64; 4];
+    let mut cpu_nodes = Vec::new();
     let mut ops = None;
     let mut stored = None;
+    let mut per_batch = None;
     for n_workers in [1usize, 2] {
         while workers.len() < n_workers {
             let admin = free_port()?;
@@ -313,20 +324,34 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
         ];
         let cpu_of = |ps: &[u32]| ps.iter().map(|p| cpu_secs(*p)).sum::<f64>();
         let before: Vec<f64> = pids.iter().map(|ps| cpu_of(ps)).collect();
+        let nodes_before: Vec<f64> = pids[0].iter().map(|p| cpu_secs(*p)).collect();
         let in_before = messages_in(&t.http, monitor).await;
         let stored_before = messages_stored(&t.http, monitor).await;
         let answered_before = pool.next.load(Ordering::Relaxed);
+        let batches_before = commit_histogram(&t.http, worker_admins[0]).await;
         let (sat, sat_errors) = saturation(&t, &pool, plan).await;
         if n_workers == 1 {
             let answered = (pool.next.load(Ordering::Relaxed) - answered_before).max(1) as f64;
             for (i, ps) in pids.iter().enumerate() {
                 cpu[i] = (cpu_of(ps) - before[i]) / answered;
             }
+            cpu_nodes = pids[0]
+                .iter()
+                .zip(&nodes_before)
+                .map(|(p, b)| (cpu_secs(*p) - b) / answered)
+                .collect();
             if let (Some(a), Some(b)) = (in_before, messages_in(&t.http, monitor).await) {
                 ops = Some(b.saturating_sub(a) as f64 / answered);
             }
             if let (Some(a), Some(b)) = (stored_before, messages_stored(&t.http, monitor).await) {
                 stored = Some(b.saturating_sub(a) as f64 / answered);
+            }
+            if let (Some((s0, c0)), Some((s1, c1))) = (
+                batches_before,
+                commit_histogram(&t.http, worker_admins[0]).await,
+            ) && c1 > c0
+            {
+                per_batch = Some((s1 - s0) / (c1 - c0));
             }
         }
         let need = ((sat * 0.75) * plan.latency.as_secs_f64()) as usize + 100;
@@ -346,6 +371,7 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
         runs.push((n_workers, sat, sat_errors, l25, l50));
     }
     let rss = [memory(ingress.pid()), memory(workers[0].pid())];
+    let leaders = stream_leaders(&nats, &url).await;
     drop(workers);
     drop(ingress);
     drop(nats);
@@ -363,8 +389,11 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
         runs,
         rss,
         cpu,
+        cpu_nodes,
+        leaders,
         ops,
         stored,
+        per_batch,
         batch,
     })
 }

@@ -99,6 +99,31 @@ pub(crate) fn print(r: &Report) {
         r.cpu[2] * 1e6,
         r.cpu[3] * 1e6
     );
+    if r.cpu_nodes.len() > 1 {
+        let each: Vec<String> = r
+            .cpu_nodes
+            .iter()
+            .map(|c| format!("{:.0}", c * 1e6))
+            .collect();
+        println!(
+            "| CPU per answer of each nats-server (start order) | {} µs |",
+            each.join(" / ")
+        );
+    }
+    if !r.leaders.is_empty() {
+        let each: Vec<String> = r
+            .leaders
+            .iter()
+            .map(|(s, l)| match l {
+                Some(i) => format!("{s} node {i}"),
+                None => format!("{s} unknown"),
+            })
+            .collect();
+        println!(
+            "| stream leaders (node by start order) | {} |",
+            each.join(", ")
+        );
+    }
     if let Some(ops) = r.ops {
         println!(
             "| messages clients sent to nats-server per answer (publishes, acks, API requests; /varz in_msgs) | {ops:.1} |"
@@ -108,6 +133,14 @@ pub(crate) fn print(r: &Report) {
         println!(
             "| messages stored per answer, each a PubAck waited for (streams' last sequences, /jsz) | {stored:.1} |"
         );
+    }
+    match r.per_batch {
+        Some(n) => println!(
+            "| transitions per atomic batch, 1 worker at saturation (holdpoint_commit_transitions) | {n:.1} |"
+        ),
+        None => println!(
+            "| transitions per atomic batch, 1 worker at saturation | not reported by this worker |"
+        ),
     }
     let b = &r.batch;
     let per_s = |us: u64| BATCH as f64 / (us.max(1) as f64 / 1e6);

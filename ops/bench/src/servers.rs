@@ -47,6 +47,38 @@ impl Nats {
     }
 }
 
+/// The node (start order) leading each stream an answer writes, in a cluster;
+/// empty for one server.
+pub(crate) async fn stream_leaders(nats: &Nats, url: &str) -> Vec<(&'static str, Option<usize>)> {
+    let Nats::Cluster(c) = nats else {
+        return Vec::new();
+    };
+    let Ok(client) = async_nats::connect(url).await else {
+        return Vec::new();
+    };
+    let js = async_nats::jetstream::new(client);
+    let mut leaders = Vec::new();
+    for name in [
+        "KV_HP_STATE",
+        "HP_COMMANDS",
+        "HP_EVENTS",
+        "HP_AUDIT",
+        "KV_HP_OUTCOMES",
+    ] {
+        let leader = match js.get_stream(name).await {
+            Ok(mut s) => s
+                .info()
+                .await
+                .ok()
+                .and_then(|i| i.cluster.as_ref().and_then(|c| c.leader.clone()))
+                .and_then(|l| c.index_of(&l)),
+            Err(_) => None,
+        };
+        leaders.push((name, leader));
+    }
+    leaders
+}
+
 pub(crate) struct Proc {
     pub(crate) child: Child,
 }
@@ -204,6 +236,28 @@ pub(crate) async fn messages_in(http: &reqwest::Client, monitor: Option<u16>) ->
 /// KV writes included (Holdpoint's streams source nothing, so no stored message
 /// comes without a PubAck; message schedules firing are the exception, and an
 /// answer fires none).
+/// The sum and count of a worker's `holdpoint_commit_transitions` histogram (by
+/// its admin port); `None` when the worker does not report it.
+pub(crate) async fn commit_histogram(http: &reqwest::Client, admin: u16) -> Option<(f64, f64)> {
+    let text = http
+        .get(format!("http://127.0.0.1:{admin}/metrics"))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    Some((
+        value("holdpoint_commit_transitions_sum ")?,
+        value("holdpoint_commit_transitions_count ")?,
+    ))
+}
+
 pub(crate) async fn messages_stored(http: &reqwest::Client, monitor: Option<u16>) -> Option<u64> {
     let v = monitor_json(http, monitor, "/jsz?streams=true").await?;
     let mut total = 0u64;
