@@ -628,3 +628,109 @@ async fn every_effect_is_stored_once_through_kills_a_server_restart_and_an_idle_
         );
     }
 }
+
+/// A store whose public streams source the state stream through nats-server's
+/// ephemeral source consumers (the first releases of store format 2) is switched
+/// to durable source consumers by the next setup: effects stored before the
+/// switch, past the duplicate window, are not sourced again, and effects stored
+/// after it are sourced once.
+#[tokio::test]
+async fn a_switch_to_durable_sourcing_sources_nothing_twice_and_loses_nothing() {
+    let window = Duration::from_secs(2);
+    let mut app = app_without_workers(window).await;
+    let (js, topo) = (app.bus.js.clone(), app.bus.topo.clone());
+    let public = [
+        topo.commands_stream(),
+        topo.events_stream(),
+        topo.lanes_stream(),
+        topo.audit_stream(),
+    ];
+    // What the earlier release set up: the same sources, with no consumer named.
+    for name in &public {
+        let mut stream = js.get_stream(name).await.expect("stream");
+        let mut cfg = stream.info().await.expect("info").config.clone();
+        for source in cfg.sources.iter_mut().flatten() {
+            assert!(source.consumer.is_some(), "{name} sources durably");
+            source.consumer = None;
+        }
+        js.update_stream(&cfg).await.expect("ephemeral sourcing");
+        let state = js.get_stream(topo.state_stream()).await.expect("state");
+        state
+            .delete_consumer(&topo.source_consumer(name))
+            .await
+            .expect("delete the durable source consumer");
+    }
+    app.start_worker().await;
+    let rt = app.runtime("acme").await;
+    let ana = app.person("acme", "ana");
+    let approve = |eff: String| {
+        let ana = ana.clone();
+        async move {
+            let r = ana
+                .post_keyed(
+                    &format!("/v1/interactions/{eff}/approve"),
+                    &format!("k-{eff}"),
+                    &json!({"approved": true}),
+                )
+                .await;
+            assert_eq!(r.status, 204, "{r:?}");
+        }
+    };
+    let mut effs = Vec::new();
+    for _ in 0..3 {
+        let (_, eff) = open_approval(&rt).await;
+        approve(eff.clone()).await;
+        effs.push(eff);
+    }
+    app.wait_idle_within(Duration::from_secs(40)).await;
+    let before = holdpoint_tests::copies::count(&app.bus).await;
+    before.assert_each_once();
+    pass_the_window(window * 2).await;
+
+    // The next setup switches every public stream to its durable consumer.
+    let bus = holdpoint_bus::Bus::setup(app.nats.connect().await, topo.clone())
+        .await
+        .expect("setup");
+    for name in &public {
+        let mut stream = bus.js.get_stream(name).await.expect("stream");
+        let info = stream.info().await.expect("info");
+        let sources = info.config.sources.clone().unwrap_or_default();
+        assert_eq!(
+            sources
+                .iter()
+                .map(|s| s.consumer.clone())
+                .collect::<Vec<_>>(),
+            vec![Some(
+                async_nats::jetstream::stream::StreamConsumerSource::new(
+                    topo.source_consumer(name),
+                    topo.source_deliver_subject(name)
+                )
+            )],
+            "{name}"
+        );
+    }
+    for _ in 0..3 {
+        let (_, eff) = open_approval(&rt).await;
+        approve(eff.clone()).await;
+        effs.push(eff);
+    }
+    app.wait_idle_within(Duration::from_secs(40)).await;
+    let after = holdpoint_tests::copies::count(&app.bus).await;
+    println!("before the switch: {before}\nafter it: {after}");
+    after.assert_each_once();
+    let events = app.events("acme").await;
+    for eff in &effs {
+        assert_eq!(released(&events, eff), 1, "{eff}");
+        assert_eq!(
+            named(&events, "interaction-resolved", eff).len(),
+            1,
+            "{eff}"
+        );
+    }
+    for stream in [topo.events_stream(), topo.audit_stream()] {
+        assert!(
+            after.messages(&stream) > before.messages(&stream),
+            "{stream}: the decisions after the switch were sourced"
+        );
+    }
+}

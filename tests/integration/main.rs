@@ -40,6 +40,7 @@ mod schemas;
 mod seen;
 mod shutdown;
 mod skew;
+mod sourcing;
 mod streams;
 mod task_view;
 mod text;

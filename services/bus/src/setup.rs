@@ -115,7 +115,7 @@ impl Bus {
         let forever = Duration::ZERO;
         let state = ensure_state(&js, &topo).await?;
         for cfg in stream_configs(&topo) {
-            ensure_stream(&js, cfg, update).await?;
+            ensure_stream(&js, &topo, cfg, update).await?;
         }
         let outcomes = ensure_bucket(&js, bucket(topo.outcomes_bucket(), topo.outcome_ttl)).await?;
         let webhooks = ensure_bucket(&js, bucket(topo.webhooks_bucket(), forever)).await?;
@@ -205,7 +205,7 @@ fn stream_configs(topo: &Topology) -> Vec<stream::Config> {
     };
     let (src, dest) = topo.command_transform();
     let [events_tf, lanes_tf, audit_tf, commands_tf] = topo.effect_transforms();
-    let from_state = |(source, destination): (String, String)| {
+    let from_state = |public: &str, (source, destination): (String, String)| {
         Some(vec![stream::Source {
             name: topo.state_stream(),
             filter_subject: None,
@@ -213,6 +213,10 @@ fn stream_configs(topo: &Topology) -> Vec<stream::Config> {
                 source,
                 destination,
             }],
+            consumer: Some(stream::StreamConsumerSource::new(
+                topo.source_consumer(public),
+                topo.source_deliver_subject(public),
+            )),
             ..Default::default()
         }])
     };
@@ -224,7 +228,7 @@ fn stream_configs(topo: &Topology) -> Vec<stream::Config> {
             source: src.clone(),
             destination: dest,
         }),
-        sources: from_state(commands_tf),
+        sources: from_state(&topo.commands_stream(), commands_tf),
         metadata: [(STORE_FORMAT_KEY.to_owned(), STORE_FORMAT.to_string())].into(),
         ..file(topo.commands_stream(), vec![src])
     };
@@ -238,7 +242,7 @@ fn stream_configs(topo: &Topology) -> Vec<stream::Config> {
                 destination: public,
                 headers_only: false,
             }),
-            sources: from_state(tf),
+            sources: from_state(&name, tf),
             ..file(name, Vec::new())
         }
     };
@@ -273,14 +277,38 @@ fn stream_configs(topo: &Topology) -> Vec<stream::Config> {
 /// it is and warns; an update JetStream refuses is still an error.
 async fn ensure_stream(
     js: &jetstream::Context,
+    topo: &Topology,
     cfg: stream::Config,
     update: bool,
 ) -> Result<(), BusError> {
     match js.get_stream(&cfg.name).await {
         Ok(existing) => {
-            if !update || same_managed_settings(&existing.cached_info().config, &cfg) {
+            let info = existing.cached_info();
+            let have = &info.config;
+            if !update {
                 return Ok(());
             }
+            if same_managed_settings(have, &cfg) {
+                // A source that has heard nothing for a while (its durable consumer
+                // deleted, say) gets its consumer made again.
+                let silent = info
+                    .sources
+                    .iter()
+                    .any(|s| s.active.is_none_or(|a| a > SOURCE_SILENT));
+                if silent {
+                    ensure_source_consumers(js, topo, &cfg, SourceStart::All).await?;
+                }
+                return Ok(());
+            }
+            let start = match have.sources.as_deref().unwrap_or_default() {
+                // Sourcing the state stream through an ephemeral consumer (the
+                // first releases of format 2): go on from where it is.
+                [s] if s.name == topo.state_stream() && s.consumer.is_none() => {
+                    SourceStart::Since(caught_up_moment(js, topo, &cfg.name).await?)
+                }
+                _ => SourceStart::All,
+            };
+            ensure_source_consumers(js, topo, &cfg, start).await?;
             match js.update_stream(&cfg).await {
                 Ok(_) => {}
                 Err(e) if e.kind() == jetstream::context::CreateStreamErrorKind::TimedOut => {
@@ -295,12 +323,145 @@ async fn ensure_stream(
             }
         }
         Err(_) => {
+            ensure_source_consumers(js, topo, &cfg, SourceStart::All).await?;
             js.get_or_create_stream(cfg)
                 .await
                 .map_err(|e| BusError::transient("create stream", e))?;
         }
     }
     Ok(())
+}
+
+/// Where a new durable source consumer starts in the state stream.
+#[derive(Debug, Clone, Copy)]
+enum SourceStart {
+    /// At the first effect the state stream still holds: for a stream that has
+    /// sourced nothing from it yet.
+    All,
+    /// At the first effect stored at or after this moment: for a stream whose
+    /// ephemeral source had sourced everything before it. What both sources then
+    /// deliver is dropped the second time by its `Nats-Msg-Id` (the moment is
+    /// within the public stream's duplicate window, see [`caught_up_moment`]).
+    Since(time::OffsetDateTime),
+}
+
+/// The durable push consumers on the state stream that `cfg`'s sources name
+/// (ADR-58 durable sourcing), created when missing. Each takes one public
+/// stream's effect subjects (its source transform's filter) with the settings
+/// nats-server requires of a sourcing consumer: `AckPolicy::FlowControl`, flow
+/// control, a heartbeat, no delivery limit, and the stream's replicas, so that it
+/// moves with the state stream's leader instead of being made again.
+///
+/// # Errors
+/// Transient when JetStream refuses the consumer. An unanswered create (a NATS
+/// user that may not create consumers) only warns: the stream is then created or
+/// updated and the server reports the missing consumer in its source's `error`.
+async fn ensure_source_consumers(
+    js: &jetstream::Context,
+    topo: &Topology,
+    cfg: &stream::Config,
+    start: SourceStart,
+) -> Result<(), BusError> {
+    let sources = cfg.sources.as_deref().unwrap_or_default();
+    for (source, consumer) in sources
+        .iter()
+        .filter_map(|s| s.consumer.as_ref().map(|c| (s, c)))
+    {
+        let filter = source
+            .subject_transforms
+            .first()
+            .map(|t| t.source.clone())
+            .unwrap_or_default();
+        let deliver_policy = match start {
+            SourceStart::All => jetstream::consumer::DeliverPolicy::All,
+            SourceStart::Since(start_time) => {
+                jetstream::consumer::DeliverPolicy::ByStartTime { start_time }
+            }
+        };
+        let config = jetstream::consumer::push::Config {
+            durable_name: Some(consumer.name.clone()),
+            name: Some(consumer.name.clone()),
+            description: Some(format!(
+                "Holdpoint: {} sources {filter} through it",
+                cfg.name
+            )),
+            deliver_subject: consumer.deliver_subject.clone(),
+            filter_subject: filter,
+            deliver_policy,
+            ack_policy: jetstream::consumer::AckPolicy::FlowControl,
+            flow_control: true,
+            idle_heartbeat: SOURCE_HEARTBEAT,
+            max_deliver: -1,
+            num_replicas: topo.replicas,
+            ..Default::default()
+        };
+        let state = js
+            .get_stream_no_info(&source.name)
+            .await
+            .map_err(|e| BusError::transient("bind state stream", e))?;
+        if state.consumer_info(&consumer.name).await.is_ok() {
+            continue;
+        }
+        match state.create_consumer(config).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == jetstream::stream::ConsumerErrorKind::TimedOut => {
+                tracing::warn!(
+                    consumer = %consumer.name,
+                    "the state stream's source consumer is missing and creating it got no \
+                     answer (is this NATS user allowed to?): run the setup role"
+                );
+            }
+            Err(e) => return Err(BusError::transient("create source consumer", e)),
+        }
+    }
+    Ok(())
+}
+
+/// How long a source may hear nothing (not even a heartbeat) before a setup
+/// checks that its durable consumer exists.
+const SOURCE_SILENT: Duration = Duration::from_secs(30);
+
+/// How often a source consumer sends a heartbeat when it has nothing to deliver:
+/// an idle source's flow-control acknowledgements ride on it (ADR-58).
+const SOURCE_HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// A moment before which `stream`'s ephemeral source has sourced every effect:
+/// half the duplicate window ago, once its source reports no lag. Waits up to
+/// 10 s for the lag to reach 0.
+///
+/// # Errors
+/// Transient when the stream cannot be read or its source still lags: switching
+/// then could skip effects, so the setup is refused and can be run again.
+async fn caught_up_moment(
+    js: &jetstream::Context,
+    topo: &Topology,
+    stream: &str,
+) -> Result<time::OffsetDateTime, BusError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let moment = time::OffsetDateTime::now_utc() - topo.duplicate_window / 2;
+        let mut s = js
+            .get_stream(stream)
+            .await
+            .map_err(|e| BusError::transient("read stream", e))?;
+        let info = s
+            .info()
+            .await
+            .map_err(|e| BusError::transient("read stream", e))?;
+        if info.sources.iter().all(|s| s.lag == 0) {
+            return Ok(moment);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(BusError::transient(
+                "switch to durable sourcing",
+                format!(
+                    "{stream} still lags behind the state stream after 10 s; run the setup again \
+                     once it has caught up"
+                ),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Whether `have` already has every setting Holdpoint sets in `want`.
@@ -332,7 +493,8 @@ fn same_sources(have: Option<&[stream::Source]>, want: Option<&[stream::Source]>
                     .iter()
                     .map(|t| (t.source.clone(), t.destination.clone()))
                     .collect();
-                (x.name.clone(), tf)
+                let consumer = x.consumer.as_ref().map(|c| c.name.clone());
+                (x.name.clone(), tf, consumer)
             })
             .collect::<Vec<_>>()
     };

@@ -380,6 +380,23 @@ impl Topology {
             holdpoint_domain::subject_token(&m.msg_id())
         )
     }
+    /// The durable consumer on the state stream through which `public` (a public
+    /// stream or `HP_COMMANDS`) sources its effects: `HP_SRC_EVENTS` for
+    /// `HP_EVENTS` (ADR-58 durable sourcing; [`crate::setup`] makes it).
+    pub fn source_consumer(&self, public: &str) -> String {
+        let what = public
+            .strip_prefix(&format!("{}_", self.name_prefix))
+            .unwrap_or(public);
+        self.name(&format!("SRC_{what}"))
+    }
+    /// The core subject that [`Topology::source_consumer`] delivers to and only
+    /// nats-server itself listens on: `_HP_SRC.HP_EVENTS`. It lies outside the
+    /// `hp.>` tree, so no permission written for Holdpoint's public subjects lets
+    /// a client read every organisation's effects on it (ops/nats/holdpoint.conf
+    /// grants it to nobody).
+    pub fn source_deliver_subject(&self, public: &str) -> String {
+        format!("_{}_SRC.{public}", self.name_prefix)
+    }
     /// The source transforms of the public streams, from the state stream's
     /// effect subjects to the public ones (each drops the effect's id token):
     /// `(events, lanes, audit, commands)`.
