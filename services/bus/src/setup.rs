@@ -290,11 +290,12 @@ async fn ensure_stream(
             }
             if same_managed_settings(have, &cfg) {
                 // A source that has heard nothing for a while (its durable consumer
-                // deleted, say) gets its consumer made again.
+                // deleted, say) gets its consumer made again. One that has not
+                // reported yet (`active` absent: a stream just made) is left alone.
                 let silent = info
                     .sources
                     .iter()
-                    .any(|s| s.active.is_none_or(|a| a > SOURCE_SILENT));
+                    .any(|s| s.active.is_some_and(|a| a > SOURCE_SILENT));
                 if silent {
                     ensure_source_consumers(js, topo, &cfg, SourceStart::All).await?;
                 }
