@@ -286,6 +286,22 @@ mod tests {
         format!("int.o.{i}")
     }
 
+    /// `n` commits sent at once, commit `i` writing records `2i` and `2i + 1`.
+    async fn commit_pairs(
+        gc: &GroupCommit,
+        topo: &Topology,
+        n: usize,
+    ) -> Vec<Result<Committed, BatchError>> {
+        let commits: Vec<_> = (0..n)
+            .map(|i| {
+                let gc = gc.clone();
+                let c = commit_of(topo, &[&key(2 * i), &key(2 * i + 1)]);
+                async move { gc.commit(c).await }
+            })
+            .collect();
+        futures::future::join_all(commits).await
+    }
+
     #[tokio::test]
     async fn commits_sent_together_share_one_batch_and_each_gets_its_own_sequences() {
         let topo = Topology::default();
@@ -295,14 +311,7 @@ mod tests {
         tokio::spawn(serve);
         // Six runners commit at once: they share batches, and each gets back
         // the PubAck of its own messages.
-        let commits: Vec<_> = (0..6)
-            .map(|i| {
-                let gc = gc.clone();
-                let c = commit_of(&topo, &[&key(2 * i), &key(2 * i + 1)]);
-                async move { gc.commit(c).await }
-            })
-            .collect();
-        let results = futures::future::join_all(commits).await;
+        let results = commit_pairs(&gc, &topo, 6).await;
         let sent = stream.lock().expect("the fake stream's lock").sent.clone();
         assert!(sent.len() < 6, "six commits took {} batches", sent.len());
         // Every record of every commit stored once, at the sequence its own PubAck
@@ -334,14 +343,7 @@ mod tests {
         }));
         let (gc, serve) = GroupCommit::new("t", fake(stream.clone()), Arc::new(Metrics::new()));
         tokio::spawn(serve);
-        let commits: Vec<_> = (0..5)
-            .map(|i| {
-                let gc = gc.clone();
-                let c = commit_of(&topo, &[&key(2 * i), &key(2 * i + 1)]);
-                async move { gc.commit(c).await }
-            })
-            .collect();
-        let results = futures::future::join_all(commits).await;
+        let results = commit_pairs(&gc, &topo, 5).await;
         for (i, r) in results.iter().enumerate() {
             if i == 3 {
                 assert!(matches!(r, Err(BatchError::Conflict(_))), "{r:?}");
