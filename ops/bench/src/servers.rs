@@ -53,7 +53,10 @@ pub(crate) async fn stream_leaders(nats: &Nats, url: &str) -> Vec<(&'static str,
     let Nats::Cluster(c) = nats else {
         return Vec::new();
     };
-    let Ok(client) = async_nats::connect(url).await else {
+    // A cluster's URL is the nodes' URLs joined with commas, which one address
+    // does not parse: connect to the list.
+    let urls: Vec<String> = url.split(',').map(str::to_owned).collect();
+    let Ok(client) = async_nats::connect(urls).await else {
         return Vec::new();
     };
     let js = async_nats::jetstream::new(client);
