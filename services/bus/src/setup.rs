@@ -368,6 +368,13 @@ async fn ensure_source_consumers(
         .iter()
         .filter_map(|s| s.consumer.as_ref().map(|c| (s, c)))
     {
+        let state = js
+            .get_stream_no_info(&source.name)
+            .await
+            .map_err(|e| BusError::transient("bind state stream", e))?;
+        if state.consumer_info(&consumer.name).await.is_ok() {
+            continue;
+        }
         let filter = source
             .subject_transforms
             .first()
@@ -396,13 +403,6 @@ async fn ensure_source_consumers(
             num_replicas: topo.replicas,
             ..Default::default()
         };
-        let state = js
-            .get_stream_no_info(&source.name)
-            .await
-            .map_err(|e| BusError::transient("bind state stream", e))?;
-        if state.consumer_info(&consumer.name).await.is_ok() {
-            continue;
-        }
         match state.create_consumer(config).await {
             Ok(_) => {}
             Err(e) if e.kind() == jetstream::stream::ConsumerErrorKind::TimedOut => {
