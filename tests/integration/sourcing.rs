@@ -10,6 +10,11 @@
 //! `DST` (the stored timestamp), once with the server's own (ephemeral) source consumer and once with a
 //! durable one (ADR-58: an R3 push consumer with `AckPolicy::FlowControl`, which
 //! fails over with the source stream instead of being made again).
+//!
+//! A second measurement takes the delay from PubAck to a sourced copy on one
+//! nats-server at steady rates, with and without `sync_interval: always`: it is
+//! what BENCHMARKS.md ("The tool-call-finished tail, explained") compares
+//! Holdpoint's own event delay with.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -174,5 +179,126 @@ async fn sourcing_resumes_after_the_source_leader_is_killed() {
             "{} source consumer: longest PubAck-to-DST delay {d:?}",
             if durable { "durable" } else { "ephemeral" }
         );
+    }
+}
+
+/// Delay percentiles, in milliseconds, from sending each message to `SRC` to its
+/// storing in each of `dsts` sourcing streams, with `SRC` taking `rate`
+/// messages/s for `seconds` (open loop) on one nats-server.
+async fn sourcing_delay_at_a_rate(
+    sync_always: bool,
+    durable: bool,
+    dsts: usize,
+    rate: u64,
+    seconds: u64,
+) -> [f64; 4] {
+    use holdpoint_tests::nats::{NatsServer, NatsServerOptions};
+    let nats = NatsServer::start_with(NatsServerOptions::default().sync_always(sync_always)).await;
+    let client = nats.connect().await;
+    let js = jetstream::new(client.clone());
+    let src = js
+        .create_stream(stream::Config {
+            name: "SRC".into(),
+            subjects: vec!["src.>".into()],
+            ..Default::default()
+        })
+        .await
+        .expect("SRC");
+    for d in 0..dsts {
+        let filter = format!("src.{d}");
+        let source = if durable {
+            let name = format!("TO_DST{d}");
+            let deliver = format!("_sourcing.dst{d}");
+            src.create_consumer(consumer::push::Config {
+                durable_name: Some(name.clone()),
+                name: Some(name.clone()),
+                deliver_subject: deliver.clone(),
+                ack_policy: consumer::AckPolicy::FlowControl,
+                flow_control: true,
+                idle_heartbeat: Duration::from_secs(1),
+                max_deliver: -1,
+                filter_subject: filter,
+                ..Default::default()
+            })
+            .await
+            .expect("durable source consumer");
+            stream::Source {
+                name: "SRC".into(),
+                consumer: Some(stream::StreamConsumerSource::new(&name, &deliver)),
+                ..Default::default()
+            }
+        } else {
+            stream::Source {
+                name: "SRC".into(),
+                filter_subject: Some(filter),
+                ..Default::default()
+            }
+        };
+        js.create_stream(stream::Config {
+            name: format!("DST{d}"),
+            sources: Some(vec![source]),
+            ..Default::default()
+        })
+        .await
+        .expect("DST");
+    }
+    let total = rate * seconds;
+    let period = Duration::from_secs_f64(1.0 / rate as f64);
+    let start = tokio::time::Instant::now();
+    // When each message was sent (wall clock: the server stamps what it stores
+    // with the same machine's clock), and every PubAck checked.
+    let mut sent = Vec::with_capacity(total as usize);
+    let mut acks = Vec::with_capacity(total as usize);
+    for n in 0..total {
+        tokio::time::sleep_until(start + period * n as u32).await;
+        let subject = format!("src.{}", n % dsts as u64);
+        sent.push(time::OffsetDateTime::now_utc());
+        let ack = js
+            .publish(subject, n.to_string().into())
+            .await
+            .expect("publish");
+        acks.push(tokio::spawn(async move { ack.await.map(|_| ()) }));
+    }
+    for ack in acks {
+        ack.await.expect("ack task").expect("PubAck");
+    }
+    let mut delays = Vec::new();
+    for d in 0..dsts {
+        let mut dst = js.get_stream(format!("DST{d}")).await.expect("DST");
+        let want = total / dsts as u64 + u64::from(total % dsts as u64 > d as u64);
+        wait_for(Duration::from_secs(120), "DST to source all of SRC", || {
+            let mut dst = dst.clone();
+            async move { (dst.info().await.ok()?.state.messages >= want).then_some(()) }
+        })
+        .await;
+        for seq in 1..=want {
+            let m = dst.get_raw_message(seq).await.expect("a DST message");
+            let n: usize = std::str::from_utf8(&m.payload)
+                .expect("utf-8")
+                .parse()
+                .expect("a number");
+            // The first second's messages may come before the source is set up.
+            if n as u64 >= rate {
+                delays.push((m.time - sent[n]).as_seconds_f64() * 1000.0);
+            }
+        }
+        let _ = dst.info().await;
+    }
+    delays.sort_by(f64::total_cmp);
+    let at = |q: f64| delays[((delays.len() - 1) as f64 * q) as usize];
+    [at(0.5), at(0.9), at(0.99), at(1.0)]
+}
+
+#[tokio::test]
+#[ignore = "a measurement of nats-server, not of Holdpoint"]
+async fn sourcing_delay_by_rate_with_sync_always() {
+    for (sync, durable, dsts) in [(true, true, 4), (true, false, 4), (false, true, 4)] {
+        for rate in [50, 250, 1000] {
+            let [p50, p90, p99, max] = sourcing_delay_at_a_rate(sync, durable, dsts, rate, 6).await;
+            println!(
+                "sync_always={sync} durable={durable} sourcing streams={dsts} rate={rate}/s: \
+                 publish->sourced copy stored p50 {p50:.1} p90 {p90:.1} p99 {p99:.1} max {max:.1} ms"
+            );
+        }
     }
 }

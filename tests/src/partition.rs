@@ -227,6 +227,19 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
     )
     .await?;
 
+    let watch_stop = CancellationToken::new();
+    let watcher = tokio::spawn(watch_sources(
+        js.clone(),
+        vec![
+            bus.topo.events_stream(),
+            bus.topo.lanes_stream(),
+            bus.topo.audit_stream(),
+            bus.topo.commands_stream(),
+        ],
+        started,
+        watch_stop.clone(),
+    ));
+
     // The webhook receiver, on the notifier's loopback, and one endpoint per org.
     let hooks: Hooks = Arc::default();
     let hook_stop = CancellationToken::new();
@@ -399,6 +412,20 @@ pub async fn run(lab: Arc<Lab>, opts: ScheduleOptions) -> Result<(History, Repor
         "partition: {:.1} s settled",
         started.elapsed().as_secs_f64()
     );
+    watch_stop.cancel();
+    for silence in watcher.await.unwrap_or_default() {
+        let line = format!(
+            "source of {} silent from {:.1} s for {:.1} s (lag up to {})",
+            silence.stream,
+            silence.from.as_secs_f64(),
+            silence.lasted.as_secs_f64(),
+            silence.max_lag
+        );
+        println!("partition: {line}");
+        if silence.lasted > Duration::from_secs(15) {
+            history.notes.push(line);
+        }
+    }
     history.views = views(&load, &history).await;
     history.stored = stored_events(&bus, first_sequence).await?;
     println!(
@@ -1199,4 +1226,80 @@ async fn follow_sse(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     out
+}
+
+/// A time when a sourcing stream's source was silent: it reported no contact for
+/// longer than [`SOURCE_SILENT`] (its source consumer delivers a heartbeat every
+/// second when idle, so a healthy source is never silent that long).
+#[derive(Debug, Clone)]
+pub struct SourceSilence {
+    /// The sourcing stream (`HP_EVENTS`, …).
+    pub stream: String,
+    /// Since the run started, when the silence was first seen.
+    pub from: Duration,
+    /// How long it lasted (to the last sample that saw it).
+    pub lasted: Duration,
+    /// The largest source lag reported during it.
+    pub max_lag: u64,
+}
+
+/// A source silent for longer than this is recorded by [`watch_sources`].
+const SOURCE_SILENT: Duration = Duration::from_secs(5);
+
+/// Samples every sourcing stream's source (its `active` and `lag`) twice a second
+/// until `stop`, and returns the silences it saw: what tells a stall of
+/// nats-server's sourcing apart from one of Holdpoint's own.
+async fn watch_sources(
+    js: jetstream::Context,
+    streams: Vec<String>,
+    started: Instant,
+    stop: CancellationToken,
+) -> Vec<SourceSilence> {
+    let mut open: HashMap<String, SourceSilence> = HashMap::new();
+    let mut done = Vec::new();
+    while !stop.is_cancelled() {
+        for name in &streams {
+            let sample = match js.get_stream(name).await {
+                Ok(mut s) => s.info().await.ok().map(|i| {
+                    let active = i.sources.iter().filter_map(|s| s.active).max();
+                    let lag = i.sources.iter().map(|s| s.lag).sum::<u64>();
+                    (active, lag)
+                }),
+                Err(_) => None,
+            };
+            // A stream whose info cannot be read (no leader yet) says nothing.
+            let Some((active, lag)) = sample else {
+                continue;
+            };
+            let silent = active.is_none_or(|a| a > SOURCE_SILENT);
+            match (silent, open.remove(name)) {
+                (true, Some(mut s)) => {
+                    s.lasted = started.elapsed().saturating_sub(s.from);
+                    s.max_lag = s.max_lag.max(lag);
+                    open.insert(name.clone(), s);
+                }
+                (true, None) => {
+                    let from = started.elapsed().saturating_sub(active.unwrap_or_default());
+                    open.insert(
+                        name.clone(),
+                        SourceSilence {
+                            stream: name.clone(),
+                            from,
+                            lasted: started.elapsed().saturating_sub(from),
+                            max_lag: lag,
+                        },
+                    );
+                }
+                (false, Some(s)) => done.push(s),
+                (false, None) => {}
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+    done.extend(open.into_values());
+    done.sort_by_key(|s| s.from);
+    done
 }

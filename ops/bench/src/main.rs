@@ -150,7 +150,16 @@ struct Report {
     per_batch: Option<f64>,
     /// One `POST /v1/answers` of 100 against 100 single answers (one worker).
     batch: BatchFigure,
+    /// Per worker count: the effects not yet in the public streams when the
+    /// saturation phase ended (see [`effects_backlog`]), and how long they took
+    /// to drain (`None`: longer than [`DRAIN_DEADLINE`]).
+    backlogs: Vec<(usize, Option<u64>, Option<Duration>)>,
+    /// How long the saturation phase ran.
+    saturation: Duration,
 }
+
+/// How long the benchmark waits for the effects left behind by saturation.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(120);
 
 async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Result<Report> {
     let dir = tempfile::tempdir()?;
@@ -282,6 +291,7 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
     // tool-call-finished observer (a core NATS subscriber on the events subjects).
     let finished: Arc<Mutex<HashMap<String, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
     let nc = holdpoint_bus::connect(&url, "bench-observer").await?;
+    let obs = jetstream::new(nc.clone());
     let mut sub = nc.subscribe("hp.evt.bench.*.tool-call-finished").await?;
     let f2 = finished.clone();
     tokio::spawn(async move {
@@ -300,6 +310,7 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
         next: AtomicUsize::new(0),
     });
     let mut runs = Vec::new();
+    let mut backlogs = Vec::new();
     let mut cpu = [0.0f64; 4];
     let mut cpu_nodes = Vec::new();
     let mut ops = None;
@@ -354,6 +365,27 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
                 per_batch = Some((s1 - s0) / (c1 - c0));
             }
         }
+        // Saturation drives answers (their 204s) faster than sourcing may store
+        // their effects in the public streams: measure what is left behind, and
+        // start the open-loop phases only once it has drained, so that they
+        // measure latency at that load and not the tail of this phase.
+        let behind = effects_backlog(&obs).await;
+        let drain_from = Instant::now();
+        let drained = loop {
+            match effects_backlog(&obs).await {
+                Some(0) => break Some(drain_from.elapsed()),
+                _ if drain_from.elapsed() > DRAIN_DEADLINE => break None,
+                _ => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        };
+        println!(
+            "  {n_workers} worker(s): effects behind after saturation: {}, drained in {}",
+            behind.map_or("unknown".into(), |b| b.to_string()),
+            drained.map_or(format!("more than {DRAIN_DEADLINE:?}"), |d| format!(
+                "{d:.2?}"
+            ))
+        );
+        backlogs.push((n_workers, behind, drained));
         let need = ((sat * 0.75) * plan.latency.as_secs_f64()) as usize + 100;
         if pool.left() < need {
             let (more, _) = open_pool(&rt, need, opened + runs.len() * 1_000_000).await?;
@@ -376,6 +408,8 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
     drop(ingress);
     drop(nats);
     Ok(Report {
+        backlogs,
+        saturation: plan.saturation,
         fsync: setting.name(),
         version,
         raw,

@@ -88,6 +88,20 @@ pub(crate) fn print(r: &Report) {
             );
         }
     }
+    for (w, behind, drained) in &r.backlogs {
+        let sat = r.runs.iter().find(|x| x.0 == *w).map_or(0.0, |x| x.1);
+        let behind = behind.map_or("unknown".to_owned(), |b| b.to_string());
+        match drained {
+            Some(d) => println!(
+                "| {w} worker(s): effects not yet in the public streams when saturation ended / drained in | {behind} / {:.2} s (answers/s counted to the drain: {:.0}) |",
+                d.as_secs_f64(),
+                sat * r.saturation.as_secs_f64() / (r.saturation + *d).as_secs_f64()
+            ),
+            None => println!(
+                "| {w} worker(s): effects not yet in the public streams when saturation ended / drained in | {behind} / not within {DRAIN_DEADLINE:?} |"
+            ),
+        }
+    }
     println!(
         "| peak RSS ingress / worker | {:.0} / {:.0} MiB |",
         r.rss[0].0, r.rss[1].0
@@ -131,7 +145,7 @@ pub(crate) fn print(r: &Report) {
     }
     if let Some(stored) = r.stored {
         println!(
-            "| messages stored per answer, each a PubAck waited for (streams' last sequences, /jsz) | {stored:.1} |"
+            "| messages stored per answer, sourced copies included (streams' last sequences, /jsz) | {stored:.1} |"
         );
     }
     match r.per_batch {

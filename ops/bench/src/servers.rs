@@ -234,11 +234,6 @@ pub(crate) async fn messages_in(http: &reqwest::Client, monitor: Option<u16>) ->
     monitor_json(http, monitor, "/varz").await?["in_msgs"].as_u64()
 }
 
-/// Messages stored in every stream so far (the sum of their last sequences, from
-/// `/jsz?streams=true`): each one a publish whose PubAck its client waited for,
-/// KV writes included (Holdpoint's streams source nothing, so no stored message
-/// comes without a PubAck; message schedules firing are the exception, and an
-/// answer fires none).
 /// The sum and count of a worker's `holdpoint_commit_transitions` histogram (by
 /// its admin port); `None` when the worker does not report it.
 pub(crate) async fn commit_histogram(http: &reqwest::Client, admin: u16) -> Option<(f64, f64)> {
@@ -261,6 +256,9 @@ pub(crate) async fn commit_histogram(http: &reqwest::Client, admin: u16) -> Opti
     ))
 }
 
+/// Messages stored in every stream so far (the sum of their last sequences, from
+/// `/jsz?streams=true`): the state stream's atomic batches and what the public
+/// streams source from it alike, KV writes included.
 pub(crate) async fn messages_stored(http: &reqwest::Client, monitor: Option<u16>) -> Option<u64> {
     let v = monitor_json(http, monitor, "/jsz?streams=true").await?;
     let mut total = 0u64;
@@ -268,6 +266,50 @@ pub(crate) async fn messages_stored(http: &reqwest::Client, monitor: Option<u16>
         for stream in account["stream_detail"].as_array().into_iter().flatten() {
             total += stream["state"]["last_seq"].as_u64().unwrap_or(0);
         }
+    }
+    Some(total)
+}
+
+/// What the state stream holds that its sourcing streams have not stored yet: for
+/// every stream that sources `KV_HP_STATE`, the larger of its source's `lag` (as
+/// the sourcing stream last saw it) and the `num_pending` of the durable source
+/// consumer it reads (`HP_SRC_<what>`), summed. `None` when the servers do not
+/// answer.
+pub(crate) async fn effects_backlog(js: &async_nats::jetstream::Context) -> Option<u64> {
+    use futures::TryStreamExt as _;
+    let infos: Vec<async_nats::jetstream::stream::Info> = js
+        .stream_names()
+        .try_collect::<Vec<String>>()
+        .await
+        .ok()
+        .map(|names| {
+            futures::future::join_all(names.into_iter().map(|n| {
+                let js = js.clone();
+                async move { js.get_stream(n).await.ok()?.info().await.ok().cloned() }
+            }))
+        })?
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    let state = js.get_stream("KV_HP_STATE").await.ok()?;
+    let mut total = 0;
+    for info in infos {
+        let lag: u64 = info
+            .sources
+            .iter()
+            .filter(|s| s.name == "KV_HP_STATE")
+            .map(|s| s.lag)
+            .sum();
+        let mut pending = 0;
+        for source in info.config.sources.iter().flatten() {
+            if let (true, Some(c)) = (source.name == "KV_HP_STATE", &source.consumer)
+                && let Ok(ci) = state.consumer_info(&c.name).await
+            {
+                pending += ci.num_pending;
+            }
+        }
+        total += lag.max(pending);
     }
     Some(total)
 }
