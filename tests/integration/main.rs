@@ -43,6 +43,7 @@ mod skew;
 mod sourcing;
 mod streams;
 mod task_view;
+mod tenants;
 mod text;
 mod upgrades;
 mod vectors;

@@ -387,7 +387,8 @@ impl Bus {
     /// Up to `limit` messages of `stream` on `filter` as stored now, from
     /// `deliver` on, oldest first, through an ordered consumer: the one way the bus
     /// reads a bounded slice of a stream (a task's events, an organisation's audit
-    /// page, an endpoint's webhook attempts). Each read waits at most 5 s.
+    /// page, an endpoint's webhook attempts). Each read waits at most 5 s once it
+    /// has one of the process's [`crate::STORED_READERS`] permits.
     ///
     /// # Errors
     /// Transient (named `what`) when NATS does not answer in time.
@@ -399,6 +400,12 @@ impl Bus {
         limit: usize,
         what: &'static str,
     ) -> Result<Vec<Stored>, BusError> {
+        // Held until the consumer is deleted: the bound on consumers at once.
+        let _permit = self
+            .readers
+            .acquire()
+            .await
+            .map_err(|e| BusError::transient(what, e))?;
         let stream = self
             .js
             .get_stream_no_info(&stream)

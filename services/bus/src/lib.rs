@@ -220,7 +220,18 @@ pub struct Bus {
     pub webhooks: kv::Store,
     /// Webhook deliveries already made (expiring markers).
     pub webhook_delivered: kv::Store,
+    /// Permits for the consumers that bounded reads of a stream make (audit pages,
+    /// a task's events, webhook attempts: `read_stored` in `events.rs`), shared by
+    /// every clone of this bus: at most [`STORED_READERS`] such consumers exist at
+    /// once per process, however many requests read at the same time.
+    readers: std::sync::Arc<tokio::sync::Semaphore>,
 }
+
+/// How many consumers a process's bounded stream reads may hold open at once
+/// (see [`Bus`]'s `readers`). Each lives for one read, a few milliseconds; a read
+/// beyond the bound waits for a permit. nats-server counts consumers per stream
+/// against its limits, and a burst of 200 audit pages would otherwise make 200.
+pub const STORED_READERS: usize = 16;
 
 impl std::fmt::Debug for Bus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

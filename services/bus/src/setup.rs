@@ -136,6 +136,7 @@ impl Bus {
             outcomes,
             webhooks,
             webhook_delivered,
+            readers: std::sync::Arc::new(tokio::sync::Semaphore::new(crate::STORED_READERS)),
         })
     }
 }
