@@ -101,14 +101,19 @@ async fn decide(
     .await
 }
 
-/// The rules `who` sees (every page).
+/// The live rules `who` sees (every page).
 async fn rules(who: &Person) -> Vec<Value> {
+    rules_in(who, "live").await
+}
+
+/// The rules `who` sees with `state` (`live` or `all`), every page.
+async fn rules_in(who: &Person, state: &str) -> Vec<Value> {
     let mut out = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
         let path = match &cursor {
-            Some(c) => format!("/v1/rules?limit=2&cursor={c}"),
-            None => "/v1/rules?limit=2".to_owned(),
+            Some(c) => format!("/v1/rules?state={state}&limit=2&cursor={c}"),
+            None => format!("/v1/rules?state={state}&limit=2"),
         };
         let r = who.get(&path).await;
         assert_eq!(r.status, 200, "{r:?}");
@@ -481,6 +486,28 @@ async fn expired_and_revoked_rules_stop_matching_on_the_next_hold() {
         .filter(|(_, e)| e.name() == "rule-revoked")
         .collect();
     assert_eq!(revoked.len(), 1, "{revoked:?}");
+    // The listing shows live rules by default; `state=all` shows the expired and
+    // the revoked one too; any other state is refused.
+    let ids = |rs: Vec<Value>| -> Vec<String> {
+        rs.iter()
+            .filter_map(|r| r["id"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let default = ana.get("/v1/rules").await;
+    assert_eq!(default.status, 200, "{default:?}");
+    let default = ids(default.body["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default());
+    assert!(
+        !default.contains(&short) && !default.contains(&long),
+        "{default:?}"
+    );
+    assert_eq!(ids(rules(&ana).await), default);
+    let all = ids(rules_in(&ana, "all").await);
+    assert!(all.contains(&short) && all.contains(&long), "{all:?}");
+    let r = ana.get("/v1/rules?state=revoked").await;
+    assert_eq!((r.status, r.code()), (400, "NRY-0001"), "{r:?}");
     // An unknown rule id, and a malformed one.
     let r = ana
         .delete("/v1/rules/rul_0123456789abcdef0123456789abcdef")

@@ -57,8 +57,10 @@ impl Bus {
         self.load(Bucket::Rules, rule_key(org, id)).await
     }
 
-    /// One page of `org`'s rules (revoked and expired ones included), in the order of
-    /// their last write, after the bucket stream's sequence `after` (0: from the start).
+    /// One page of `org`'s rules, in the order of their last write, after the
+    /// bucket stream's sequence `after` (0: from the start): with `live_at`, only
+    /// those live at that moment ([`Rule::live`]: not revoked, not expired), else
+    /// every stored one.
     ///
     /// # Errors
     /// Transient on NATS failure.
@@ -67,11 +69,12 @@ impl Bus {
         org: &OrgId,
         after: u64,
         limit: usize,
+        live_at: Option<time::OffsetDateTime>,
     ) -> Result<Page<Rule>, BusError> {
         self.list_page(
             Bucket::Rules,
             org,
-            |r: &Rule| &r.org == org,
+            |r: &Rule| &r.org == org && live_at.is_none_or(|now| r.live(now)),
             after,
             limit,
             RULE_SCAN_CAP,

@@ -319,6 +319,11 @@ pub const MAX_RULE_PAGE: usize = 500;
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RulesQuery {
+    /// Which rules: `live` (the default: neither revoked nor past `expiresAt`,
+    /// the ones that may still decide a hold) or `all` (revoked and expired ones
+    /// too). Any other value is `400 NRY-0001`.
+    #[serde(default)]
+    pub state: Option<RuleStateFilter>,
     /// Page size, 1 to 500 (default 50).
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_RULE_PAGE)))]
@@ -328,8 +333,20 @@ pub struct RulesQuery {
     pub cursor: Option<String>,
 }
 
-/// A page of the organisation's remembered rules (revoked and expired ones
-/// included), in the order of their last change.
+/// Which rules `GET /v1/rules` lists ([`RulesQuery::state`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum RuleStateFilter {
+    /// Rules that may still decide a hold: not revoked, not past `expiresAt`.
+    #[default]
+    Live,
+    /// Every stored rule, revoked and expired ones included.
+    All,
+}
+
+/// A page of the organisation's remembered rules (only live ones unless the
+/// query asks for `state=all`), in the order of their last change.
 #[derive(Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]

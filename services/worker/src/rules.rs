@@ -52,14 +52,52 @@ impl RuleBook {
         Self::default()
     }
 
-    /// The rules of `org` that are not revoked (expired ones included: matching,
-    /// expiry included, is the domain's).
-    pub fn for_org(&self, org: &OrgId) -> Vec<Rule> {
+    /// The rules of `org` that are live at `now` (not revoked, not expired). Rules
+    /// of `org` that have expired by `now` leave the book here, the first time
+    /// they are asked for after their expiry: nothing brings an expired rule back
+    /// (its record is never rewritten but to revoke it), so a worker holds in
+    /// memory only rules that may still decide. Matching, scope and digest
+    /// included, stays the domain's.
+    pub fn for_org(&self, org: &OrgId, now: time::OffsetDateTime) -> Vec<Rule> {
+        {
+            let book = self.0.book.read().unwrap_or_else(|p| p.into_inner());
+            match book.by_org.get(org) {
+                None => return Vec::new(),
+                Some(m) if m.values().all(|r| r.live(now)) => {
+                    return m.values().cloned().collect();
+                }
+                Some(_) => {}
+            }
+        }
+        let mut book = self.0.book.write().unwrap_or_else(|p| p.into_inner());
+        let Book { by_org, org_of } = &mut *book;
+        let Some(m) = by_org.get_mut(org) else {
+            return Vec::new();
+        };
+        m.retain(|key, r| {
+            let keep = r.live(now);
+            if !keep {
+                org_of.remove(key);
+            }
+            keep
+        });
+        let live = m.values().cloned().collect();
+        if m.is_empty() {
+            by_org.remove(org);
+        }
+        live
+    }
+
+    /// How many rules the book holds, every organisation's (what a worker keeps in
+    /// memory).
+    pub fn len(&self) -> usize {
         let book = self.0.book.read().unwrap_or_else(|p| p.into_inner());
-        book.by_org
-            .get(org)
-            .map(|m| m.values().cloned().collect())
-            .unwrap_or_default()
+        book.org_of.len()
+    }
+
+    /// Whether the book holds no rule.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     fn apply(&self, u: RuleUpdate) {
@@ -158,12 +196,33 @@ mod tests {
         );
         book.apply(update(1, &a));
         book.apply(update(2, &b));
-        assert_eq!(book.for_org(&org).len(), 2);
+        let now = time::OffsetDateTime::now_utc();
+        assert_eq!(book.for_org(&org, now).len(), 2);
         let revoked = rule(a.id.as_str(), true);
         book.apply(update(3, &revoked));
-        assert_eq!(book.for_org(&org), vec![b]);
+        assert_eq!(book.for_org(&org, now), vec![b]);
+        assert_eq!(book.len(), 1);
         assert_eq!(book.0.seen.load(Ordering::SeqCst), 3);
         let other = OrgId::parse("globex").expect("org");
-        assert!(book.for_org(&other).is_empty());
+        assert!(book.for_org(&other, now).is_empty());
+    }
+
+    #[test]
+    fn an_expired_rule_leaves_the_book_when_it_is_next_asked_for() {
+        let book = RuleBook::new();
+        let org = OrgId::parse("acme").expect("org");
+        let expires = time::macros::datetime!(2026-06-01 12:00 UTC);
+        let mut short = rule("rul_0123456789abcdef0123456789abcdef", false);
+        short.expires_at = Some(expires);
+        let long = rule("rul_fedcba9876543210fedcba9876543210", false);
+        book.apply(update(1, &short));
+        book.apply(update(2, &long));
+        let before = expires - time::Duration::seconds(1);
+        assert_eq!(book.for_org(&org, before).len(), 2);
+        assert_eq!(book.len(), 2, "a live rule stays");
+        assert_eq!(book.for_org(&org, expires), vec![long.clone()]);
+        assert_eq!(book.len(), 1, "the expired rule is gone from memory");
+        // Asking with an earlier clock afterwards does not bring it back.
+        assert_eq!(book.for_org(&org, before), vec![long]);
     }
 }

@@ -1,5 +1,5 @@
 //! Remembered approval rules: `GET /v1/rules` (a page of the caller's
-//! organisation's rules), `GET /v1/rules/{id}` and `DELETE /v1/rules/{id}` (revoke,
+//! organisation's live rules, or of all its stored ones with `state=all`), `GET /v1/rules/{id}` and `DELETE /v1/rules/{id}` (revoke,
 //! recorded in the decision audit). Another organisation's rule is not found
 //! (`404 NRY-0027`), exactly like a rule that does not exist.
 
@@ -12,13 +12,13 @@ use crate::error::ApiError;
 use crate::extract::{IdPath, parse_id};
 use crate::identity::Caller;
 use crate::state::AppState;
-use crate::wire::{DEFAULT_PAGE, MAX_RULE_PAGE, RulePage, RulesQuery};
+use crate::wire::{DEFAULT_PAGE, MAX_RULE_PAGE, RulePage, RuleStateFilter, RulesQuery};
 
 fn not_found(id: &RuleId) -> ApiError {
     ApiError::new(ErrorCode::RuleNotFound, format!("no rule {id}"))
 }
 
-/// `GET /v1/rules?limit=…&cursor=…`.
+/// `GET /v1/rules?state=live|all&limit=…&cursor=…`: live rules unless `state=all`.
 pub async fn list_rules(
     State(state): State<AppState>,
     caller: Caller,
@@ -37,7 +37,15 @@ pub async fn list_rules(
     };
     let page = state
         .bus
-        .list_rules(&caller.org, after, limit)
+        .list_rules(
+            &caller.org,
+            after,
+            limit,
+            match q.state.unwrap_or_default() {
+                RuleStateFilter::Live => Some(OffsetDateTime::now_utc()),
+                RuleStateFilter::All => None,
+            },
+        )
         .await
         .map_err(ApiError::unavailable)?;
     Ok(Json(RulePage {

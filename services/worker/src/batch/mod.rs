@@ -320,7 +320,10 @@ impl Runner {
         }
         for c in cmds.iter_mut() {
             let rules = if opens_approval(&c.env) {
-                self.rules.for_org(&c.env.org)
+                // Rules match on the server's clock (`decide::open`): only what
+                // has expired on both clocks leaves the book.
+                self.rules
+                    .for_org(&c.env.org, c.ctx.now.min(c.ctx.server_now))
             } else {
                 Vec::new()
             };
