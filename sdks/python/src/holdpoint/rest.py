@@ -365,9 +365,18 @@ class HoldpointRest:
 
     # -- rules, audit -------------------------------------------------------------
 
-    async def rules(self, *, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
-        """One page of the organisation's live remembered rules (``GET /v1/rules``)."""
-        r = await self._request("GET", "/v1/rules", params={"limit": limit, "cursor": cursor})
+    async def rules(
+        self,
+        *,
+        state: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """One page of the organisation's remembered rules (``GET /v1/rules``): the
+        live ones, or with ``state="all"`` the revoked and expired ones too."""
+        r = await self._request(
+            "GET", "/v1/rules", params={"state": state, "limit": limit, "cursor": cursor}
+        )
         return dict(r.json())
 
     async def rule(self, rule_id: str) -> dict[str, Any]:

@@ -1388,8 +1388,8 @@ export interface components {
         /** @description A remembered approval rule (`rul_` and 32 hex digits, derived from the answer that wrote it; see `crate::policy`). */
         RuleId: string;
         /**
-         * @description A page of the organisation's remembered rules (revoked and expired ones
-         *     included), in the order of their last change.
+         * @description A page of the organisation's remembered rules (only live ones unless the
+         *     query asks for `state=all`), in the order of their last change.
          */
         RulePage: {
             /** @description The remembered rules of this page (at most `limit`). */
@@ -1399,6 +1399,8 @@ export interface components {
         };
         /** @description How widely a remembered rule applies, from the most specific to the widest. */
         RuleScope: "session" | "agent" | "organisation";
+        /** @description Which rules `GET /v1/rules` lists (`RulesQuery::state`). */
+        RuleStateFilter: "live" | "all";
         /** @description A runtime session (`NRY-0002` when it does not exist). */
         SessionId: string;
         /**
@@ -2367,6 +2369,12 @@ export interface operations {
                 cursor?: string;
                 /** @description Page size, 1 to 500 (default 50). */
                 limit?: number;
+                /**
+                 * @description Which rules: `live` (the default: neither revoked nor past `expiresAt`,
+                 *     the ones that may still decide a hold) or `all` (revoked and expired ones
+                 *     too). Any other value is `400 NRY-0001`.
+                 */
+                state?: components["schemas"]["RuleStateFilter"] | null;
             };
             header?: never;
             path?: never;
