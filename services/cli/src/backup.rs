@@ -28,8 +28,12 @@
 //! nats-server (2.15.1, measured by tests/integration/backup.rs) rebuilds a
 //! restored stream's duplicate window from its stored `Nats-Msg-Id`s only when
 //! it starts, so the servers are restarted after a restore and before the
-//! services: otherwise the events that the last commits before the backup still
-//! owed, which a worker publishes again, would be stored a second time.
+//! services.
+//!
+//! Before the first snapshot a backup waits until the public streams have sourced
+//! every effect of the state stream and their source consumers have it
+//! acknowledged (`wait_sourcing_settled`): snapshots taken while an effect was
+//! between the two could hold it in one and not the other.
 //!
 //! A consistent backup is taken with the ingresses, workers and notifiers
 //! stopped (the nats-servers running): streams are snapshotted one after the
@@ -142,6 +146,7 @@ pub async fn backup(args: BackupArgs) -> anyhow::Result<()> {
         .with_context(|| format!("create {}", args.out.display()))?;
     let topo = args.store.topology();
     let client = holdpoint_bus::connect(&args.store.nats_url, "holdpoint-backup").await?;
+    wait_sourcing_settled(&client, &topo).await?;
     let mut streams = Vec::new();
     for name in topo.stream_names() {
         let saved = snapshot(&client, &name, &args.out)
@@ -166,6 +171,69 @@ pub async fn backup(args: BackupArgs) -> anyhow::Result<()> {
         .with_context(|| format!("write {}", manifest_path.display()))?;
     println!("backup: written to {}", args.out.display());
     Ok(())
+}
+
+/// How long a backup waits for the sourcing to settle before it gives up.
+const SETTLE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Waits until the streams that source the state stream have stored, and their
+/// durable source consumers have had acknowledged, every effect it holds: each
+/// consumer with nothing pending and nothing unacknowledged, each source with no
+/// lag. The streams are snapshotted one after the other, so without this an
+/// effect in flight between the state stream and a public stream could be saved
+/// in one and not yet in the other (stored twice, or not at all, after a
+/// restore). With the services stopped it settles within a heartbeat (1 s).
+///
+/// # Errors
+/// When it has not settled within [`SETTLE_DEADLINE`] (services still running,
+/// or a source that cannot reach the state stream) or the servers do not answer.
+async fn wait_sourcing_settled(
+    client: &async_nats::Client,
+    topo: &holdpoint_bus::Topology,
+) -> anyhow::Result<()> {
+    let js = async_nats::jetstream::new(client.clone());
+    let sourcing = [
+        topo.events_stream(),
+        topo.lanes_stream(),
+        topo.audit_stream(),
+        topo.commands_stream(),
+    ];
+    let deadline = tokio::time::Instant::now() + SETTLE_DEADLINE;
+    let last = loop {
+        let mut unsettled = Vec::new();
+        let state = js
+            .get_stream(topo.state_stream())
+            .await
+            .context("read the state stream")?;
+        for name in &sourcing {
+            let Ok(mut stream) = js.get_stream(name).await else {
+                continue; // not made yet: it sources nothing to save
+            };
+            let info = stream
+                .info()
+                .await
+                .with_context(|| format!("read {name}"))?;
+            let lag: u64 = info.sources.iter().map(|s| s.lag).sum();
+            let pending = match state.consumer_info(topo.source_consumer(name)).await {
+                Ok(c) => c.num_pending + c.num_ack_pending as u64,
+                Err(_) => 0, // an ephemeral source: its lag says it all
+            };
+            if lag > 0 || pending > 0 {
+                unsettled.push(format!("{name} (lag {lag}, pending {pending})"));
+            }
+        }
+        if unsettled.is_empty() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break unsettled.join(", ");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    bail!(
+        "the streams that source the state stream have not caught up within {SETTLE_DEADLINE:?}: \
+         {last}; stop the ingresses, workers and notifiers before a backup"
+    )
 }
 
 /// Saves one stream into `dir` and returns its manifest entry.
