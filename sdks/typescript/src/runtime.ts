@@ -51,7 +51,7 @@ export const PROVISIONAL_CODES: ReadonlySet<string> = new Set([
   'NRY-0001', 'NRY-0002', 'NRY-0003', 'NRY-0004', 'NRY-0010', 'NRY-0020',
   'NRY-0022', 'NRY-0023', 'NRY-0024', 'NRY-0025', 'NRY-0026', 'NRY-0028',
   'NRY-0029', 'NRY-0030', 'NRY-0032', 'NRY-0033', 'NRY-0034', 'NRY-0035',
-  'NRY-0036', 'NRY-0040', 'NRY-0041', 'NRY-0050', 'NRY-0051',
+  'NRY-0036', 'NRY-0037', 'NRY-0040', 'NRY-0041', 'NRY-0050', 'NRY-0051',
 ]);
 
 /** The longest id, in UTF-8 bytes. */
