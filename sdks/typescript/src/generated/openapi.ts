@@ -1970,7 +1970,7 @@ export interface operations {
                  *     person or by one of the caller's groups (not those open to the whole
                  *     organisation). Any other value is `NRY-0001`.
                  */
-                assignee?: string;
+                assignee?: "me";
                 /** @description The previous page's `nextCursor`. */
                 cursor?: string;
                 /** @description Page size, 1 to 500 (default 50). */
