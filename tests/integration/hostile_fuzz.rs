@@ -531,6 +531,7 @@ async fn samples() -> Vec<(&'static str, Vec<u8>)> {
             interaction_id: InteractionId::parse(q).expect("id"),
             route: AnswerRoute::Question,
             key: IdempotencyKey::parse("k-1").expect("key"),
+            groups: Vec::new(),
             by: PersonId::parse("ana").expect("person"),
             task_id: None,
             context_id: None,

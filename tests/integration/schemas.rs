@@ -470,6 +470,7 @@ async fn real_traffic_matches_the_schemas() {
         expires_at: None,
         expires_in: None,
         on_expiry: Default::default(),
+        assignees: None,
     })))
     .await
     .expect("open connection");

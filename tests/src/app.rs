@@ -402,6 +402,7 @@ impl<N: Broker> TestApp<N> {
             org: org.to_owned(),
             person: person.to_owned(),
             token: None,
+            groups: None,
         }
     }
 
@@ -413,6 +414,7 @@ impl<N: Broker> TestApp<N> {
             org: String::new(),
             person: String::new(),
             token: Some(token.to_owned()),
+            groups: None,
         }
     }
 
@@ -581,6 +583,8 @@ pub struct Person {
     pub person: String,
     /// A bearer token sent instead of the development headers.
     pub token: Option<String>,
+    /// `X-Holdpoint-Groups` sent with the development headers, when set.
+    pub groups: Option<String>,
 }
 
 /// An HTTP answer: status, body (JSON or `Null`), and the `Retry-After` header.
@@ -605,10 +609,22 @@ impl Person {
     fn req(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         match &self.token {
             Some(t) => r.bearer_auth(t),
-            None => r
-                .header("X-Holdpoint-Org", &self.org)
-                .header("X-Holdpoint-Person", &self.person),
+            None => {
+                let r = r
+                    .header("X-Holdpoint-Org", &self.org)
+                    .header("X-Holdpoint-Person", &self.person);
+                match &self.groups {
+                    Some(g) => r.header("X-Holdpoint-Groups", g),
+                    None => r,
+                }
+            }
         }
+    }
+
+    /// The same person, naming `groups` (comma-separated) in `X-Holdpoint-Groups`.
+    pub fn with_groups(mut self, groups: &str) -> Person {
+        self.groups = Some(groups.to_owned());
+        self
     }
 
     /// GET with extra raw headers (e.g. two `Authorization` headers).

@@ -435,7 +435,15 @@ async def test_the_worker_records_the_command_under_the_pythons_id(up: Holdpoint
     try:
         session, task = unique("sess"), unique("task")
         await rt.open_session(session)
-        at = Placement(session, "main", task, unique("ctx"), agent="coder", expiry=Expiry(expires_in=900, on_expiry="close"))
+        at = Placement(
+            session,
+            "main",
+            task,
+            unique("ctx"),
+            agent="coder",
+            expiry=Expiry(expires_in=900, on_expiry="close"),
+            assignees=holdpoint.Assignees(people=("ana@acme.example",), groups=("oncall",)),
+        )
         arguments = {
             "日本": [1e-5, 1e16, 5e-324, -0.0, 2.0, 0.1, 12345678901234567890123, -(2**63)],
             "😀": {"é": "„Zitat“ \u2028 \x01", "": None, "Z": True},
@@ -453,5 +461,6 @@ async def test_the_worker_records_the_command_under_the_pythons_id(up: Holdpoint
         assert holdpoint.command_id(rt.envelope(command)) in recorded, recorded
         # And the digest the worker bound the approval to is Python's.
         assert record["spec"]["argumentsDigest"] == holdpoint.arguments_digest(arguments)
+        assert record["assignees"] == {"people": ["ana@acme.example"], "groups": ["oncall"]}
     finally:
         await rt.close()

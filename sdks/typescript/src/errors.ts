@@ -100,6 +100,8 @@ export class ArgumentsChangedError extends ConflictError {}
  * (`NRY-0029`), or sent with `remember` (`NRY-0033`).
  */
 export class EditRefusedError extends HoldpointError {}
+/** The interaction names who may answer it and this caller is not among them, by person or group: nothing was decided (`NRY-0037`, status 403). */
+export class NotAssigneeError extends HoldpointError {}
 /** No valid identity (`NRY-0011`). */
 export class UnauthenticatedError extends HoldpointError {}
 /** Text on an approval (text never approves), or a result for a call never released (`NRY-0020`). */
@@ -147,6 +149,7 @@ export const ERROR_CATALOG: Readonly<Record<ErrorCode, { readonly type: ErrorCla
   'NRY-0034': { type: InvalidRequestError, retryable: false },
   'NRY-0035': { type: InvalidRequestError, retryable: false },
   'NRY-0036': { type: AnswerDoesNotFitError, retryable: false },
+  'NRY-0037': { type: NotAssigneeError, retryable: false },
   'NRY-0040': { type: WebhookRefusedError, retryable: false },
   'NRY-0041': { type: WebhookRefusedError, retryable: false },
   'NRY-0042': { type: ConflictError, retryable: false },

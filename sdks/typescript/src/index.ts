@@ -29,6 +29,7 @@ export {
   AnswerDoesNotFitError,
   ArgumentsChangedError,
   EditRefusedError,
+  NotAssigneeError,
   ConflictError,
   DeadlineError,
   RuleRefusedError,

@@ -11,6 +11,7 @@
  * @packageDocumentation
  */
 export {
+  type Assignees,
   type CloseReason,
   type Decision,
   decisionOf,

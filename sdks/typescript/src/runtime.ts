@@ -51,7 +51,7 @@ export const PROVISIONAL_CODES: ReadonlySet<string> = new Set([
   'NRY-0001', 'NRY-0002', 'NRY-0003', 'NRY-0004', 'NRY-0010', 'NRY-0020',
   'NRY-0022', 'NRY-0023', 'NRY-0024', 'NRY-0025', 'NRY-0026', 'NRY-0028',
   'NRY-0029', 'NRY-0030', 'NRY-0032', 'NRY-0033', 'NRY-0034', 'NRY-0035',
-  'NRY-0036', 'NRY-0040', 'NRY-0041', 'NRY-0050', 'NRY-0051',
+  'NRY-0036', 'NRY-0037', 'NRY-0040', 'NRY-0041', 'NRY-0050', 'NRY-0051',
 ]);
 
 /** The longest id, in UTF-8 bytes. */
@@ -65,6 +65,33 @@ export type SessionMode = 'blocking' | 'product';
 export type CloseReason = 'interrupted' | 'superseded' | 'expired' | 'canceled';
 /** What expiry decides: `decide` (the kind's default) or `close`. */
 export type OnExpiry = 'decide' | 'close';
+
+/**
+ * Who may answer what is opened (README "Assignees"): people by `sub` (1 to 256
+ * characters, no control characters) and groups by the configured groups claim
+ * (1 to 128 printable ASCII characters, no spaces). The worker refuses an empty
+ * one, more than 32 of either, or a name twice (`NRY-0001`); anyone else of the
+ * organisation who answers gets `NRY-0037`.
+ */
+export interface Assignees {
+  readonly people?: readonly string[] | undefined;
+  readonly groups?: readonly string[] | undefined;
+}
+
+function checkAssignees(a: Assignees): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  const people = [...(a.people ?? [])];
+  for (const p of people) {
+    // eslint-disable-next-line no-control-regex
+    if (typeof p !== 'string' || p.length === 0 || p.length > 256 || /[\u0000-\u001f\u007f-\u009f]/.test(p)) {
+      throw new InvalidIdError('a person is 1 to 256 characters without control characters');
+    }
+  }
+  const groups = [...(a.groups ?? [])].map((g) => checkId('group', g));
+  if (people.length) out.people = people;
+  if (groups.length) out.groups = groups;
+  return out;
+}
 
 /** Throws {@link InvalidIdError} unless `value` is 1 to 128 printable ASCII characters without spaces. */
 export function checkId(what: string, value: unknown): string {
@@ -103,6 +130,8 @@ export interface Placement {
   readonly contextId: string;
   readonly agent?: string | undefined;
   readonly expiry?: Expiry | undefined;
+  /** Who may answer what is opened here; absent: anyone of the organisation. */
+  readonly assignees?: Assignees | undefined;
 }
 
 /** A checked {@link Placement}; {@link InvalidIdError} for a bad id. */
@@ -112,6 +141,7 @@ export function placement(at: Placement): Placement {
   checkId('taskId', at.taskId);
   checkId('contextId', at.contextId);
   if (at.agent !== undefined) checkId('agent', at.agent);
+  if (at.assignees !== undefined) checkAssignees(at.assignees);
   return Object.freeze({ ...at });
 }
 
@@ -207,6 +237,7 @@ export function openCommand(at: Placement, interactionId: string, callId: string
   if (expiry.expiresAt !== undefined) command.expiresAt = wire.formatTimestamp(expiry.expiresAt);
   if (expiry.expiresIn !== undefined) command.expiresIn = Math.trunc(expiry.expiresIn);
   if (expiry.onExpiry !== undefined && expiry.onExpiry !== 'decide') command.onExpiry = expiry.onExpiry;
+  if (at.assignees !== undefined) command.assignees = checkAssignees(at.assignees);
   return command;
 }
 

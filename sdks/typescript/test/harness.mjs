@@ -192,9 +192,11 @@ export class Holdpoint {
     return this.runtime(org, 'session', '--session', session);
   }
 
-  /** Holds a call for approval; resolves to the effect id. */
-  async hold(org, { session, task, call, effect, server = 'github', tool = 'create_pull_request', args = {}, reason, editable, agent, expiresIn }) {
+  /** Holds a call for approval (assigned to `people` and `groups` when given); resolves to the effect id. */
+  async hold(org, { session, task, call, effect, server = 'github', tool = 'create_pull_request', args = {}, reason, editable, agent, expiresIn, people = [], groups = [] }) {
     const extra = reason ? ['--reason', reason] : [];
+    for (const p of people) extra.push('--assign-person', p);
+    for (const g of groups) extra.push('--assign-group', g);
     if (editable) extra.push('--editable');
     if (agent) extra.push('--agent', agent);
     if (expiresIn) extra.push('--expires-in', String(expiresIn));

@@ -709,6 +709,42 @@ describe('the inbox in Chromium, against holdpoint up', () => {
     }
   });
 
+  test('assignees: cards for you come first, cards for others offer nothing to press, and a reassignment redraws the card', async () => {
+    const position = (id) => page.locator('#pending > li').evaluateAll((l, want) => l.findIndex((e) => e.dataset.interactionId === want), id);
+    await hp.hold('acme', { session: 's1', task: 'tas1', call: 'call-as1', effect: 'eff_as_all', args: { n: 1 } });
+    await hp.hold('acme', { session: 's1', task: 'tas2', call: 'call-as2', effect: 'eff_as_other', args: { n: 2 }, people: ['zoe'], groups: ['payments'] });
+    await hp.hold('acme', { session: 's1', task: 'tas3', call: 'call-as3', effect: 'eff_as_me', args: { n: 3 }, people: ['dev'] });
+    const [all, other, mine] = ['eff_as_all', 'eff_as_other', 'eff_as_me'].map((id) => card(page, id));
+    await Promise.all([all.waitFor(), other.waitFor(), mine.waitFor()]);
+
+    // For you first: before every card that is not for this person.
+    assert.equal(await position('eff_as_me'), 0, 'the card for you comes first');
+    assert.ok(await position('eff_as_all') > 0 && await position('eff_as_other') > 0);
+    assert.equal(await mine.locator('.for-you').textContent(), 'For you');
+    assert.equal(await mine.getByRole('button', { name: 'Approve' }).count(), 1);
+    // For others: shown, with nothing to press or select, saying who may answer.
+    assert.equal(await other.locator('button, input, textarea, select').count(), 0);
+    assert.equal(await other.locator('.assigned-others').textContent(), 'Assigned to zoe and group payments: you cannot answer this one.');
+    assert.equal(await all.locator('.for-you').count(), 0);
+    assert.equal(await all.getByRole('button', { name: 'Approve' }).count(), 1);
+    await shot(page, 'inbox-assignees');
+
+    // The runtime reassigns it to this person: the card is drawn again, for you.
+    assert.equal(await hp.runtime('acme', 'reassign', 'eff_as_other', '--assign-person', 'dev'), 'reassigned eff_as_other');
+    await other.locator('.for-you').waitFor();
+    assert.ok(await position('eff_as_other') < await position('eff_as_all'), 'now for you: before the card open to all');
+    const posted = page.waitForRequest((r) => r.method() === 'POST' && r.url().endsWith('/v1/interactions/eff_as_other/approve'));
+    await other.getByRole('button', { name: 'Approve' }).click();
+    await posted;
+    await other.waitFor({ state: 'detached' });
+    assert.equal((await rest.get('eff_as_other')).resolution.by, 'dev');
+    // Leave nothing waiting for the tests after this one.
+    for (const c of [mine, all]) {
+      await c.getByRole('button', { name: 'Deny' }).click();
+      await c.waitFor({ state: 'detached' });
+    }
+  });
+
   test('the page asked for nothing outside the ingress and raised no errors', () => {
     assert.deepEqual(b.foreign, []);
     assert.deepEqual(b.problems, []);

@@ -31,9 +31,9 @@ use holdpoint_domain::OrgId;
 use crate::Topology;
 
 /// The command verbs a runtime sends (`hp.cmd.<org>.<key>.<verb>`): sessions,
-/// interactions, tool results, turns, deadlines. Not `answer` or `message` (a
+/// interactions, tool results, turns, deadlines, reassignments. Not `answer` or `message` (a
 /// person's, through the ingress) and not `expire` (the server's schedules').
-pub const RUNTIME_VERBS: [&str; 9] = [
+pub const RUNTIME_VERBS: [&str; 10] = [
     "session-open",
     "session-close",
     "session-end",
@@ -43,6 +43,7 @@ pub const RUNTIME_VERBS: [&str; 9] = [
     "turn-start",
     "turn-finish",
     "deadline",
+    "reassign",
 ];
 
 /// One NATS user's permissions.

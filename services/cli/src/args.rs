@@ -352,6 +352,11 @@ pub struct JwtArgs {
     #[arg(long, env = "HOLDPOINT_ORG_CLAIM")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub org_claim: Option<String>,
+    /// The claim holding the person's groups, e.g. groups or roles (default: none;
+    /// group assignees then match nobody).
+    #[arg(long, env = "HOLDPOINT_GROUPS_CLAIM")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups_claim: Option<String>,
     /// Accepted algorithms, comma-separated (default RS256,ES256,EdDSA; HMAC is
     /// never accepted).
     #[arg(long, env = "HOLDPOINT_JWT_ALGORITHMS")]

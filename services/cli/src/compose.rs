@@ -103,6 +103,7 @@ impl Config {
             let mut cfg = AuthConfig::new(issuer, source);
             cfg.audience = audience;
             cfg.org_claim = a.org_claim.clone();
+            cfg.groups_claim = a.groups_claim.clone();
             cfg.algorithms = a
                 .jwt_algorithms
                 .iter()

@@ -250,6 +250,10 @@ pub struct AuthConfig {
     pub jwt_audience: Option<String>,
     /// The claim holding the organisation.
     pub org_claim: String,
+    /// The claim holding the person's groups (`groups`, `roles`, ...), matched by
+    /// group assignees; unset: callers have no groups.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups_claim: Option<String>,
     /// Accepted algorithms (HMAC never is).
     pub jwt_algorithms: Vec<String>,
     /// Clock leeway for `exp` / `nbf`, in seconds.
@@ -273,6 +277,7 @@ impl Default for AuthConfig {
             jwks_file: None,
             jwt_audience: None,
             org_claim: "org".into(),
+            groups_claim: None,
             jwt_algorithms: vec!["RS256".into(), "ES256".into(), "EdDSA".into()],
             jwt_leeway_secs: 30,
             jwks_ttl_secs: 300,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use holdpoint_client::{AgentManifest, Expiry, HoldCall, Placement, Runtime};
-use holdpoint_domain::{CallResult, CloseReason, OnExpiry, QuestionSpec, SessionMode};
+use holdpoint_domain::{Assignees, CallResult, CloseReason, OnExpiry, QuestionSpec, SessionMode};
 
 /// Where and as whom the runtime acts.
 #[derive(Debug, Clone, Args)]
@@ -55,6 +55,37 @@ pub struct PlaceArgs {
     /// What the deadline decides: `decide` (the kind's default) or `close`.
     #[arg(long, default_value = "decide")]
     pub on_expiry: String,
+    #[command(flatten)]
+    pub assign: AssignArgs,
+}
+
+/// Who may answer (README "Assignees"); neither option: anyone of the organisation.
+#[derive(Debug, Clone, Default, Args)]
+pub struct AssignArgs {
+    /// A person who may answer (a token's `sub`); repeat for more (at most 32).
+    #[arg(long = "assign-person", value_name = "SUB")]
+    pub people: Vec<String>,
+    /// A group who may answer (from the configured groups claim); repeat for more
+    /// (at most 32).
+    #[arg(long = "assign-group", value_name = "GROUP")]
+    pub groups: Vec<String>,
+}
+
+impl AssignArgs {
+    /// The assignees these options name; `None` when they name nobody.
+    ///
+    /// # Errors
+    /// A name that is not a person id or a group name.
+    pub fn assignees(&self) -> anyhow::Result<Option<Assignees>> {
+        if self.people.is_empty() && self.groups.is_empty() {
+            return Ok(None);
+        }
+        let people: Vec<&str> = self.people.iter().map(String::as_str).collect();
+        let groups: Vec<&str> = self.groups.iter().map(String::as_str).collect();
+        Ok(Some(
+            Assignees::of(&people, &groups).context("--assign-person / --assign-group")?,
+        ))
+    }
 }
 
 /// What the runtime can do from a shell: the commands `holdpoint-client` sends.
@@ -141,6 +172,14 @@ pub enum RuntimeVerb {
         #[arg(long)]
         expires_in: Option<u64>,
     },
+    /// Change who may answer a pending interaction (neither option: anyone of the
+    /// organisation again).
+    Reassign {
+        /// The interaction whose assignees change.
+        id: String,
+        #[command(flatten)]
+        assign: AssignArgs,
+    },
     /// Report a released call's result (JSON output).
     ToolResult {
         /// The released call's effect id (its approval's interaction id).
@@ -162,7 +201,18 @@ fn place(a: &PlaceArgs) -> anyhow::Result<Placement> {
         expires_in: a.expires_in,
         on_expiry,
     };
-    Ok(Placement::new(&a.session, &a.lane, &a.task, &a.context)?.with_expiry(expiry))
+    let placement = Placement::new(&a.session, &a.lane, &a.task, &a.context)?.with_expiry(expiry);
+    Ok(match a.assign.assignees()? {
+        Some(assignees) => placement.assigned_to(assignees),
+        None => placement,
+    })
+}
+
+fn accepted_word(a: holdpoint_domain::Accepted) -> &'static str {
+    match a {
+        holdpoint_domain::Accepted::Unchanged => "unchanged",
+        _ => "reassigned",
+    }
 }
 
 fn parse_time(s: Option<&str>) -> anyhow::Result<Option<time::OffsetDateTime>> {
@@ -256,6 +306,10 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
             };
             rt.set_deadline(&id, expiry).await?;
             println!("deadline set for {id}");
+        }
+        RuntimeVerb::Reassign { id, assign } => {
+            let accepted = rt.reassign(&id, assign.assignees()?).await?;
+            println!("{} {id}", accepted_word(accepted));
         }
         RuntimeVerb::ToolResult { id, output } => {
             let output = serde_json::from_str(&output).context("--output is not JSON")?;

@@ -38,9 +38,9 @@ use holdpoint_bus::events::Start;
 use holdpoint_bus::outcome::Waiter;
 use holdpoint_bus::{Bus, BusError, Topology};
 use holdpoint_domain::{
-    Accepted, AgentId, CallId, CallResult, CloseReason, Command, CommandEnvelope, ContextId, Event,
-    IdError, InteractionId, LaneId, MessageId, OnExpiry, OpenInteraction, OpenRequest, OrgId,
-    QuestionSpec, Rejection, SessionId, SessionMode, TaskId,
+    Accepted, AgentId, Assignees, CallId, CallResult, CloseReason, Command, CommandEnvelope,
+    ContextId, Event, IdError, InteractionId, LaneId, MessageId, OnExpiry, OpenInteraction,
+    OpenRequest, OrgId, QuestionSpec, Rejection, SessionId, SessionMode, TaskId,
 };
 pub use manifest::AgentManifest;
 
@@ -91,6 +91,9 @@ pub struct Placement {
     /// The deadline of what is opened here (none unless set; the worker's
     /// configured default then applies).
     pub expiry: Expiry,
+    /// Who may answer what is opened here (see [`Placement::assigned_to`]); none:
+    /// anyone of the organisation.
+    pub assignees: Option<Assignees>,
 }
 
 /// An interaction's deadline as a runtime asks for it: at most one of `expires_at`
@@ -125,7 +128,18 @@ impl Placement {
             context_id: ContextId::parse(context)?,
             expiry: Expiry::default(),
             agent: None,
+            assignees: None,
         })
+    }
+
+    /// The same placement, opening interactions only the `assignees` may answer
+    /// (people by `sub`, groups by the configured groups claim); anyone else of the
+    /// organisation is refused with `NRY-0037`. The worker refuses assignees
+    /// naming nobody, more than 32 people or 32 groups, or one name twice
+    /// (`NRY-0001`).
+    pub fn assigned_to(mut self, assignees: Assignees) -> Self {
+        self.assignees = Some(assignees);
+        self
     }
 
     /// The same placement, naming the agent its calls are held for: a rule
@@ -318,6 +332,7 @@ impl Runtime {
             expires_at: at.expiry.expires_at,
             expires_in: at.expiry.expires_in,
             on_expiry: at.expiry.on_expiry,
+            assignees: at.assignees.clone(),
         })))
         .await?;
         Ok(id)
@@ -466,6 +481,32 @@ impl Runtime {
             task_id,
             expires_at: expiry.expires_at,
             expires_in: expiry.expires_in,
+        })
+        .await
+    }
+
+    /// Changes who may answer pending interaction `id`: `Some` names the new
+    /// assignees, `None` lets anyone of the organisation answer again. Each call is
+    /// one change (its own change id; [`Runtime::send`] retries it as a replay): an
+    /// `interaction-reassigned` event and an `assignees-changed` audit record.
+    /// The same assignees as now is `Unchanged` and publishes nothing.
+    ///
+    /// # Errors
+    /// As [`Runtime::send`]; `NRY-0004` for no such interaction, `NRY-0021` when it
+    /// no longer waits, `NRY-0001` for assignees out of bounds.
+    pub async fn reassign(
+        &self,
+        id: &str,
+        assignees: Option<Assignees>,
+    ) -> Result<Accepted, ClientError> {
+        let interaction_id = InteractionId::parse(id)?;
+        let task_id = self.task_of(&interaction_id).await?;
+        let change_id = MessageId::parse(format!("chg-{}", uuid::Uuid::new_v4().simple()))?;
+        self.send(Command::Reassign {
+            interaction_id,
+            task_id,
+            change_id,
+            assignees,
         })
         .await
     }

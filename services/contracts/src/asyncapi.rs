@@ -486,6 +486,8 @@ mod tests {
             "tool-result" => json!({"type": verb, "interactionId": "i",
                 "result": {"status": "ok", "output": 1}}),
             "deadline" => json!({"type": verb, "interactionId": "i", "expiresIn": 60}),
+            "reassign" => json!({"type": verb, "interactionId": "i", "changeId": "c",
+                "assignees": {"groups": ["oncall"]}}),
             "expire" => json!({"type": verb, "interactionId": "i", "taskId": "t",
                 "expiresAt": "2026-05-01T12:00:00.000Z", "stage": "warn"}),
             "message" => json!({"type": verb, "session": "s", "lane": "main", "messageId": "m",

@@ -8,9 +8,10 @@ use serde_json::Value;
 use crate::digest::canonical_json;
 use crate::digest::digest;
 use crate::ids::{
-    AgentId, CallId, CommandId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId,
-    PersonId, SessionId, TaskId,
+    AgentId, CallId, CommandId, ContextId, GroupName, IdempotencyKey, InteractionId, LaneId,
+    MessageId, OrgId, PersonId, SessionId, TaskId,
 };
+use crate::interaction::Assignees;
 use crate::policy::Remember;
 use crate::vocab::{
     CallResult, CloseReason, DeadlineStage, OnExpiry, OptionAnswer, QuestionSpec, SessionMode,
@@ -111,6 +112,28 @@ pub enum Command {
         /// (1 to [`MAX_EXPIRES_IN_SECS`]).
         #[serde(default, rename = "expiresIn", skip_serializing_if = "Option::is_none")]
         expires_in: Option<u64>,
+    },
+    /// Runtime: change who may answer a pending interaction (README "Assignees").
+    /// `assignees` absent opens it to anyone of the organisation again. Each
+    /// change is an `interaction-reassigned` event and an audit record.
+    Reassign {
+        /// The interaction (1 to 128 printable ASCII characters, no spaces).
+        #[serde(rename = "interactionId")]
+        interaction_id: InteractionId,
+        /// The interaction's A2A task, when the sender knows it (routing, as for
+        /// `close`).
+        #[serde(default, rename = "taskId", skip_serializing_if = "Option::is_none")]
+        task_id: Option<TaskId>,
+        /// This change's id (1 to 128 printable ASCII characters, no spaces), made
+        /// by the runtime once per change: the same id again is a replay, so a
+        /// retry never applies a change twice and changing back later is a new
+        /// change.
+        #[serde(rename = "changeId")]
+        change_id: MessageId,
+        /// The new assignees (bounds as at the opening); absent: anyone of the
+        /// organisation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        assignees: Option<Assignees>,
     },
     /// Server (a JetStream message schedule fires it): a deadline's warning lead or
     /// the deadline itself was reached. Runtimes and people never send it; its
@@ -219,6 +242,11 @@ pub struct OpenInteraction {
     /// What the deadline decides: the kind's default (`decide`) or `close`.
     #[serde(default, skip_serializing_if = "OnExpiry::is_default")]
     pub on_expiry: OnExpiry,
+    /// Who may answer it (README "Assignees"): at least one person or group, at
+    /// most 32 of each, none twice (`NRY-0001` otherwise); absent: anyone of the
+    /// organisation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignees: Option<Assignees>,
 }
 
 /// What an opening asks, by kind.
@@ -348,6 +376,11 @@ pub struct AnswerCommand {
     /// The person who acted: a verified JWT `sub` or the local OS user (1 to 256
     /// characters, no control characters).
     pub by: PersonId,
+    /// The caller's groups, from the configured groups claim of their token (none
+    /// for the local user or the development headers without
+    /// `X-Holdpoint-Groups`): what an interaction's group assignees match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupName>,
     /// When given (A2A), must match the interaction's task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<TaskId>,
@@ -374,6 +407,7 @@ impl CommandEnvelope {
             Command::Answer(_) => "answer",
             Command::ToolResult { .. } => "tool-result",
             Command::Deadline { .. } => "deadline",
+            Command::Reassign { .. } => "reassign",
             Command::Expire { .. } => "expire",
             Command::Message { .. } => "message",
             Command::TurnStart { .. } => "turn-start",
@@ -448,6 +482,13 @@ impl CommandEnvelope {
                 &expires_at.map(crate::timestamp::format).unwrap_or_default(),
                 &expires_in.map(|s| s.to_string()).unwrap_or_default(),
             ]),
+            // One id per change: the runtime's retry is a replay, a later change back
+            // to the same assignees is another command.
+            Command::Reassign {
+                interaction_id,
+                change_id,
+                ..
+            } => digest(&[org, "reassign", interaction_id.as_str(), change_id.as_str()]),
             // One id per (interaction, deadline, stage): a schedule that fires twice
             // is decided once.
             Command::Expire {
@@ -511,6 +552,7 @@ impl CommandEnvelope {
             Command::Close { interaction_id, .. }
             | Command::ToolResult { interaction_id, .. }
             | Command::Deadline { interaction_id, .. }
+            | Command::Reassign { interaction_id, .. }
             | Command::Expire { interaction_id, .. } => Some(interaction_id),
             Command::Answer(a) => Some(&a.interaction_id),
             _ => None,
@@ -524,7 +566,8 @@ impl CommandEnvelope {
             Command::Answer(a) => a.task_id.as_ref(),
             Command::Close { task_id, .. }
             | Command::ToolResult { task_id, .. }
-            | Command::Deadline { task_id, .. } => task_id.as_ref(),
+            | Command::Deadline { task_id, .. }
+            | Command::Reassign { task_id, .. } => task_id.as_ref(),
             Command::Expire { task_id, .. } => Some(task_id),
             _ => None,
         }

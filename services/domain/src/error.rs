@@ -136,6 +136,11 @@ pub enum ErrorCode {
     /// field that does not. Nothing is decided.
     #[serde(rename = "NRY-0036")]
     FormValueInvalid,
+    /// The interaction names who may answer it (its `assignees`) and the caller is
+    /// not one of them, neither by person nor by group. Nothing is decided. Another
+    /// organisation's interaction is `NRY-0004`, as a missing one.
+    #[serde(rename = "NRY-0037")]
+    NotAssignee,
     /// A webhook URL Holdpoint will not call: not `https` (plain `http` only to a
     /// loopback host in local mode), credentials, a fragment or a control character
     /// in it (in the host also percent-encoded), or a literal
@@ -212,6 +217,7 @@ impl ErrorCode {
             ErrorCode::BatchInvalid => (400, "NRY-0034", "Batch not valid"),
             ErrorCode::FormSchemaUnsupported => (400, "NRY-0035", "Form schema not supported"),
             ErrorCode::FormValueInvalid => (400, "NRY-0036", "Value does not fit the form"),
+            ErrorCode::NotAssignee => (403, "NRY-0037", "Not an assignee"),
             ErrorCode::WebhookUrlRefused => (400, "NRY-0040", "Webhook URL refused"),
             ErrorCode::UnknownEventType => (400, "NRY-0041", "Unknown event type"),
             ErrorCode::TooManyWebhooks => (409, "NRY-0042", "Too many webhooks"),
@@ -238,7 +244,8 @@ impl ErrorCode {
     /// - it refuses the request *as sent*: the body does not fit the interaction,
     ///   its form, its arguments or the rules (`NRY-0001`, `NRY-0003`, `NRY-0010`,
     ///   `NRY-0020`, `NRY-0022` to `NRY-0026`, `NRY-0028`, `NRY-0029`, `NRY-0033`
-    ///   to `NRY-0036`, `NRY-0040`, `NRY-0041`). A person who mistyped a form
+    ///   to `NRY-0036`, `NRY-0040`, `NRY-0041`), or the caller may not answer it
+    ///   (`NRY-0037`: a reassignment may make the same request valid). A person who mistyped a form
     ///   value, or approved arguments that changed, corrects the request and sends
     ///   it again; a client that keeps one key per interaction (A2A's
     ///   `answer:<interactionId>` message ids) must then get the corrected request
@@ -278,6 +285,7 @@ impl ErrorCode {
                 | ErrorCode::BatchInvalid
                 | ErrorCode::FormSchemaUnsupported
                 | ErrorCode::FormValueInvalid
+                | ErrorCode::NotAssignee
                 | ErrorCode::WebhookUrlRefused
                 | ErrorCode::UnknownEventType
         )

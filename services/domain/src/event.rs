@@ -12,6 +12,7 @@ use crate::ids::{
     CallId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId, PersonId, RuleId,
     SessionId, TaskId,
 };
+use crate::interaction::Assignees;
 use crate::policy::Rule;
 use crate::vocab::{
     Admission, Answer, CallResult, CloseReason, Kind, LaneContent, Resolver, SessionMode, TaskState,
@@ -239,6 +240,24 @@ pub enum EventData {
         #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
         expires_at: OffsetDateTime,
     },
+    /// The runtime changed who may answer a pending interaction (its `reassign`
+    /// command); the audit records the same change as `assignees-changed`.
+    #[serde(
+        rename = "dev.holdpoint.interaction-reassigned",
+        rename_all = "camelCase"
+    )]
+    InteractionReassigned {
+        /// The interaction (1 to 128 printable ASCII characters, no spaces).
+        interaction_id: InteractionId,
+        /// The interaction's kind: `approval`, `question` or `connection`.
+        kind: Kind,
+        /// Who may answer it now; absent: anyone of the organisation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        assignees: Option<Assignees>,
+        /// Who could answer it before; absent: anyone of the organisation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous: Option<Assignees>,
+    },
     /// An interaction closed without an answer.
     #[serde(rename = "dev.holdpoint.interaction-closed", rename_all = "camelCase")]
     InteractionClosed {
@@ -376,6 +395,22 @@ pub enum EventData {
         /// The rule as revoked (`revoked` names who and when).
         rule: Rule,
     },
+    /// Audit (`hp.audit.<org>`): the runtime changed who may answer an
+    /// interaction (each change once, with `interaction-reassigned` on the events
+    /// stream).
+    #[serde(rename = "dev.holdpoint.assignees-changed", rename_all = "camelCase")]
+    AssigneesChanged {
+        /// The interaction (1 to 128 printable ASCII characters, no spaces).
+        interaction_id: InteractionId,
+        /// The interaction's kind: `approval`, `question` or `connection`.
+        kind: Kind,
+        /// Who may answer it now; absent: anyone of the organisation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        assignees: Option<Assignees>,
+        /// Who could answer it before; absent: anyone of the organisation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous: Option<Assignees>,
+    },
     /// A command could not be decoded and was terminated.
     #[serde(rename = "dev.holdpoint.dead-letter", rename_all = "camelCase")]
     DeadLetter {
@@ -429,7 +464,10 @@ impl EventKind {
     pub fn is_audit(self) -> bool {
         matches!(
             self,
-            EventKind::ApprovalDecided | EventKind::RuleWritten | EventKind::RuleRevoked
+            EventKind::ApprovalDecided
+                | EventKind::RuleWritten
+                | EventKind::RuleRevoked
+                | EventKind::AssigneesChanged
         )
     }
 }

@@ -226,6 +226,13 @@ ascii_id!(
     "ruleId"
 );
 ascii_id!(
+    /// A group of people named by the caller's token (the configured groups claim,
+    /// README "Assignees"): compared byte for byte, so `Ops`, `ops` and `ops ` are
+    /// three different groups, and a name outside printable ASCII never matches.
+    GroupName,
+    "group"
+);
+ascii_id!(
     /// An answer's idempotency key: an A2A `messageId`, an `Idempotency-Key` header,
     /// or a digest of the answer.
     IdempotencyKey,

@@ -6,8 +6,8 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::ids::{
-    AgentId, CallId, CommandId, ContextId, IdempotencyKey, InteractionId, LaneId, MessageId, OrgId,
-    PersonId, SessionId, TaskId,
+    AgentId, CallId, CommandId, ContextId, GroupName, IdempotencyKey, InteractionId, LaneId,
+    MessageId, OrgId, PersonId, SessionId, TaskId,
 };
 use crate::outcome::Outcome;
 use crate::transition::{Outbox, Transition};
@@ -55,6 +55,89 @@ pub struct Closure {
     pub by_message: Option<MessageId>,
 }
 
+/// The most people, and separately the most groups, one interaction's
+/// [`Assignees`] may name.
+pub const MAX_ASSIGNEES: usize = 32;
+
+/// Who may answer an interaction: people (a token's `sub`) and groups (the
+/// configured groups claim of a token, README "Assignees"). A caller may answer
+/// when their person is listed or one of their groups is. Names are compared byte
+/// for byte: no case folding, no trimming, no Unicode normalisation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Assignees {
+    /// People, by `sub` (each 1 to 256 characters, no control characters; at most
+    /// [`MAX_ASSIGNEES`], no repeats).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub people: Vec<PersonId>,
+    /// Groups (each 1 to 128 printable ASCII characters, no spaces; at most
+    /// [`MAX_ASSIGNEES`], no repeats).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupName>,
+}
+
+impl Assignees {
+    /// Assignees from names (not yet [checked](Assignees::check) for bounds).
+    ///
+    /// # Errors
+    /// [`crate::IdError`] for a name that is not a person id or a group name.
+    pub fn of(people: &[&str], groups: &[&str]) -> Result<Self, crate::IdError> {
+        Ok(Assignees {
+            people: people
+                .iter()
+                .map(|p| PersonId::parse(*p))
+                .collect::<Result<_, _>>()?,
+            groups: groups
+                .iter()
+                .map(|g| GroupName::parse(*g))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// Checks the bounds: at least one person or group, at most [`MAX_ASSIGNEES`]
+    /// of each, none named twice.
+    ///
+    /// # Errors
+    /// A message for the person who sent them (the caller answers `NRY-0001`).
+    pub fn check(&self) -> Result<(), String> {
+        if self.people.is_empty() && self.groups.is_empty() {
+            return Err(
+                "assignees names nobody: name at least one person or group, or leave \
+                        assignees out to let anyone of the organisation answer"
+                    .into(),
+            );
+        }
+        for (what, len) in [("people", self.people.len()), ("groups", self.groups.len())] {
+            if len > MAX_ASSIGNEES {
+                return Err(format!(
+                    "assignees.{what} names {len}; at most {MAX_ASSIGNEES} are allowed"
+                ));
+            }
+        }
+        if let Some(p) = first_repeat(&self.people) {
+            return Err(format!("assignees.people names {p:?} twice"));
+        }
+        if let Some(g) = first_repeat(&self.groups) {
+            return Err(format!("assignees.groups names {g:?} twice"));
+        }
+        Ok(())
+    }
+
+    /// True when `person`, or one of `groups`, is assigned.
+    pub fn admits(&self, person: &PersonId, groups: &[GroupName]) -> bool {
+        self.people.contains(person) || groups.iter().any(|g| self.groups.contains(g))
+    }
+}
+
+fn first_repeat<T: PartialEq + std::fmt::Display>(items: &[T]) -> Option<String> {
+    items
+        .iter()
+        .enumerate()
+        .find(|(n, x)| items[..*n].contains(x))
+        .map(|(_, x)| x.to_string())
+}
+
 /// The interaction record (KV `<org>.<interactionId>`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -82,6 +165,9 @@ pub struct Interaction {
     pub agent: Option<AgentId>,
     /// What it is about.
     pub spec: Spec,
+    /// Who may answer it; absent: anyone of the organisation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignees: Option<Assignees>,
     /// The prompt shown to the person.
     pub prompt: String,
     /// Where it is in its lifecycle: `pending`, `resolved`, `finished` or `closed`.
@@ -124,6 +210,22 @@ impl Interaction {
         self.spec.kind()
     }
 
+    /// True when `person` with `groups` may answer it: it names no assignees, or
+    /// names the person or one of the groups.
+    pub fn admits(&self, person: &PersonId, groups: &[GroupName]) -> bool {
+        self.assignees
+            .as_ref()
+            .is_none_or(|a| a.admits(person, groups))
+    }
+
+    /// The public view as `person` with `groups` sees it: [`Interaction::view`]
+    /// with `forYou` set when the interaction names assignees.
+    pub fn view_for(&self, person: &PersonId, groups: &[GroupName]) -> InteractionView {
+        let mut v = self.view();
+        v.for_you = self.assignees.as_ref().map(|a| a.admits(person, groups));
+        v
+    }
+
     /// The public view (no outbox; arguments only under `call`).
     pub fn view(&self) -> InteractionView {
         let call = match &self.spec {
@@ -156,6 +258,8 @@ impl Interaction {
             lane: self.lane.clone(),
             call_id: self.call_id.clone(),
             agent: self.agent.clone(),
+            assignees: self.assignees.clone(),
+            for_you: None,
             opened_at: self.opened_at,
             expires_at: self.expires_at,
             on_expiry: self.on_expiry,
@@ -249,6 +353,14 @@ pub struct InteractionView {
     /// ASCII, no spaces).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentId>,
+    /// Who may answer it (people and groups); absent: anyone of the organisation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignees: Option<Assignees>,
+    /// Present only when it names assignees: `true` when the caller may answer it
+    /// (their person or one of their groups is assigned), `false` when an answer
+    /// from them is refused with `NRY-0037`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_you: Option<bool>,
     /// When it opened.
     #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]

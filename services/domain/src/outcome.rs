@@ -30,6 +30,8 @@ pub enum Accepted {
     Rescheduled,
     /// The deadline passed with no answer and decided the interaction.
     Expired,
+    /// A pending interaction's assignees were changed.
+    Reassigned,
 }
 
 /// The worker's reply for one command: HTTP status and body derive from it. Stored

@@ -26,6 +26,7 @@ fn hold(effect: &str, call: &str, tool: &str) -> CommandEnvelope {
         expires_at: None,
         expires_in: None,
         on_expiry: Default::default(),
+        assignees: None,
     })))
 }
 

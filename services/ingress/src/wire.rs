@@ -251,6 +251,11 @@ pub struct ListQuery {
     /// when given); `nextCursor`, when present, continues the scan past them.
     #[serde(default)]
     pub sort: Option<String>,
+    /// `me`: only interactions that name the caller among their assignees, by
+    /// person or by one of the caller's groups (not those open to the whole
+    /// organisation). Any other value is `NRY-0001`.
+    #[serde(default)]
+    pub assignee: Option<String>,
 }
 
 /// A page of interactions, in the order of their last change (for pending ones:

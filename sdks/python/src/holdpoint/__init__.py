@@ -31,7 +31,7 @@ from .errors import (
 )
 from .manifest import AgentManifest
 from .rest import HoldpointRest, new_idempotency_key
-from .runtime import Decision, Expiry, Followed, Placement, Question, Runtime, decision_of, tool_error, tool_ok
+from .runtime import Assignees, Decision, Expiry, Followed, Placement, Question, Runtime, decision_of, tool_error, tool_ok
 from .webhooks import WebhookVerificationError, verify_webhook
 
 __version__ = "0.1.0"
@@ -42,6 +42,7 @@ __all__ = [
     "AgentManifest",
     "ConnectionsDisabled",
     "Decision",
+    "Assignees",
     "Expiry",
     "Followed",
     "HoldpointError",

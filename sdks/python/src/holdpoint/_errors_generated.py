@@ -27,6 +27,7 @@ __all__ = [
     "LaneRefusedTheMessageError",
     "MethodNotAllowedError",
     "NoLongerWaitingError",
+    "NotAnAssigneeError",
     "NotFoundError",
     "NothingToRememberError",
     "PayloadTooLargeError",
@@ -318,6 +319,15 @@ class ValueDoesNotFitTheFormError(HoldpointError):
     status = 400
 
 
+class NotAnAssigneeError(HoldpointError):
+    """``NRY-0037`` Not an assignee (HTTP 403; retryable: false)."""
+
+    code = "NRY-0037"
+    title = "Not an assignee"
+    retryable = False
+    status = 403
+
+
 class WebhookUrlRefusedError(HoldpointError):
     """``NRY-0040`` Webhook URL refused (HTTP 400; retryable: false)."""
 
@@ -403,6 +413,7 @@ ERRORS_BY_CODE: dict[str, type[HoldpointError]] = {
     "NRY-0034": BatchNotValidError,
     "NRY-0035": FormSchemaNotSupportedError,
     "NRY-0036": ValueDoesNotFitTheFormError,
+    "NRY-0037": NotAnAssigneeError,
     "NRY-0040": WebhookUrlRefusedError,
     "NRY-0041": UnknownEventTypeError,
     "NRY-0042": TooManyWebhooksError,

@@ -86,7 +86,7 @@ PROVISIONAL_CODES = frozenset(
         "NRY-0001", "NRY-0002", "NRY-0003", "NRY-0004", "NRY-0010", "NRY-0020",
         "NRY-0022", "NRY-0023", "NRY-0024", "NRY-0025", "NRY-0026", "NRY-0028",
         "NRY-0029", "NRY-0030", "NRY-0032", "NRY-0033", "NRY-0034", "NRY-0035",
-        "NRY-0036", "NRY-0040", "NRY-0041", "NRY-0050", "NRY-0051",
+        "NRY-0036", "NRY-0037", "NRY-0040", "NRY-0041", "NRY-0050", "NRY-0051",
     }
 )
 """Codes whose stored refusal is not a decision (``ErrorCode::is_provisional``;
@@ -112,6 +112,42 @@ def _check_id(what: str, value: str) -> str:
     return value
 
 
+def _check_person(value: str) -> str:
+    """``value`` when it is a person id: 1 to 256 characters, no control characters."""
+    if not isinstance(value, str) or not value:
+        raise InvalidId("assignees.people holds an empty person")
+    if len(value) > 256 or any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in value):
+        raise InvalidId("a person is 1 to 256 characters without control characters")
+    return value
+
+
+@dataclass(frozen=True)
+class Assignees:
+    """Who may answer what is opened (README "Assignees"): people by ``sub`` and
+    groups by the configured groups claim (each 1 to 128 printable ASCII
+    characters, no spaces). The worker refuses an empty one, more than 32 of
+    either, or a name twice (``NRY-0001``); anyone else of the organisation who
+    answers gets ``NRY-0037``."""
+
+    people: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for p in self.people:
+            _check_person(p)
+        for g in self.groups:
+            _check_id("group", g)
+
+    def wire(self) -> dict[str, Any]:
+        """The ``assignees`` object of the ``open`` command."""
+        out: dict[str, Any] = {}
+        if self.people:
+            out["people"] = list(self.people)
+        if self.groups:
+            out["groups"] = list(self.groups)
+        return out
+
+
 # The state bucket's key prefix of each kind of record (services/bus/src/topology.rs).
 _STATE_KINDS = {"INTERACTIONS": "int", "SESSIONS": "ses", "TASKS": "task"}
 
@@ -134,8 +170,8 @@ class Expiry:
 class Placement:
     """Where an interaction lives: session, lane, A2A task and context (each 1 to
     128 printable ASCII characters, no spaces); optionally the agent its calls are
-    held for (``agent``-scoped remembered rules match on it) and the deadline of
-    what is opened here."""
+    held for (``agent``-scoped remembered rules match on it), the deadline of
+    what is opened here and who may answer it (``assignees``)."""
 
     session: str
     lane: str
@@ -143,6 +179,7 @@ class Placement:
     context_id: str
     agent: str | None = None
     expiry: Expiry = field(default_factory=Expiry)
+    assignees: Assignees | None = None
 
     def __post_init__(self) -> None:
         _check_id("sessionId", self.session)
@@ -300,6 +337,8 @@ def open_command(
         command["expiresIn"] = int(at.expiry.expires_in)
     if at.expiry.on_expiry != "decide":
         command["onExpiry"] = at.expiry.on_expiry
+    if at.assignees is not None:
+        command["assignees"] = at.assignees.wire()
     return command
 
 

@@ -510,6 +510,24 @@ export interface components {
         } | {
             approved?: null;
         });
+        /**
+         * @description Who may answer an interaction: people (a token's `sub`) and groups (the
+         *     configured groups claim of a token, README "Assignees"). A caller may answer
+         *     when their person is listed or one of their groups is. Names are compared byte
+         *     for byte: no case folding, no trimming, no Unicode normalisation.
+         */
+        Assignees: {
+            /**
+             * @description Groups (each 1 to 128 printable ASCII characters, no spaces; at most
+             *     `MAX_ASSIGNEES`, no repeats).
+             */
+            groups?: components["schemas"]["GroupName"][];
+            /**
+             * @description People, by `sub` (each 1 to 256 characters, no control characters; at most
+             *     `MAX_ASSIGNEES`, no repeats).
+             */
+            people?: components["schemas"]["PersonId"][];
+        };
         /** @description How one attempt ended. */
         AttemptResult: "delivered" | "failed" | "refused";
         /** @description One decision-audit record with its place in the audit stream. */
@@ -627,7 +645,7 @@ export interface components {
              * @description Event names to deliver (see the README's event list); absent or empty: all.
              * @default []
              */
-            eventTypes?: ("session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "dead-letter" | "webhook-disabled" | "webhook-test")[];
+            eventTypes?: ("session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-reassigned" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "assignees-changed" | "dead-letter" | "webhook-disabled" | "webhook-test")[];
             /**
              * @description `https://…` (plain `http://` only to a loopback host when Holdpoint runs in
              *     local mode); at most 2048 bytes; no user or password; no fragment.
@@ -651,7 +669,7 @@ export interface components {
             title: string;
         };
         /** @description A stable error code. Serialized as its `NRY-xxxx` string. */
-        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0024" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0028" | "NRY-0029" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0033" | "NRY-0034" | "NRY-0035" | "NRY-0036" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
+        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0024" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0028" | "NRY-0029" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0033" | "NRY-0034" | "NRY-0035" | "NRY-0036" | "NRY-0037" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
         /** @description A CloudEvents 1.0 event (structured mode). `type` and `data` come from `EventData`. */
         Event: {
             /** @description The media type of `data`, always `application/json`. */
@@ -818,6 +836,19 @@ export interface components {
             };
             /** @constant */
             type: "dev.holdpoint.interaction-expiring";
+        } | {
+            data: {
+                /** @description Who may answer it now; absent: anyone of the organisation. */
+                assignees?: components["schemas"]["Assignees"] | null;
+                /** @description The interaction (1 to 128 printable ASCII characters, no spaces). */
+                interactionId: components["schemas"]["InteractionId"];
+                /** @description The interaction's kind: `approval`, `question` or `connection`. */
+                kind: components["schemas"]["Kind"];
+                /** @description Who could answer it before; absent: anyone of the organisation. */
+                previous?: components["schemas"]["Assignees"] | null;
+            };
+            /** @constant */
+            type: "dev.holdpoint.interaction-reassigned";
         } | {
             data: {
                 /**
@@ -990,6 +1021,19 @@ export interface components {
             type: "dev.holdpoint.rule-revoked";
         } | {
             data: {
+                /** @description Who may answer it now; absent: anyone of the organisation. */
+                assignees?: components["schemas"]["Assignees"] | null;
+                /** @description The interaction (1 to 128 printable ASCII characters, no spaces). */
+                interactionId: components["schemas"]["InteractionId"];
+                /** @description The interaction's kind: `approval`, `question` or `connection`. */
+                kind: components["schemas"]["Kind"];
+                /** @description Who could answer it before; absent: anyone of the organisation. */
+                previous?: components["schemas"]["Assignees"] | null;
+            };
+            /** @constant */
+            type: "dev.holdpoint.assignees-changed";
+        } | {
+            data: {
                 /**
                  * @description Why it could not be decided: the decode error, or a subject that does not
                  *     match the command.
@@ -1030,6 +1074,8 @@ export interface components {
             /** @constant */
             type: "dev.holdpoint.webhook-test";
         });
+        /** @description A group of people named by the caller's token (the configured groups claim, README "Assignees"): compared byte for byte, so `Ops`, `ops` and `ops ` are three different groups, and a name outside printable ASCII never matches. */
+        GroupName: string;
         /** @description The held call as the person sees it before approving. */
         HeldCall: {
             /** @description The exact arguments that approval releases (unless the person edits them). */
@@ -1061,6 +1107,8 @@ export interface components {
              *     ASCII, no spaces).
              */
             agent?: components["schemas"]["AgentId"] | null;
+            /** @description Who may answer it (people and groups); absent: anyone of the organisation. */
+            assignees?: components["schemas"]["Assignees"] | null;
             /** @description For approvals: the held call. */
             call?: components["schemas"]["HeldCall"] | null;
             /** @description The blocked call. */
@@ -1081,6 +1129,12 @@ export interface components {
              *     interaction waits without one.
              */
             expiresAt?: string | null;
+            /**
+             * @description Present only when it names assignees: `true` when the caller may answer it
+             *     (their person or one of their groups is assigned), `false` when an answer
+             *     from them is refused with `NRY-0037`.
+             */
+            forYou?: boolean | null;
             /**
              * @description The interaction (1 to 128 printable ASCII characters, no spaces): the effect id
              *     of an approval, a UUID for a question.
@@ -1834,7 +1888,7 @@ export interface operations {
                 /** @description Only this task's events. */
                 task?: components["schemas"]["TaskId"];
                 /** @description Only events of this short name. */
-                type?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "dead-letter" | "webhook-disabled" | "webhook-test";
+                type?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-reassigned" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "assignees-changed" | "dead-letter" | "webhook-disabled" | "webhook-test";
             };
             header?: {
                 /** @description Resume after this sequence (what `EventSource` sends on reconnect); wins over `after`. */
@@ -1854,7 +1908,7 @@ export interface operations {
                     "text/event-stream": {
                         data: string;
                         /** @enum {string} */
-                        event?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "dead-letter" | "webhook-disabled" | "webhook-test";
+                        event?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-reassigned" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "assignees-changed" | "dead-letter" | "webhook-disabled" | "webhook-test";
                         id?: string;
                         retry?: number;
                     };
@@ -1913,6 +1967,12 @@ export interface operations {
     listInteractions: {
         parameters: {
             query?: {
+                /**
+                 * @description `me`: only interactions that name the caller among their assignees, by
+                 *     person or by one of the caller's groups (not those open to the whole
+                 *     organisation). Any other value is `NRY-0001`.
+                 */
+                assignee?: "me";
                 /** @description The previous page's `nextCursor`. */
                 cursor?: string;
                 /** @description Page size, 1 to 500 (default 50). */

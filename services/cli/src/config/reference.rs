@@ -180,6 +180,13 @@ pub const SETTINGS: &[Setting] = &[
         "claim naming the organisation (a string id)",
     ),
     s(
+        "auth.groups_claim",
+        Some("--groups-claim"),
+        "groups",
+        Some("none"),
+        "claim naming the person's groups (a string array), matched by group assignees",
+    ),
+    s(
         "auth.jwt_algorithms",
         Some("--jwt-algorithms"),
         "EdDSA",

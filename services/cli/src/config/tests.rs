@@ -149,6 +149,7 @@ fn every_flag_sets_its_key() {
             jwks_file: Some(jwks.into()),
             jwt_audience: Some("aud".into()),
             org_claim: "tenant".into(),
+            groups_claim: None,
             jwt_algorithms: vec!["EdDSA".into(), "ES256".into()],
             jwt_leeway_secs: 5,
             jwks_ttl_secs: 60,

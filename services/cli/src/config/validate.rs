@@ -203,6 +203,9 @@ impl Config {
         if a.org_claim.trim().is_empty() {
             return Err(invalid("auth.org_claim", "must not be empty"));
         }
+        if a.groups_claim.as_ref().is_some_and(|c| c.trim().is_empty()) {
+            return Err(invalid("auth.groups_claim", "must not be empty when set"));
+        }
         if a.jwt_algorithms.is_empty() {
             return Err(invalid("auth.jwt_algorithms", "must name at least one"));
         }

@@ -65,6 +65,9 @@ pub(super) fn operation(op: &Operation, generator: &mut SchemaGenerator) -> Valu
                 if p["name"] == "sort" {
                     p["schema"] = json!({"type": "string", "enum": ["expiresAt"]});
                 }
+                if p["name"] == "assignee" {
+                    p["schema"] = json!({"type": "string", "enum": ["me"]});
+                }
                 if p["name"] == "cursor" {
                     p["schema"]["pattern"] = json!(constraints::CURSOR_PATTERN);
                 }

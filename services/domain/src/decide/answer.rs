@@ -32,6 +32,19 @@ pub(super) fn answer(ctx: &Ctx, snap: Snapshot<'_>, a: &AnswerCommand) -> Decisi
         Ok(i) => i,
         Err(d) => return *d,
     };
+    if !i.admits(&a.by, &a.groups) {
+        // Checked before anything else the answer could learn or change: a person
+        // outside the assignees gets the same refusal whatever the state.
+        return reject(
+            ctx,
+            ErrorCode::NotAssignee,
+            format!(
+                "interaction {} is assigned to other people or groups; you may not answer it \
+                 and nothing was decided",
+                i.id
+            ),
+        );
+    }
     if a.remember.is_some() && i.kind() != Kind::Approval {
         // Nothing about a question or a connection is ever remembered: refused before
         // anything else, so the answer writes nothing.

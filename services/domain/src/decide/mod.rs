@@ -21,7 +21,8 @@
 //! One file per step: [`session`](self::session) (a session opens, closes, ends),
 //! [`open`](self::open) (an interaction opens), [`answer`](self::answer) (a person
 //! answers), [`close`](self::close) (the host closes an interaction, or reports a
-//! released call's result), [`expire`](self::expire) (deadlines: set, warned,
+//! released call's result), [`assign`](self::assign) (the runtime changes who may
+//! answer), [`expire`](self::expire) (deadlines: set, warned,
 //! expired), [`lane`](self::lane) (messages and turns), and
 //! [`events`](self::events) (the events they build). Below them all, `base`: what
 //! every step shares ([`Snapshot`], [`Ctx`], [`Deadlines`], [`Decision`], the writes
@@ -31,6 +32,7 @@
 //! it, so there is no import cycle.
 
 mod answer;
+mod assign;
 mod base;
 mod close;
 mod events;
@@ -117,6 +119,12 @@ fn transition(snap: Snapshot<'_>, env: &CommandEnvelope, ctx: &Ctx) -> Decision 
             expires_in,
             ..
         } => expire::set(ctx, snap, interaction_id, *expires_at, *expires_in),
+        Command::Reassign {
+            interaction_id,
+            change_id,
+            assignees,
+            ..
+        } => assign::reassign(ctx, snap, interaction_id, change_id, assignees.as_ref()),
         Command::Expire {
             interaction_id,
             expires_at,
@@ -189,6 +197,7 @@ pub fn needs(
         Command::Answer(_)
         | Command::Close { .. }
         | Command::Deadline { .. }
+        | Command::Reassign { .. }
         | Command::Expire { .. } => match interaction {
             Some(i) => Needs {
                 task: Some(i.task_id.clone()),

@@ -30,6 +30,11 @@ pub(super) fn open(ctx: &Ctx, snap: Snapshot<'_>, open: &OpenInteraction) -> Dec
         Ok(s) => s,
         Err(r) => return Decision::reply(ctx.outcome(Err(r))),
     };
+    if let Some(a) = &open.assignees
+        && let Err(m) = a.check()
+    {
+        return reject(ctx, ErrorCode::InvalidRequest, m);
+    }
     let open_digest = match serde_json::to_value(open) {
         Ok(v) => digest(&[&canonical_json(&v)]),
         Err(e) => return reject(ctx, ErrorCode::Internal, format!("encode: {e}")),
@@ -78,6 +83,7 @@ pub(super) fn open(ctx: &Ctx, snap: Snapshot<'_>, open: &OpenInteraction) -> Dec
         agent: open.agent.clone(),
         prompt: spec.prompt(),
         spec,
+        assignees: open.assignees.clone(),
         state: State::Pending,
         opened_at: ctx.now,
         open_digest,

@@ -127,6 +127,7 @@ pub fn open_on(
         expires_at: None,
         expires_in: None,
         on_expiry: Default::default(),
+        assignees: None,
     })))
 }
 
@@ -251,6 +252,7 @@ pub fn answer_cmd(interaction: &str, k: &str, input: AnswerInput) -> AnswerComma
         interaction_id: iid(interaction),
         route: AnswerRoute::Respond,
         key: key(k),
+        groups: Vec::new(),
         by: person(PERSON),
         task_id: None,
         context_id: None,

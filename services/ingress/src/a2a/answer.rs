@@ -371,6 +371,7 @@ pub async fn answer(ctx: &Ctx, req: SendMessageRequest) -> Result<TaskView, RpcE
             route: AnswerRoute::A2a,
             key,
             by: ctx.caller.person.clone(),
+            groups: ctx.caller.groups.clone(),
             task_id: Some(task.clone()),
             context_id: Some(context.unwrap_or_else(|| view.context_id.clone())),
             input: reading.input,

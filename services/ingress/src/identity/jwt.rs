@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use holdpoint_domain::{OrgId, PersonId};
+use holdpoint_domain::{GroupName, OrgId, PersonId};
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
@@ -45,6 +45,12 @@ pub struct AuthConfig {
     pub audience: Option<String>,
     /// The claim naming the organisation (default `org`).
     pub org_claim: String,
+    /// The claim naming the person's groups (for example `groups` or `roles`):
+    /// an array of strings, or one string. `None` (the default): callers have no
+    /// groups, so only assignees named by person match. Entries that are not group
+    /// names (1 to 128 printable ASCII characters, no spaces) are left out; a token
+    /// naming more than [`MAX_CALLER_GROUPS`] groups is refused.
+    pub groups_claim: Option<String>,
     /// Algorithms accepted (default RS256, ES256, EdDSA). HMAC algorithms are never
     /// accepted, whatever this says: the keys come from a public key set.
     pub algorithms: Vec<Algorithm>,
@@ -65,6 +71,7 @@ impl AuthConfig {
             issuer: issuer.into(),
             audience: None,
             org_claim: "org".into(),
+            groups_claim: None,
             algorithms: vec![Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA],
             leeway_secs: 30,
             jwks,
@@ -72,6 +79,53 @@ impl AuthConfig {
             refetch_cooldown: Duration::from_secs(30),
         }
     }
+}
+
+/// The most groups one token may name in the groups claim.
+pub const MAX_CALLER_GROUPS: usize = 256;
+
+/// The valid group names among `names`, each once, in order. A name that is not a
+/// [`GroupName`] (empty, too long, a space, a character outside printable ASCII,
+/// so a look-alike such as Cyrillic `о` in `оps`) is left out: it could never
+/// match an assignee, which must be a valid name.
+pub fn groups_from(names: impl IntoIterator<Item = String>) -> Vec<GroupName> {
+    let mut out: Vec<GroupName> = Vec::new();
+    for g in names.into_iter().filter_map(|n| GroupName::parse(n).ok()) {
+        if !out.contains(&g) {
+            out.push(g);
+        }
+    }
+    out
+}
+
+/// The caller's groups from the claim `name` of `claims`: absent is none; an array
+/// of strings or one string is read with [`groups_from`]; anything else is refused.
+fn claimed_groups(
+    claims: &HashMap<String, Value>,
+    name: &str,
+) -> Result<Vec<GroupName>, AuthFailure> {
+    let names: Vec<String> = match claims.get(name) {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => {
+            if items.len() > MAX_CALLER_GROUPS {
+                return Err(AuthFailure(format!(
+                    "claim {name:?} names {} groups; at most {MAX_CALLER_GROUPS} are read",
+                    items.len()
+                )));
+            }
+            items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        }
+        Some(_) => {
+            return Err(AuthFailure(format!(
+                "claim {name:?} is neither a string nor an array of strings"
+            )));
+        }
+    };
+    Ok(groups_from(names))
 }
 
 /// Parses an algorithm name (`RS256`, `ES256`, `EdDSA`, ...). HMAC names are refused.
@@ -536,7 +590,15 @@ impl Verifier {
             .ok_or_else(|| fail(format!("claim {:?} missing or not a string", cfg.org_claim)))?;
         let org = OrgId::parse(org).map_err(|e| fail(format!("claim {:?}: {e}", cfg.org_claim)))?;
         let person = PersonId::parse(claims.sub).map_err(|e| fail(format!("sub: {e}")))?;
-        let caller = Caller { org, person };
+        let groups = match &cfg.groups_claim {
+            Some(name) => claimed_groups(&claims.rest, name)?,
+            None => Vec::new(),
+        };
+        let caller = Caller {
+            org,
+            person,
+            groups,
+        };
         let valid_for = Duration::try_from_secs_f64((claims.exp.0 - now).max(0.0))
             .unwrap_or(cfg.jwks_ttl)
             .min(cfg.jwks_ttl);

@@ -10,7 +10,8 @@
 //!    machine's user. The person is the user's name, the organisation the configured
 //!    local one ([`LocalIdentity`]). Another uid without a token is 401.
 //! 3. No token, with the insecure development identity switched on: the
-//!    `X-Holdpoint-Org` and `X-Holdpoint-Person` headers (local development only).
+//!    `X-Holdpoint-Org` and `X-Holdpoint-Person` headers, and optionally
+//!    `X-Holdpoint-Groups` (local development only).
 //! 4. Otherwise 401.
 //!
 //! - [`caller`]: the [`Caller`] (a leaf).
@@ -40,6 +41,9 @@ use crate::error::ApiError;
 pub const DEV_ORG_HEADER: &str = "x-holdpoint-org";
 /// Header naming the person in the development identity.
 pub const DEV_PERSON_HEADER: &str = "x-holdpoint-person";
+/// Header naming the person's groups in the development identity, separated by
+/// commas (names that are not valid group names are left out).
+pub const DEV_GROUPS_HEADER: &str = "x-holdpoint-groups";
 
 /// How the ingress identifies callers.
 #[derive(Debug, Clone, Default)]
@@ -154,10 +158,7 @@ pub async fn resolve(parts: &Parts, mode: &IdentityMode) -> Result<Caller, ApiEr
         return match (&mode.local, peer.uid) {
             (Some(local), Some(uid)) if uid == local.uid => {
                 debug!(uid, "local socket user");
-                Ok(Caller {
-                    org: local.org.clone(),
-                    person: local.person.clone(),
-                })
+                Ok(Caller::new(local.org.clone(), local.person.clone()))
             }
             _ => {
                 warn!(uid = ?peer.uid, reason = "socket peer without token is not the service user", "401");
@@ -175,7 +176,16 @@ pub async fn resolve(parts: &Parts, mode: &IdentityMode) -> Result<Caller, ApiEr
             .flatten()
             .and_then(|s| PersonId::parse(s).ok());
         if let (Some(org), Some(person)) = (org, person) {
-            return Ok(Caller { org, person });
+            let groups = single(&parts.headers, DEV_GROUPS_HEADER)
+                .ok()
+                .flatten()
+                .map(|v| jwt::groups_from(v.split(',').map(str::to_owned)))
+                .unwrap_or_default();
+            return Ok(Caller {
+                org,
+                person,
+                groups,
+            });
         }
     }
     warn!(reason = "no credentials", "401");

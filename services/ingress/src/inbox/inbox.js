@@ -312,6 +312,15 @@ async function handle(event) {
   const data = cloudEvent.data ?? {};
   if (INTERACTION_EVENTS.has(event.event)) {
     await open(event.event === 'question-asked' ? data.questionId : data.interactionId, true);
+  } else if (event.event === 'interaction-reassigned') {
+    // Who may answer changed: show the card again as this person now sees it.
+    const shown = cards.get(data.interactionId);
+    if (shown && shown.article.getAttribute('aria-busy') !== 'true') {
+      shown.li.remove();
+      cards.delete(data.interactionId);
+      updateCount();
+    }
+    await open(data.interactionId, false);
   } else if (GONE_EVENTS.has(event.event)) {
     const why = event.event === 'interaction-resolved'
       ? `answered by ${data.by}`
@@ -459,10 +468,54 @@ function show(view, fresh) {
   const li = el('li', { class: `card kind-${view.kind}`, 'data-interaction-id': id }, article);
   const card = { li, view, n, article };
   render(card, titleId);
+  if (view.forYou === true) forYou(card);
+  if (view.forYou === false) notForYou(card);
   cards.set(id, card);
-  $('pending').append(li);
+  place(card);
   updateCount();
   if (fresh) announce(`New ${view.kind}: ${view.prompt}`);
+}
+
+/**
+ * Puts a card in the list: those assigned to this person (`forYou`) first, in
+ * the order they came, then the rest.
+ */
+function place(card) {
+  const list = $('pending');
+  if (card.view.forYou === true) {
+    const firstOther = [...list.children].find((li) => li.dataset.forYou !== 'true');
+    list.insertBefore(card.li, firstOther ?? null);
+  } else {
+    list.append(card.li);
+  }
+}
+
+/** `ana, bob and group oncall` for an interaction's assignees. */
+function assigneeNames(assignees) {
+  const names = [...(assignees?.people ?? []), ...(assignees?.groups ?? []).map((g) => `group ${g}`)];
+  if (names.length <= 1) return names.join('');
+  return `${names.slice(0, -1).join(', ')} and ${names[names.length - 1]}`;
+}
+
+/** Marks a card assigned to this person (README "Assignees"). */
+function forYou(card) {
+  card.li.dataset.forYou = 'true';
+  card.article.prepend(el('p', { class: 'for-you', text: 'For you' }));
+}
+
+/**
+ * A card assigned to other people: shown, but with nothing to press or fill in,
+ * since the server would refuse this person's answer (`NRY-0037`).
+ */
+function notForYou(card) {
+  card.li.dataset.forYou = 'false';
+  for (const node of card.article.querySelectorAll('.actions, .select-row, fieldset, form, textarea, label.field-label, .editor')) {
+    node.remove();
+  }
+  card.select = null;
+  card.buttons = [];
+  card.decision = null;
+  card.article.append(el('p', { class: 'assigned-others', text: `Assigned to ${assigneeNames(card.view.assignees)}: you cannot answer this one.` }));
 }
 
 function facts(pairs) {

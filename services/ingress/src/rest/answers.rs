@@ -94,6 +94,7 @@ async fn decide(
             route,
             key,
             by: caller.person.clone(),
+            groups: caller.groups.clone(),
             task_id,
             context_id: None,
             input,

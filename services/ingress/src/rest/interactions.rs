@@ -1,7 +1,9 @@
 //! Reading interactions: `GET /v1/interactions/{id}` (the public view, arguments
 //! only under `call`) and `GET /v1/interactions` (a page of the caller's
 //! organisation's interactions in one state, in the order of their last change, or
-//! with `sort=expiresAt` those with a deadline, soonest first).
+//! with `sort=expiresAt` those with a deadline, soonest first; with `assignee=me`
+//! only those assigned to the caller). Each view says `forYou` when the
+//! interaction names assignees.
 
 use axum::Json;
 use axum::extract::{Query, State};
@@ -27,7 +29,7 @@ pub async fn get_interaction(
         .await
         .map_err(ApiError::unavailable)?;
     match loaded.value {
-        Some(i) => Ok(Json(i.view())),
+        Some(i) => Ok(Json(i.view_for(&caller.person, &caller.groups))),
         None => Err(ApiError::new(
             ErrorCode::NotFound,
             format!("no interaction {id}"),
@@ -59,6 +61,11 @@ pub async fn list_interactions(
         Some("expiresAt") => true,
         Some(_) => return Err(ApiError::invalid("sort is expiresAt")),
     };
+    let mine = match q.assignee.as_deref() {
+        None => false,
+        Some("me") => true,
+        Some(_) => return Err(ApiError::invalid("assignee is me")),
+    };
     let after = match q.cursor.as_deref() {
         None => 0,
         Some(c) => c
@@ -71,7 +78,12 @@ pub async fn list_interactions(
             holdpoint_bus::records::Bucket::Interactions,
             &caller.org,
             |i: &holdpoint_domain::Interaction| {
-                wanted.is_none_or(|w| i.state == w) && (!by_deadline || i.expires_at.is_some())
+                wanted.is_none_or(|w| i.state == w)
+                    && (!by_deadline || i.expires_at.is_some())
+                    && (!mine
+                        || i.assignees
+                            .as_ref()
+                            .is_some_and(|a| a.admits(&caller.person, &caller.groups)))
             },
             after,
             if by_deadline { SCAN_CAP } else { limit },
@@ -86,12 +98,19 @@ pub async fn list_interactions(
         items.sort_by_key(|i| (i.expires_at, i.opened_at));
         items.truncate(limit);
         return Ok(Json(Page {
-            items: items.iter().map(|i| i.view()).collect(),
+            items: items
+                .iter()
+                .map(|i| i.view_for(&caller.person, &caller.groups))
+                .collect(),
             next_cursor: page.next_after.map(|n| n.to_string()),
         }));
     }
     Ok(Json(Page {
-        items: page.items.iter().map(|i| i.view()).collect(),
+        items: page
+            .items
+            .iter()
+            .map(|i| i.view_for(&caller.person, &caller.groups))
+            .collect(),
         next_cursor: page.next_after.map(|n| n.to_string()),
     }))
 }

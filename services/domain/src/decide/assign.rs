@@ -1,0 +1,64 @@
+//! The runtime changes who may answer a pending interaction (README "Assignees"):
+//! the interaction record takes the new assignees, and the change is an
+//! `interaction-reassigned` event and an `assignees-changed` audit record, both
+//! named after the change's id, so a retried change is published once.
+
+use crate::error::ErrorCode;
+use crate::event::EventData;
+use crate::ids::{InteractionId, MessageId};
+use crate::transition::Effects;
+use crate::{Accepted, Assignees, State};
+
+use super::base::{Ctx, Decision, Snapshot, Writes, accept, reject};
+use super::events;
+
+pub(super) fn reassign(
+    ctx: &Ctx,
+    snap: Snapshot<'_>,
+    id: &InteractionId,
+    change: &MessageId,
+    assignees: Option<&Assignees>,
+) -> Decision {
+    let Some(i) = snap.interaction else {
+        return reject(ctx, ErrorCode::NotFound, format!("no interaction {id}"));
+    };
+    if let Some(a) = assignees
+        && let Err(m) = a.check()
+    {
+        return reject(ctx, ErrorCode::InvalidRequest, m);
+    }
+    if i.state != State::Pending {
+        return reject(
+            ctx,
+            ErrorCode::CommandConflict,
+            format!("interaction {id} no longer waits; its assignees cannot change"),
+        );
+    }
+    if i.assignees.as_ref() == assignees {
+        return accept(ctx, Accepted::Unchanged);
+    }
+    let mut next = i.clone();
+    next.assignees = assignees.cloned();
+    let transition = format!("reassign\u{0}{change}");
+    let event = |data| events::on_interaction(i, &transition, ctx.now, data);
+    let effects = Effects {
+        events: vec![event(EventData::InteractionReassigned {
+            interaction_id: i.id.clone(),
+            kind: i.kind(),
+            assignees: next.assignees.clone(),
+            previous: i.assignees.clone(),
+        })],
+        audit: vec![event(EventData::AssigneesChanged {
+            interaction_id: i.id.clone(),
+            kind: i.kind(),
+            assignees: next.assignees.clone(),
+            previous: i.assignees.clone(),
+        })],
+        ..Effects::default()
+    };
+    Writes {
+        interaction: Some(next),
+        ..Writes::default()
+    }
+    .commit(ctx, effects, ctx.outcome(Ok(Accepted::Reassigned)))
+}
