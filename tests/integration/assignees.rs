@@ -11,7 +11,7 @@ use holdpoint_client::{ClientError, Placement, Runtime};
 use holdpoint_domain::{Assignees, EventData, SessionMode, State};
 use holdpoint_ingress::IdentityMode;
 use holdpoint_ingress::identity::jwt::{AuthConfig, JwksSource, Verifier};
-use holdpoint_tests::app::{AppOptions, Person, Reply, TestApp};
+use holdpoint_tests::app::{AppOptions, Reply, TestApp};
 use holdpoint_tests::jwt::{AUDIENCE, ISSUER, JwksServer, TestKey, claims};
 use serde_json::{Value, json};
 
@@ -230,19 +230,8 @@ async fn assignees_out_of_bounds_open_nothing() {
 }
 
 /// The `assignees-changed` audit records of `eff`.
-async fn audited(person: &Person, eff: &str) -> Vec<Value> {
-    let r = person.get("/v1/audit?after=0&limit=500").await;
-    assert_eq!(r.status, 200, "{r:?}");
-    r.body["items"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|e| e["record"].clone())
-        .filter(|e| {
-            e["type"] == "dev.holdpoint.assignees-changed" && e["data"]["interactionId"] == eff
-        })
-        .collect()
+async fn audited(app: &TestApp, person: &str, eff: &str) -> Vec<Value> {
+    audit_records(app, person, "assignees-changed", "interactionId", eff).await
 }
 
 #[tokio::test]
@@ -303,7 +292,7 @@ async fn the_runtime_reassigns_with_one_event_and_one_audit_record_per_change() 
         ],
         "one event per change, in order"
     );
-    let audit = audited(&bob, &eff).await;
+    let audit = audited(&app, "bob", &eff).await;
     assert_eq!(audit.len(), 3, "{audit:?}");
     assert_eq!(audit[0]["data"]["assignees"], json!({"groups": ["ops"]}));
     assert_eq!(audit[0]["data"]["previous"], json!({"people": ["ana"]}));

@@ -208,3 +208,31 @@ pub fn debian_nats() -> Option<std::path::PathBuf> {
         .contains("v2.9.")
         .then_some(p)
 }
+
+/// The audit records of type `dev.holdpoint.<kind>` whose `data.<field>` is `id`,
+/// as `GET /v1/audit` shows them to `person` of `acme` (first page of 500), read
+/// once every effect committed so far has reached the audit stream (records get
+/// there by sourcing, shortly after each 2xx).
+pub async fn audit_records(
+    app: &TestApp,
+    person: &str,
+    kind: &str,
+    field: &str,
+    id: &str,
+) -> Vec<Value> {
+    app.wait_sourced().await;
+    let r = app
+        .person("acme", person)
+        .get("/v1/audit?after=0&limit=500")
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let kind = format!("dev.holdpoint.{kind}");
+    r.body["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| e["record"].clone())
+        .filter(|e| e["type"] == kind.as_str() && e["data"][field] == id)
+        .collect()
+}

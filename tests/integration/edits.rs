@@ -68,21 +68,7 @@ fn releases<'a>(events: &'a [Event], effect: &str) -> Vec<&'a EventData> {
 
 /// The `approval-decided` audit records of `effect` (as `GET /v1/audit` shows them).
 async fn audited(app: &TestApp, effect: &str) -> Vec<Value> {
-    let r = app
-        .person("acme", "auditor")
-        .get("/v1/audit?after=0&limit=500")
-        .await;
-    assert_eq!(r.status, 200, "{r:?}");
-    r.body["items"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|e| e["record"].clone())
-        .filter(|e| {
-            e["type"] == "dev.holdpoint.approval-decided" && e["data"]["effectId"] == effect
-        })
-        .collect()
+    audit_records(app, "auditor", "approval-decided", "effectId", effect).await
 }
 
 /// What `GET /v1/interactions/{id}` shows of the held call.

@@ -318,6 +318,8 @@ async fn each_scope_matches_where_it_should_and_nowhere_else() {
         assert_eq!(r.status, 200, "{r:?}");
         assert!(r.body.get("revoked").is_none(), "{r:?}");
     }
+    // The audit is read once every effect so far is in the public streams.
+    app.wait_sourced().await;
     assert!(
         audit(&gus, 10).await.is_empty(),
         "globex's audit is its own"
@@ -480,6 +482,7 @@ async fn expired_and_revoked_rules_stop_matching_on_the_next_hold() {
     let again = ana.delete(&format!("/v1/rules/{long}")).await;
     assert_eq!(again.status, 200);
     assert_eq!(again.body["revoked"], r.body["revoked"]);
+    app.wait_sourced().await;
     let revoked: Vec<_> = audit(&ana, 50)
         .await
         .into_iter()
@@ -635,6 +638,7 @@ async fn remember_on_a_question_or_a_connection_is_refused_and_writes_nothing() 
         State::Pending
     );
     assert!(rules(&ana).await.is_empty());
+    app.wait_sourced().await;
     assert!(audit(&ana, 10).await.is_empty());
 }
 
@@ -685,6 +689,8 @@ async fn the_audit_holds_exactly_the_approval_decisions_and_rule_changes() {
         .await
         .expect("interrupt");
 
+    // Audit records reach the audit stream by sourcing, shortly after each 2xx.
+    app.wait_sourced().await;
     let all = audit(&ana, 2).await;
     let summary: Vec<(String, String, Option<String>, Option<String>)> = all
         .iter()
@@ -908,6 +914,7 @@ async fn a_rule_decision_under_a_dying_worker_is_made_once() {
     let events_now = app.events("acme").await;
     assert_eq!(events.len(), events_now.len(), "nothing more arrives");
     assert_ids_consistent(&events_now);
+    app.wait_sourced().await;
     let audit = audit(&ana, 100).await;
     for id in &ids {
         assert_allowed_by(&app, "acme", id, &rule, "decided by the rule").await;

@@ -19,21 +19,7 @@ use crate::rpc::{Rpc, answer};
 
 /// The decision-audit records (`approval-decided`) about `effect`.
 async fn decisions_about(app: &TestApp, effect: &str) -> Vec<Value> {
-    let r = app
-        .person("acme", "auditor")
-        .get("/v1/audit?after=0&limit=500")
-        .await;
-    assert_eq!(r.status, 200, "{r:?}");
-    r.body["items"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|e| e["record"].clone())
-        .filter(|e| {
-            e["type"] == "dev.holdpoint.approval-decided" && e["data"]["effectId"] == effect
-        })
-        .collect()
+    audit_records(app, "auditor", "approval-decided", "effectId", effect).await
 }
 
 /// The `argumentsDigest` `GET /v1/interactions/{id}` shows for a held call.
