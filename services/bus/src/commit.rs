@@ -296,13 +296,22 @@ pub fn as_bus_error(e: &BatchError) -> BusError {
 
 impl Bus {
     /// How many effects of the state stream the public streams (events, lanes,
-    /// audit, commands) have still to source, as their stream infos report it (each
-    /// source's `lag`). A decision's effects reach the public streams this many
-    /// messages after its commit: normally within milliseconds.
+    /// audit, commands) have still to source: for each, the larger of its
+    /// source's `lag` (as its stream info reports it) and the `num_pending` of
+    /// its durable source consumer (what that consumer has not delivered yet). A
+    /// source's `lag` comes from the last message it was delivered, so it reads 0
+    /// before its consumer has delivered anything (right after setup); the
+    /// consumer's count does not. A decision's effects reach the public streams
+    /// this many messages after its commit: normally within milliseconds.
     ///
     /// # Errors
-    /// Transient when a stream's info cannot be read.
+    /// Transient when a stream's or a source consumer's info cannot be read.
     pub async fn sourcing_lag(&self) -> Result<u64, BusError> {
+        let state = self
+            .js
+            .get_stream_no_info(self.topo.state_stream())
+            .await
+            .map_err(|e| BusError::transient("sourcing lag", e))?;
         let mut lag = 0;
         for name in [
             self.topo.events_stream(),
@@ -319,7 +328,20 @@ impl Bus {
                 .info()
                 .await
                 .map_err(|e| BusError::transient("sourcing lag", e))?;
-            lag += info.sources.iter().map(|s| s.lag).sum::<u64>();
+            let reported = info.sources.iter().map(|s| s.lag).sum::<u64>();
+            // Only a durable source names its consumer; an ephemeral one (a store
+            // not yet switched) has its lag alone.
+            let mut undelivered = 0;
+            for source in info.config.sources.iter().flatten() {
+                if let Some(c) = &source.consumer {
+                    undelivered += state
+                        .consumer_info(&c.name)
+                        .await
+                        .map_err(|e| BusError::transient("sourcing lag", e))?
+                        .num_pending;
+                }
+            }
+            lag += reported.max(undelivered);
         }
         Ok(lag)
     }
