@@ -53,6 +53,7 @@ async fn deep_values_are_refused_and_change_nothing() {
                 arguments: deep,
                 reason: None,
                 editable: false,
+                approvals: None,
             },
         )
         .await;

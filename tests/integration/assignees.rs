@@ -204,6 +204,7 @@ async fn assignees_out_of_bounds_open_nothing() {
                     arguments: json!({}),
                     reason: None,
                     editable: false,
+                    approvals: None,
                 },
             )
             .await;

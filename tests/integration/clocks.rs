@@ -208,6 +208,7 @@ async fn deadline_after(
             arguments: json!({}),
             reason: None,
             editable: false,
+            approvals: None,
         },
     )
     .await?;

@@ -70,6 +70,7 @@ pub async fn hold_call(
             arguments,
             reason: reason.map(Into::into),
             editable: false,
+            approvals: None,
         },
     )
     .await
@@ -154,6 +155,7 @@ pub async fn one_effect_in_two_orgs_and_two_tasks(app: &TestApp) -> [(&'static s
                 arguments: json!({}),
                 reason: None,
                 editable: false,
+                approvals: None,
             },
         )
         .await

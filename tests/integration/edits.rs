@@ -41,6 +41,7 @@ async fn hold(rt: &Runtime, at: &Placement, editable: bool) -> String {
             arguments: held(),
             reason: Some("writes".into()),
             editable,
+            approvals: None,
         },
     )
     .await

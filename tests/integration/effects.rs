@@ -228,6 +228,7 @@ async fn holding_a_call_again_under_another_effect_id_is_refused() {
         arguments: json!({"repo": "acme/app"}),
         reason: None,
         editable: false,
+        approvals: None,
     };
     let err = rt
         .hold_for_approval(&at, hold("eff_B"))

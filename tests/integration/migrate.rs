@@ -186,6 +186,7 @@ async fn a_format_1_store_is_migrated_losing_nothing_and_storing_nothing_twice()
             arguments: json!({"n": 9}),
             reason: None,
             editable: false,
+            approvals: None,
         },
     )
     .await

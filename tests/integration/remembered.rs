@@ -66,6 +66,7 @@ async fn hold(rt: &Runtime, at: &Placement, tool: &str, arguments: Value) -> Str
             arguments,
             reason: None,
             editable: false,
+            approvals: None,
         },
     )
     .await
@@ -840,6 +841,7 @@ async fn a_rule_decision_under_a_dying_worker_is_made_once() {
         arguments: args(2),
         reason: None,
         editable: false,
+        approvals: None,
     };
     let eff = call.effect_id.clone();
     let first = rt.hold_for_approval(&s1, call.clone()).await;
@@ -873,6 +875,7 @@ async fn a_rule_decision_under_a_dying_worker_is_made_once() {
             arguments: args(10 + n),
             reason: None,
             editable: false,
+            approvals: None,
         };
         more.push(c.clone());
         let rt = rt10.clone();

@@ -385,6 +385,7 @@ fn hold(effect: &str) -> holdpoint_client::HoldCall {
         arguments: json!({"repo": "acme/app"}),
         reason: None,
         editable: false,
+        approvals: None,
     }
 }
 

@@ -30,6 +30,7 @@ async fn three_holds(rt: &Runtime) -> (Placement, [String; 3]) {
                 arguments: json!({"n": name}),
                 reason: None,
                 editable: false,
+                approvals: None,
             },
         )
         .await

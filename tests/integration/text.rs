@@ -140,6 +140,7 @@ async fn a_runtime_cannot_open_with_control_characters_and_reads_why() {
         arguments: json!({}),
         reason: None,
         editable: false,
+        approvals: None,
     };
     // The disguise of the issue: shows as `… read_file?` on a terminal.
     let err = rt

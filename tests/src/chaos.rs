@@ -192,6 +192,7 @@ pub async fn open_targets<N: Broker>(
                                 arguments: json!({"repo": "acme/app", "n": n}),
                                 reason: None,
                                 editable: false,
+                                approvals: None,
                             },
                         )
                     })
@@ -1173,6 +1174,7 @@ async fn race_one(
                             arguments: json!({"id": target.id}),
                             reason: None,
                             editable: false,
+                            approvals: None,
                         },
                     )
                 })

@@ -800,6 +800,7 @@ async fn agent(
                             arguments: json!({"repo": "acme/app", "agent": me}),
                             reason: None,
                             editable: false,
+                            approvals: None,
                         },
                     )
                 })

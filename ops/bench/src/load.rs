@@ -91,6 +91,7 @@ async fn open_some(
                             arguments: json!({"repo": "acme/app", "n": k}),
                             reason: None,
                             editable: false,
+                            approvals: None,
                         },
                     )
                     .await?;

@@ -282,6 +282,7 @@ async fn script(
                 arguments: json!({"repo": "acme/app", "title": "Fix duplicate invoices", "head": "fix/dupes", "base": "main"}),
                 reason: Some("writes to a shared repository".into()),
                 editable: false,
+                approvals: None,
             },
         )
         .await?;
@@ -441,6 +442,7 @@ mod tests {
                 rule: None,
                 edited: false,
                 edited_arguments_digest: None,
+                approvals: Vec::new(),
             },
             EventData::ToolCallFinished {
                 call_id: holdpoint_domain::CallId::parse("call-1").expect("call"),

@@ -128,6 +128,10 @@ pub enum RuntimeVerb {
         /// approve"): only for an executor that runs the released arguments.
         #[arg(long)]
         editable: bool,
+        /// How many distinct people must approve before the call is released, 2 to
+        /// 5 (README "Two-person approvals"); left out, one person decides.
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=5))]
+        approvals: Option<u8>,
     },
     /// ask_user: questions as JSON, e.g. `[{"text":"Which?","options":["a","b"]}]`.
     Ask {
@@ -248,6 +252,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
             reason,
             agent,
             editable,
+            approvals,
         } => {
             let arguments = serde_json::from_str(&arguments).context("--arguments is not JSON")?;
             let mut placement = place(&at)?;
@@ -267,6 +272,7 @@ pub async fn run(args: RuntimeArgs) -> anyhow::Result<()> {
                         arguments,
                         reason,
                         editable,
+                        approvals,
                     },
                 )
                 .await?;

@@ -57,6 +57,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             arguments: json!({"repo": "acme/app", "title": "Fix duplicate invoices"}),
             reason: Some("writes to a shared repository".into()),
             editable: false,
+            approvals: None,
         },
     )
     .await?;

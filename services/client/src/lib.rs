@@ -173,6 +173,10 @@ pub struct HoldCall {
     /// executor runs the `arguments` of `tool-call-released` (README "Edit, then
     /// approve").
     pub editable: bool,
+    /// How many distinct people must approve before the call is released: 2 to 5
+    /// (README "Two-person approvals"); `None`, one person decides. Not with
+    /// `editable`.
+    pub approvals: Option<u8>,
 }
 
 /// Which events to follow.
@@ -359,6 +363,7 @@ impl Runtime {
                 arguments: call.arguments,
                 reason: call.reason,
                 editable: call.editable,
+                approvals: call.approvals,
             },
         )
         .await

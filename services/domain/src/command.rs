@@ -20,6 +20,10 @@ use crate::vocab::{
 /// Most seconds `expiresIn` may ask for (a year); the configured maximum may be lower.
 pub const MAX_EXPIRES_IN_SECS: u64 = 366 * 24 * 3600;
 
+/// The most distinct people an approval may require (`approvals`, README
+/// "Two-person approvals"); the fewest, besides the default of one, is 2.
+pub const MAX_APPROVALS: u8 = 5;
+
 /// Default number of messages a busy lane keeps before it refuses (lane full).
 pub const DEFAULT_LANE_CAPACITY: u32 = 8;
 
@@ -270,6 +274,13 @@ pub enum OpenRequest {
         /// the arguments `tool-call-released` carries rather than the ones it held.
         #[serde(default, skip_serializing_if = "crate::vocab::is_false")]
         editable: bool,
+        /// How many distinct people must approve before the call is released
+        /// (README "Two-person approvals"): 2 to [`MAX_APPROVALS`](crate::MAX_APPROVALS);
+        /// absent or 1, one person decides. One denial decides at once; remembered
+        /// allow rules do not count; not with `editable` (`NRY-0001`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 5)))]
+        approvals: Option<u8>,
     },
     /// `ask_user`: questions for a person, each with ordered options.
     Question {

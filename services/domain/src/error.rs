@@ -141,6 +141,11 @@ pub enum ErrorCode {
     /// organisation's interaction is `NRY-0004`, as a missing one.
     #[serde(rename = "NRY-0037")]
     NotAssignee,
+    /// The interaction needs approvals from several distinct people and the caller's
+    /// approval is already counted: it counts once. Nothing changes; the caller may
+    /// still deny, which decides at once.
+    #[serde(rename = "NRY-0038")]
+    AlreadyApproved,
     /// A webhook URL Holdpoint will not call: not `https` (plain `http` only to a
     /// loopback host in local mode), credentials, a fragment or a control character
     /// in it (in the host also percent-encoded), or a literal
@@ -218,6 +223,7 @@ impl ErrorCode {
             ErrorCode::FormSchemaUnsupported => (400, "NRY-0035", "Form schema not supported"),
             ErrorCode::FormValueInvalid => (400, "NRY-0036", "Value does not fit the form"),
             ErrorCode::NotAssignee => (403, "NRY-0037", "Not an assignee"),
+            ErrorCode::AlreadyApproved => (409, "NRY-0038", "Already approved by you"),
             ErrorCode::WebhookUrlRefused => (400, "NRY-0040", "Webhook URL refused"),
             ErrorCode::UnknownEventType => (400, "NRY-0041", "Unknown event type"),
             ErrorCode::TooManyWebhooks => (409, "NRY-0042", "Too many webhooks"),
@@ -286,6 +292,7 @@ impl ErrorCode {
                 | ErrorCode::FormSchemaUnsupported
                 | ErrorCode::FormValueInvalid
                 | ErrorCode::NotAssignee
+                | ErrorCode::AlreadyApproved
                 | ErrorCode::WebhookUrlRefused
                 | ErrorCode::UnknownEventType
         )

@@ -299,6 +299,24 @@ pub enum EventData {
         /// The remembered rule that approved, when no person did.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rule: Option<RuleId>,
+        /// For a hold that needed several approvals: every person whose approval
+        /// counted, in order (`approvedBy` is the last).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        approvals: Vec<PersonId>,
+    },
+    /// One person's approval of a hold that needs several was counted
+    /// (README "Two-person approvals"); the audit records it as `approval-recorded`.
+    /// When `given` reaches `required` the call is released in the same decision.
+    #[serde(rename = "dev.holdpoint.approval-counted", rename_all = "camelCase")]
+    ApprovalCounted {
+        /// The approval's interaction, the effect id of the held call.
+        interaction_id: InteractionId,
+        /// The person whose approval counted.
+        by: PersonId,
+        /// Distinct approvals counted so far, this one included (1 to 5).
+        given: u8,
+        /// How many the hold needs (2 to 5).
+        required: u8,
     },
     /// A blocked call finished; exactly one per blocked call.
     #[serde(rename = "dev.holdpoint.tool-call-finished", rename_all = "camelCase")]
@@ -382,6 +400,33 @@ pub enum EventData {
         /// Why: the person's reason, or which rule decided, or that the deadline passed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// For a hold that needs several approvals: the people whose approvals had
+        /// counted when it was decided, in order (all of them for a release; the
+        /// partial ones for a denial or an expiry).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        approvals: Vec<PersonId>,
+    },
+    /// Audit (`hp.audit.<org>`): one person's approval of a hold that needs several
+    /// was counted (with `approval-counted` on the events stream).
+    #[serde(rename = "dev.holdpoint.approval-recorded", rename_all = "camelCase")]
+    ApprovalRecorded {
+        /// The approval's interaction, the effect id of the held call.
+        effect_id: InteractionId,
+        /// The MCP server of the held call: a one-line name of at most 200 characters.
+        server: String,
+        /// The tool of the held call: a one-line name of at most 200 characters.
+        tool: String,
+        /// The held call's arguments digest: the approval binds to it.
+        arguments_digest: String,
+        /// The person whose approval counted.
+        approved_by: PersonId,
+        /// Their reason, when they gave one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// Distinct approvals counted so far, this one included (1 to 5).
+        given: u8,
+        /// How many the hold needs (2 to 5).
+        required: u8,
     },
     /// Audit (`hp.audit.<org>`): a person's answer wrote a remembered rule.
     #[serde(rename = "dev.holdpoint.rule-written", rename_all = "camelCase")]
@@ -465,6 +510,7 @@ impl EventKind {
         matches!(
             self,
             EventKind::ApprovalDecided
+                | EventKind::ApprovalRecorded
                 | EventKind::RuleWritten
                 | EventKind::RuleRevoked
                 | EventKind::AssigneesChanged

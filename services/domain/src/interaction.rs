@@ -55,6 +55,58 @@ pub struct Closure {
     pub by_message: Option<MessageId>,
 }
 
+/// One person's approval of an approval that needs several (README "Two-person
+/// approvals"), kept on the record in the order given. The call is released when
+/// the record holds as many as the hold's `approvals`; a person is counted once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct GivenApproval {
+    /// Who approved (the token's `sub`).
+    pub by: PersonId,
+    /// The idempotency key of their answer: the same key again replays `outcome`.
+    pub key: IdempotencyKey,
+    /// The command that counted it.
+    pub command_id: CommandId,
+    /// When, RFC 3339 in UTC with milliseconds.
+    #[serde(with = "crate::timestamp")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
+    pub at: OffsetDateTime,
+    /// The person's reason, when they gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// What their answer replied (`approval-counted`, or resolved for the last).
+    pub outcome: Outcome,
+}
+
+/// How far an approval that needs several people has come, as the views show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalsView {
+    /// How many distinct people must approve (2 to 5).
+    pub required: u8,
+    /// Who approved so far, oldest first (each person once).
+    pub given: Vec<ApprovalGiven>,
+    /// In a person's view: `true` when they already approved (approving again is
+    /// `409 NRY-0038`; denying still decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_you: Option<bool>,
+}
+
+/// One approval counted so far: who and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalGiven {
+    /// The person (the token's `sub`).
+    pub by: PersonId,
+    /// When, RFC 3339 in UTC with milliseconds.
+    #[serde(with = "crate::timestamp")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
+    pub at: OffsetDateTime,
+}
+
 /// The most people, and separately the most groups, one interaction's
 /// [`Assignees`] may name.
 pub const MAX_ASSIGNEES: usize = 32;
@@ -168,6 +220,10 @@ pub struct Interaction {
     /// Who may answer it; absent: anyone of the organisation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assignees: Option<Assignees>,
+    /// The approvals counted so far, when the hold needs several (`approvals` of
+    /// its spec); each person once, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub given_approvals: Vec<GivenApproval>,
     /// The prompt shown to the person.
     pub prompt: String,
     /// Where it is in its lifecycle: `pending`, `resolved`, `finished` or `closed`.
@@ -210,6 +266,50 @@ impl Interaction {
         self.spec.kind()
     }
 
+    /// How many distinct people must approve it: the hold's `approvals` (1 for a
+    /// question, a connection, or a hold that left it out).
+    pub fn approvals_required(&self) -> u8 {
+        match &self.spec {
+            Spec::Approval { approvals, .. } => (*approvals).max(1),
+            _ => 1,
+        }
+    }
+
+    /// True when `person` already approved it (an approval that needs several).
+    pub fn approved_by(&self, person: &PersonId) -> bool {
+        self.given_approvals.iter().any(|g| &g.by == person)
+    }
+
+    /// The approvals so far, when it needs several; `viewer` sets `byYou`.
+    pub fn approvals_view(&self, viewer: Option<&PersonId>) -> Option<ApprovalsView> {
+        let required = self.approvals_required();
+        (required > 1).then(|| ApprovalsView {
+            required,
+            given: self
+                .given_approvals
+                .iter()
+                .map(|g| ApprovalGiven {
+                    by: g.by.clone(),
+                    at: g.at,
+                })
+                .collect(),
+            by_you: viewer.map(|p| self.approved_by(p)),
+        })
+    }
+
+    /// The `detail` the views, events and A2A status messages show: the spec's
+    /// ([`Spec::detail`]), with `approvals` (`{required, given: [{by, at}]}`) for an
+    /// approval that needs several people.
+    pub fn detail(&self) -> Value {
+        let mut d = self.spec.detail();
+        if let (Some(a), Some(obj)) = (self.approvals_view(None), d.as_object_mut())
+            && let Ok(v) = serde_json::to_value(a)
+        {
+            obj.insert("approvals".into(), v);
+        }
+        d
+    }
+
     /// True when `person` with `groups` may answer it: it names no assignees, or
     /// names the person or one of the groups.
     pub fn admits(&self, person: &PersonId, groups: &[GroupName]) -> bool {
@@ -223,6 +323,7 @@ impl Interaction {
     pub fn view_for(&self, person: &PersonId, groups: &[GroupName]) -> InteractionView {
         let mut v = self.view();
         v.for_you = self.assignees.as_ref().map(|a| a.admits(person, groups));
+        v.approvals = self.approvals_view(Some(person));
         v
     }
 
@@ -250,7 +351,7 @@ impl Interaction {
             kind: self.kind(),
             state: self.state,
             prompt: self.prompt.clone(),
-            detail: self.spec.detail(),
+            detail: self.detail(),
             task_id: self.task_id.clone(),
             context_id: self.context_id.clone(),
             session_id: self.session.clone(),
@@ -260,6 +361,7 @@ impl Interaction {
             agent: self.agent.clone(),
             assignees: self.assignees.clone(),
             for_you: None,
+            approvals: self.approvals_view(None),
             opened_at: self.opened_at,
             expires_at: self.expires_at,
             on_expiry: self.on_expiry,
@@ -361,6 +463,10 @@ pub struct InteractionView {
     /// from them is refused with `NRY-0037`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub for_you: Option<bool>,
+    /// Present only for an approval that needs several people: how many, who
+    /// approved so far, and (in a person's view) whether they did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<ApprovalsView>,
     /// When it opened.
     #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]

@@ -47,7 +47,7 @@ pub mod webhook;
 
 pub use command::{
     AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, DEFAULT_LANE_CAPACITY,
-    MAX_EXPIRES_IN_SECS, OpenInteraction, OpenRequest,
+    MAX_APPROVALS, MAX_EXPIRES_IN_SECS, OpenInteraction, OpenRequest,
 };
 pub use decide::{Ctx, Deadlines, Decision, Needs, Snapshot, decide, needs};
 pub use digest::digest;

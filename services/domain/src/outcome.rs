@@ -32,6 +32,16 @@ pub enum Accepted {
     Expired,
     /// A pending interaction's assignees were changed.
     Reassigned,
+    /// A person's approval was counted toward an approval that needs several
+    /// people, and the call still waits for the rest (README "Two-person
+    /// approvals"; REST answers `202`).
+    #[serde(rename_all = "camelCase")]
+    ApprovalCounted {
+        /// Distinct approvals counted so far, this one included.
+        given: u8,
+        /// How many the hold needs.
+        required: u8,
+    },
 }
 
 /// The worker's reply for one command: HTTP status and body derive from it. Stored

@@ -57,15 +57,23 @@ pub fn matches(rule: &Rule, i: &Interaction, now: OffsetDateTime) -> bool {
 }
 
 /// The rule that decides approval `i` at `now`, if any (see the module's order).
+///
+/// A hold that needs several approvals (README "Two-person approvals") is never
+/// released by a remembered allow rule, which is one person's past decision; a
+/// deny rule still denies it, as one person's denial would.
 pub fn pick<'a>(rules: &'a [Rule], i: &Interaction, now: OffsetDateTime) -> Option<&'a Rule> {
-    rules.iter().filter(|r| matches(r, i, now)).max_by(|a, b| {
-        let rank = |r: &Rule| (r.scope.specificity(), r.effect == RuleEffect::Deny);
-        rank(a)
-            .cmp(&rank(b))
-            // Older first, then smaller id: reversed, since max_by keeps the greatest.
-            .then_with(|| b.created_at.cmp(&a.created_at))
-            .then_with(|| b.id.cmp(&a.id))
-    })
+    let counts = |r: &Rule| r.effect == RuleEffect::Deny || i.approvals_required() == 1;
+    rules
+        .iter()
+        .filter(|r| matches(r, i, now) && counts(r))
+        .max_by(|a, b| {
+            let rank = |r: &Rule| (r.scope.specificity(), r.effect == RuleEffect::Deny);
+            rank(a)
+                .cmp(&rank(b))
+                // Older first, then smaller id: reversed, since max_by keeps the greatest.
+                .then_with(|| b.created_at.cmp(&a.created_at))
+                .then_with(|| b.id.cmp(&a.id))
+        })
 }
 
 /// The rule an approval's answer writes when it carries `remember`.

@@ -78,7 +78,7 @@ impl Waiting {
             interaction_id: i.id.clone(),
             kind: i.kind(),
             prompt: i.prompt.clone(),
-            detail: i.spec.detail(),
+            detail: i.detail(),
             opened_at: i.opened_at,
             listed_by: command_id.clone(),
             expires_at: i.expires_at,
@@ -179,6 +179,23 @@ impl Task {
             .position(|p| (p.opened_at, &p.interaction_id) > (w.opened_at, &w.interaction_id))
             .unwrap_or(self.pending.len());
         self.pending.insert(at, w);
+    }
+
+    /// Shows `i`'s current [`detail`](crate::Interaction::detail) in its pending
+    /// entry (an approval that needs several people shows who approved so far).
+    /// Returns whether the entry changed; a no-op when `i` is not pending here.
+    pub(crate) fn refresh(&mut self, i: &crate::interaction::Interaction) -> bool {
+        let detail = i.detail();
+        let mut changed = false;
+        for w in self
+            .pending
+            .iter_mut()
+            .filter(|w| w.interaction_id == i.id && w.detail != detail)
+        {
+            w.detail = detail.clone();
+            changed = true;
+        }
+        changed
     }
 
     /// Removes `id` from the pending list (idempotent), noting that `command_id` did.

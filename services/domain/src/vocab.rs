@@ -131,6 +131,15 @@ pub enum Spec {
         /// (`editedArguments`); `false` (the default) refuses an edit with `NRY-0028`.
         #[serde(default, skip_serializing_if = "crate::vocab::is_false")]
         editable: bool,
+        /// How many distinct people must approve before the call is released: 1
+        /// (the default, left out) or 2 to [`MAX_APPROVALS`](crate::MAX_APPROVALS)
+        /// (README "Two-person approvals").
+        #[serde(
+            default = "crate::vocab::one",
+            skip_serializing_if = "crate::vocab::is_one"
+        )]
+        #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 5)))]
+        approvals: u8,
     },
     /// An `ask_user` call.
     Question {
@@ -458,6 +467,15 @@ pub enum DeadlineStage {
 }
 
 /// `skip_serializing_if` for a flag whose absence means `false`.
+pub(crate) fn one() -> u8 {
+    1
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+pub(crate) fn is_one(n: &u8) -> bool {
+    *n == 1
+}
+
 pub(crate) fn is_false(b: &bool) -> bool {
     !*b
 }

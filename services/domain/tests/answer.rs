@@ -265,6 +265,7 @@ fn approving_releases_the_exact_call_then_its_result_finishes_it() {
             rule: None,
             edited: false,
             edited_arguments_digest: None,
+            approvals: Vec::new(),
         }
     );
     assert_eq!(names(&d.effects.audit), ["approval-decided"]);
@@ -283,6 +284,7 @@ fn approving_releases_the_exact_call_then_its_result_finishes_it() {
             reason: None,
             edited_arguments: None,
             edited_arguments_digest: None,
+            approvals: Vec::new(),
         }
     );
     assert_eq!(task_status(&d.effects.events).state, TaskState::Working);
@@ -422,6 +424,7 @@ fn denying_fails_the_call_as_tool_denied_and_the_reason_travels() {
                 reason: reason.map(str::to_owned),
                 edited_arguments: None,
                 edited_arguments_digest: None,
+                approvals: Vec::new(),
             }]
         );
         let rec = s.interaction(APPROVAL);

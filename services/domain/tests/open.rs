@@ -86,6 +86,7 @@ fn open_approval_without_reason_has_server_and_tool_only() {
         arguments: json!({"path": "/tmp/x"}),
         reason: None,
         editable: false,
+        approvals: None,
     };
     let d = accept(
         &mut s,

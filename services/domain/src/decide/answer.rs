@@ -21,7 +21,8 @@ use crate::task::Task;
 use crate::transition::Effects;
 use crate::{Accepted, AnswerCommand, AnswerInput, AnswerRoute};
 use crate::{
-    Answer, CallResult, Interaction, Kind, LaneContent, Resolution, Resolver, Spec, State,
+    Answer, CallResult, GivenApproval, Interaction, Kind, LaneContent, Resolution, Resolver, Spec,
+    State,
 };
 
 use super::base::{Ctx, Decision, Snapshot, Writes, blocks, live_session, reject, session_missing};
@@ -50,6 +51,17 @@ pub(super) fn answer(ctx: &Ctx, snap: Snapshot<'_>, a: &AnswerCommand) -> Decisi
         // anything else, so the answer writes nothing.
         return Decision::reply(ctx.outcome(Err(rulebook::not_rememberable(i))));
     }
+    if a.remember.is_some() && i.approvals_required() > 1 {
+        return reject(
+            ctx,
+            ErrorCode::NotRememberable,
+            format!(
+                "interaction {} needs approvals from {} people and a remembered rule never                  counts as one: answer without remember; nothing was decided",
+                i.id,
+                i.approvals_required()
+            ),
+        );
+    }
     if let Some(r) = &i.resolution
         && r.resolved_by.is_person()
         && ((r.key == a.key && r.by == a.by) || !blocks(i))
@@ -57,6 +69,14 @@ pub(super) fn answer(ctx: &Ctx, snap: Snapshot<'_>, a: &AnswerCommand) -> Decisi
         // The resolving key again, or a second press on a product question: the
         // recorded outcome, once more, with nothing new.
         return Decision::reply(ctx.outcome(r.outcome.result.clone()));
+    }
+    if let Some(g) = i
+        .given_approvals
+        .iter()
+        .find(|g| g.key == a.key && g.by == a.by)
+    {
+        // A counted approval's key again: what it replied, whatever came since.
+        return Decision::reply(ctx.outcome(g.outcome.result.clone()));
     }
     if let Some(d) = settled(ctx, i) {
         return d;
@@ -100,6 +120,9 @@ pub(super) fn answer(ctx: &Ctx, snap: Snapshot<'_>, a: &AnswerCommand) -> Decisi
     let Some(session) = live_session(snap.session) else {
         return session_missing(ctx, &i.session);
     };
+    if let Some(d) = count_approval(ctx, snap, i, a, &reading) {
+        return d;
+    }
     let task = leave_pending(ctx, snap.task, i);
     if blocks(i) {
         resolve_blocking(ctx, i, task, a, reading)
@@ -230,6 +253,98 @@ fn resolved_event(
     events::resolved(i, answer, &d.by, &d.key, Resolver::Person, None, ctx.now)
 }
 
+/// An approval of a hold that needs several people (README "Two-person
+/// approvals"): `None` when the answer is decided as any other (one person
+/// decides; a denial, which decides at once; or the approval that completes the
+/// count, which [`resolve_blocking`] counts as it releases the call). Else the
+/// refusal of a person already counted (`NRY-0038`), or the approval counted with
+/// the call still waiting: the interaction records it, the task's views show it,
+/// and it is an `approval-counted` event and an `approval-recorded` audit record.
+fn count_approval(
+    ctx: &Ctx,
+    snap: Snapshot<'_>,
+    i: &Interaction,
+    a: &AnswerCommand,
+    reading: &Answer,
+) -> Option<Decision> {
+    let required = i.approvals_required();
+    let Answer::Approval {
+        approved: true,
+        reason,
+        ..
+    } = reading
+    else {
+        return None;
+    };
+    if required < 2 {
+        return None;
+    }
+    if i.approved_by(&a.by) {
+        return Some(reject(
+            ctx,
+            ErrorCode::AlreadyApproved,
+            format!(
+                "your approval of interaction {} is already counted ({} of {required}): it \
+                 waits for approvals from other people; nothing changed",
+                i.id,
+                i.given_approvals.len()
+            ),
+        ));
+    }
+    let given = u8::try_from(i.given_approvals.len() + 1).unwrap_or(u8::MAX);
+    if given >= required {
+        return None;
+    }
+    let outcome = ctx.outcome(Ok(Accepted::ApprovalCounted { given, required }));
+    let mut next = i.clone();
+    let mut effects = Effects::default();
+    count(ctx, &mut next, a, reason.as_deref(), &outcome, &mut effects);
+    let mut task = snap.task.cloned();
+    if let Some(t) = task.as_mut()
+        && t.refresh(&next)
+    {
+        t.updated_at = ctx.now;
+        let transition = format!("approval\u{0}{}", a.by);
+        effects
+            .events
+            .push(events::task_status(&next, t, &transition, ctx.now));
+    }
+    Some(
+        Writes {
+            task,
+            interaction: Some(next),
+            ..Writes::default()
+        }
+        .commit(ctx, effects, outcome),
+    )
+}
+
+/// Counts `a`'s approval on `next` (the record being written), with its
+/// `approval-counted` event and `approval-recorded` audit record.
+fn count(
+    ctx: &Ctx,
+    next: &mut Interaction,
+    a: &AnswerCommand,
+    reason: Option<&str>,
+    outcome: &crate::Outcome,
+    effects: &mut Effects,
+) {
+    let g = GivenApproval {
+        by: a.by.clone(),
+        key: a.key.clone(),
+        command_id: ctx.command_id.clone(),
+        at: ctx.now,
+        reason: reason.map(str::to_owned),
+        outcome: outcome.clone(),
+    };
+    let given = u8::try_from(next.given_approvals.len() + 1).unwrap_or(u8::MAX);
+    if let Some((event, audit)) = events::approval_counted(next, &g, given, ctx.now) {
+        effects.events.push(event);
+        effects.audit.push(audit);
+    }
+    next.given_approvals.push(g);
+}
+
 fn resolve_blocking(
     ctx: &Ctx,
     i: &Interaction,
@@ -245,11 +360,20 @@ fn resolve_blocking(
         by: a.by.clone(),
         key: a.key.clone(),
     };
-    let mut effects = Effects {
-        events: vec![resolved_event(ctx, i, &answer, &by)],
-        ..Effects::default()
-    };
-    let result = match blocked_call_result(ctx, i, a, &answer, &mut effects) {
+    let mut effects = Effects::default();
+    if let Answer::Approval {
+        approved: true,
+        reason,
+        ..
+    } = &answer
+        && i.approvals_required() > 1
+    {
+        // The approval that completes the count (count_approval let it through).
+        count(ctx, &mut next, a, reason.as_deref(), &outcome, &mut effects);
+    }
+    effects.events.push(resolved_event(ctx, i, &answer, &by));
+    let approvals = events::approvers(&next);
+    let result = match blocked_call_result(ctx, i, a, &answer, &mut effects, approvals) {
         Ok(r) => r,
         Err(d) => return *d,
     };
@@ -281,6 +405,7 @@ fn blocked_call_result(
     a: &AnswerCommand,
     answer: &Answer,
     effects: &mut Effects,
+    approvals: Vec<crate::PersonId>,
 ) -> Result<Option<CallResult>, Box<Decision>> {
     match (&i.spec, answer) {
         (
@@ -313,6 +438,7 @@ fn blocked_call_result(
                     reason: reason.as_deref(),
                     rule: None,
                     edited: edited_arguments.as_ref(),
+                    approvals,
                 },
                 effects,
             ))
@@ -349,6 +475,9 @@ pub(super) struct ApprovalDecision<'a> {
     pub rule: Option<&'a crate::Rule>,
     /// The person's edit of the arguments (released instead of the held ones).
     pub edited: Option<&'a Value>,
+    /// For a hold that needs several approvals: whose had counted (all of them for
+    /// a release, the partial ones for a denial).
+    pub approvals: Vec<crate::PersonId>,
 }
 
 /// The audit record and the release (or the denial's result) of an approval's
@@ -402,6 +531,7 @@ pub(super) fn approval_decided(
             rule: d.rule.map(|r| &r.id),
             reason: reason.clone(),
             edited: d.edited,
+            approvals: d.approvals.clone(),
         },
         ctx.now,
     ));
@@ -426,6 +556,7 @@ pub(super) fn approval_decided(
             edited_arguments_digest: d.edited.map(crate::digest::arguments_digest),
             approved_by: d.by.clone(),
             rule: d.rule.map(|r| r.id.clone()),
+            approvals: d.approvals.clone(),
         },
     ));
     None

@@ -80,9 +80,10 @@ pub(super) fn close_with(
         // person's or a rule's decision (a question or a connection never is).
         effects.audit.extend(events::approval_decided(
             i,
-            Verdict::expired(Some(
-                "the approval's deadline passed before anyone decided".into(),
-            )),
+            Verdict::expired(
+                Some("the approval's deadline passed before anyone decided".into()),
+                events::approvers(i),
+            ),
             ctx.now,
         ));
     }

@@ -9,7 +9,7 @@ use crate::event::{AuditOutcome, Decider, Event, EventData};
 use crate::ids::{IdempotencyKey, LaneId, MessageId, OrgId, PersonId, RuleId, SessionId};
 use crate::task::Task;
 use crate::{Admission, Answer, Resolver};
-use crate::{CallResult, Interaction, LaneContent, LaneMessage, Spec};
+use crate::{CallResult, GivenApproval, Interaction, LaneContent, LaneMessage, Spec};
 
 /// The event announcing a new interaction (`approval-requested`,
 /// `question-asked` or `connection-requested`).
@@ -23,7 +23,7 @@ pub(super) fn opened(i: &Interaction, now: OffsetDateTime) -> Event {
             session: i.session.clone(),
             lane: i.lane.clone(),
             prompt: i.prompt.clone(),
-            detail: i.spec.detail(),
+            detail: i.detail(),
             arguments_digest: arguments_digest.clone(),
         },
         Spec::Question { questions } => EventData::QuestionAsked {
@@ -41,7 +41,7 @@ pub(super) fn opened(i: &Interaction, now: OffsetDateTime) -> Event {
             session: i.session.clone(),
             lane: i.lane.clone(),
             prompt: i.prompt.clone(),
-            detail: i.spec.detail(),
+            detail: i.detail(),
         },
     };
     on_interaction(i, "open", now, data)
@@ -119,11 +119,14 @@ pub(super) struct Verdict<'a> {
     pub reason: Option<String>,
     /// The arguments the person released instead of the held ones, when edited.
     pub edited: Option<&'a serde_json::Value>,
+    /// For a hold that needs several approvals, whose had counted.
+    pub approvals: Vec<PersonId>,
 }
 
 impl Verdict<'_> {
-    /// The deadline passed before anyone decided: not approved, `expired`, by expiry.
-    pub fn expired(reason: Option<String>) -> Self {
+    /// The deadline passed before enough people decided: not approved, `expired`, by
+    /// expiry; `approvals` are the partial ones (README "Two-person approvals").
+    pub fn expired(reason: Option<String>, approvals: Vec<PersonId>) -> Self {
         Verdict {
             approved: false,
             outcome: AuditOutcome::Expired,
@@ -132,8 +135,63 @@ impl Verdict<'_> {
             rule: None,
             reason,
             edited: None,
+            approvals,
         }
     }
+}
+
+/// The people whose approvals of `i` have counted, in order.
+pub(super) fn approvers(i: &Interaction) -> Vec<PersonId> {
+    i.given_approvals.iter().map(|g| g.by.clone()).collect()
+}
+
+/// `approval-counted` (events) and `approval-recorded` (audit) for the approval
+/// `g`, the `given`-th of approval `i` (both named after the person, who is counted
+/// once); `None` when `i` is not an approval.
+pub(super) fn approval_counted(
+    i: &Interaction,
+    g: &GivenApproval,
+    given: u8,
+    now: OffsetDateTime,
+) -> Option<(Event, Event)> {
+    let Spec::Approval {
+        server,
+        tool,
+        arguments_digest,
+        approvals: required,
+        ..
+    } = &i.spec
+    else {
+        return None;
+    };
+    let transition = format!("approval\u{0}{}", g.by);
+    let event = on_interaction(
+        i,
+        &transition,
+        now,
+        EventData::ApprovalCounted {
+            interaction_id: i.id.clone(),
+            by: g.by.clone(),
+            given,
+            required: *required,
+        },
+    );
+    let audit = on_interaction(
+        i,
+        &transition,
+        now,
+        EventData::ApprovalRecorded {
+            effect_id: i.id.clone(),
+            server: server.clone(),
+            tool: tool.clone(),
+            arguments_digest: arguments_digest.clone(),
+            approved_by: g.by.clone(),
+            reason: g.reason.clone(),
+            given,
+            required: *required,
+        },
+    );
+    Some((event, audit))
 }
 
 /// `approval-decided` (audit) for approval `i` (its server, tool and arguments
@@ -169,6 +227,7 @@ pub(super) fn approval_decided(
             reason: v.reason,
             edited_arguments: v.edited.cloned(),
             edited_arguments_digest: v.edited.map(crate::digest::arguments_digest),
+            approvals: v.approvals,
         },
     ))
 }

@@ -262,9 +262,17 @@ fn expire(ctx: &Ctx, snap: Snapshot<'_>, i: &Interaction, at: OffsetDateTime) ->
             },
             CallResult::Error {
                 code: "tool.denied".into(),
-                message: format!(
-                    "expired: nobody answered the approval before its deadline ({stamp}), so the call was denied"
-                ),
+                message: if i.given_approvals.is_empty() {
+                    format!(
+                        "expired: nobody answered the approval before its deadline ({stamp}), so the call was denied"
+                    )
+                } else {
+                    format!(
+                        "expired: {} of the {} approvals it needs were given before its deadline ({stamp}), so the call was denied",
+                        i.given_approvals.len(),
+                        i.approvals_required()
+                    )
+                },
             },
         ),
         Spec::Connection { app, .. } => (
@@ -317,7 +325,7 @@ fn resolve_by_expiry(
     if let Answer::Approval { reason, .. } = &answer {
         effects.audit.extend(events::approval_decided(
             i,
-            Verdict::expired(reason.clone()),
+            Verdict::expired(reason.clone(), events::approvers(i)),
             ctx.now,
         ));
     }

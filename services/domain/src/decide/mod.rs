@@ -76,13 +76,19 @@ pub fn decide(snap: Snapshot<'_>, env: &CommandEnvelope, ctx: &Ctx) -> Decision 
 /// lists an interaction that still waits, or lists one that was never recorded. The
 /// refused command undoes its own step, which the task record marks with its command
 /// id; a step of any other command is left alone (its worker may still be writing).
+/// A pending entry's `detail` (the approvals counted so far) is shown again as the
+/// interaction records it: a counted approval whose interaction write never landed
+/// must not be claimed by the task's views.
 fn undo_partial_task_write(snap: Snapshot<'_>, env: &CommandEnvelope, ctx: &Ctx, d: &mut Decision) {
     let (Some(task), Some(id)) = (snap.task, env.interaction_id()) else {
         return;
     };
     let mut fixed = task.clone();
     let changed = match snap.interaction {
-        Some(i) if i.state == crate::State::Pending => fixed.restore(i, &ctx.command_id),
+        // `|`, not `||`: a departure undone and a detail shown again are both fixed.
+        Some(i) if i.state == crate::State::Pending => {
+            fixed.restore(i, &ctx.command_id) | fixed.refresh(i)
+        }
         None => fixed.forget_opening(id, &ctx.command_id),
         Some(_) => false,
     };

@@ -84,6 +84,7 @@ pub(super) fn open(ctx: &Ctx, snap: Snapshot<'_>, open: &OpenInteraction) -> Dec
         prompt: spec.prompt(),
         spec,
         assignees: open.assignees.clone(),
+        given_approvals: Vec::new(),
         state: State::Pending,
         opened_at: ctx.now,
         open_digest,
@@ -280,6 +281,7 @@ fn by_rule(ctx: &Ctx, mut i: Interaction, mut task: Task, rule: &Rule) -> Decisi
         reason: None,
         rule: Some(rule),
         edited: None,
+        approvals: Vec::new(),
     };
     match approval_decided(ctx, &i, &decision, &mut effects) {
         Some(r) => {

@@ -1,6 +1,7 @@
 //! What an opening may ask: the checks of an `open` command's request, and the
 //! stored [`Spec`] it becomes.
 
+use crate::MAX_APPROVALS;
 use crate::command::OpenRequest;
 use crate::digest::{arguments_digest, canonical_json};
 use crate::error::{ErrorCode, Rejection};
@@ -25,6 +26,7 @@ pub fn spec_from_request(req: &OpenRequest) -> Result<Spec, Rejection> {
             arguments,
             reason,
             editable,
+            approvals,
         } => {
             for (what, s) in [("server", server), ("tool", tool)] {
                 if s.trim().is_empty() {
@@ -43,6 +45,19 @@ pub fn spec_from_request(req: &OpenRequest) -> Result<Spec, Rejection> {
             if canonical_json(arguments).len() > MAX_VALUE_BYTES {
                 return Err(invalid("arguments are too large"));
             }
+            let approvals = approvals.unwrap_or(1);
+            if !(1..=MAX_APPROVALS).contains(&approvals) {
+                return Err(invalid(format!(
+                    "approvals must be 2 to {MAX_APPROVALS} distinct people (1, or leaving it \
+                     out, lets one person decide); got {approvals}"
+                )));
+            }
+            if approvals > 1 && *editable {
+                return Err(invalid(
+                    "a hold that needs several approvals cannot be editable: one approver's \
+                     edit would release arguments the others never approved",
+                ));
+            }
             Ok(Spec::Approval {
                 server: server.clone(),
                 tool: tool.clone(),
@@ -50,6 +65,7 @@ pub fn spec_from_request(req: &OpenRequest) -> Result<Spec, Rejection> {
                 arguments_digest: arguments_digest(arguments),
                 reason: reason.clone(),
                 editable: *editable,
+                approvals,
             })
         }
         OpenRequest::Question { questions } => {

@@ -58,6 +58,7 @@ fn a_persons_text_is_refused_with_the_code_nul_had() {
         arguments_digest: arguments_digest(&json!({})),
         reason: None,
         editable: false,
+        approvals: 1,
     };
     let connection = Spec::Connection {
         app: "Linear".into(),
@@ -107,6 +108,7 @@ fn a_runtime_cannot_open_with_control_characters() {
         arguments: json!({}),
         reason: None,
         editable: false,
+        approvals: None,
     };
     let e = spec_from_request(&hold("delete_repo\u{1b}[2K\rread_file")).expect_err("refused");
     assert_eq!(e.code, ErrorCode::InvalidRequest);
@@ -209,6 +211,7 @@ fn digests_of_ordinary_values_do_not_change() {
                     arguments: v,
                     reason: None,
                     editable: false,
+                    approvals: None,
                 },
                 expires_at: None,
                 expires_in: None,
@@ -241,6 +244,7 @@ fn an_edit_is_read_only_where_it_can_be_released() {
         arguments_digest: arguments_digest(&held),
         reason: None,
         editable,
+        approvals: 1,
     };
     let input = |approved: bool, digest: bool, edit: Value| AnswerInput::Approved {
         approved,

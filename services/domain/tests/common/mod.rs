@@ -138,6 +138,7 @@ pub fn approval_req(server: &str, tool: &str, arguments: Value) -> OpenRequest {
         arguments,
         reason: Some("writes to a repository".into()),
         editable: false,
+        approvals: None,
     }
 }
 
