@@ -173,6 +173,32 @@ pub struct BatchResults {
     pub results: Vec<BatchResult>,
 }
 
+/// How far an approval that needs several distinct people has come (README
+/// "Two-person approvals"): the `202` body of an approval counted while the call
+/// still waits, and a batch item's `approvals`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalProgress {
+    /// Distinct approvals counted so far, the caller's included (1 to 4: the last
+    /// one needed releases the call and answers `204`).
+    pub given: u8,
+    /// How many distinct people the hold needs (2 to 5).
+    pub required: u8,
+}
+
+/// `202` body of `approve` (or `respond`) when the caller's approval was counted
+/// and the held call waits for approvals from other people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalCounted {
+    /// The interaction (1 to 128 printable ASCII characters, no spaces).
+    pub interaction_id: String,
+    /// Approvals counted so far and approvals needed.
+    pub approvals: ApprovalProgress,
+}
+
 /// What one batch item's single operation would have answered.
 #[derive(Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -181,8 +207,12 @@ pub struct BatchResult {
     /// The item's `interactionId`, as sent.
     pub interaction_id: String,
     /// The HTTP status the single operation would have answered: `204` when
-    /// answered, else the error's status.
+    /// answered, `202` when an approval was counted and the call waits for other
+    /// people's (then `approvals`), else the error's status.
     pub status: u16,
+    /// With `202`: the approvals counted so far and needed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<ApprovalProgress>,
     /// The stable error code when `status` is not `204` (see `schemas/errors.json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(
@@ -199,13 +229,17 @@ pub struct BatchResult {
 }
 
 impl BatchResult {
-    /// The result of the item about `interaction_id`: `204` on `Ok`, the error's
-    /// status and body otherwise.
-    pub fn of(interaction_id: String, outcome: Result<(), &holdpoint_domain::Rejection>) -> Self {
+    /// The result of the item about `interaction_id`: `204` on `Ok(None)`, `202`
+    /// with the progress on `Ok(Some(_))`, the error's status and body otherwise.
+    pub fn of(
+        interaction_id: String,
+        outcome: Result<Option<ApprovalProgress>, &holdpoint_domain::Rejection>,
+    ) -> Self {
         match outcome {
-            Ok(()) => BatchResult {
+            Ok(approvals) => BatchResult {
                 interaction_id,
-                status: 204,
+                status: if approvals.is_some() { 202 } else { 204 },
+                approvals,
                 code: None,
                 title: None,
                 message: None,
@@ -215,6 +249,7 @@ impl BatchResult {
                 BatchResult {
                     interaction_id,
                     status: r.code.spec().status,
+                    approvals: None,
                     code: Some(body.code),
                     title: Some(body.title),
                     message: Some(body.message),

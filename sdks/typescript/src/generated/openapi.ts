@@ -155,7 +155,7 @@ export interface paths {
         put?: never;
         /**
          * Approve or deny a held tool call
-         * @description `approved: true` releases the held call exactly as shown; `false` fails it as `tool.denied`. With `argumentsDigest`, arguments other than those shown answer `409 NRY-0010` and nothing is released. Edit, then approve: `editedArguments` (a JSON object of at most 262,144 bytes of canonical JSON and 32 levels) with `approved: true` and the `argumentsDigest` of the arguments the person was shown releases the edit instead (`tool-call-released` has `edited: true` and both digests; the audit records both digests, the editor and the edit); on a hold without `editable` it is `409 NRY-0028`, an edit that is not an object, too large, or without `approved: true` or the digest is `400 NRY-0029`, with `remember` `400 NRY-0033`, and nothing changes.
+         * @description `approved: true` releases the held call exactly as shown; `false` fails it as `tool.denied`. With `argumentsDigest`, arguments other than those shown answer `409 NRY-0010` and nothing is released. Edit, then approve: `editedArguments` (a JSON object of at most 262,144 bytes of canonical JSON and 32 levels) with `approved: true` and the `argumentsDigest` of the arguments the person was shown releases the edit instead (`tool-call-released` has `edited: true` and both digests; the audit records both digests, the editor and the edit); on a hold without `editable` it is `409 NRY-0028`, an edit that is not an object, too large, or without `approved: true` or the digest is `400 NRY-0029`, with `remember` `400 NRY-0033`, and nothing changes. A hold that needs approvals from several distinct people (`approvals`, README "Two-person approvals") answers each approval but the last `202` with how many are counted and needed; the last releases the call and answers `204`. The same person approving again is `409 NRY-0038`; one denial decides at once; `remember` is `400 NRY-0025`.
          */
         post: operations["approveInteraction"];
         delete?: never;
@@ -460,6 +460,59 @@ export interface components {
             remember?: null;
         };
         /**
+         * @description `202` body of `approve` (or `respond`) when the caller's approval was counted
+         *     and the held call waits for approvals from other people.
+         */
+        ApprovalCounted: {
+            /** @description Approvals counted so far and approvals needed. */
+            approvals: components["schemas"]["ApprovalProgress"];
+            /** @description The interaction (1 to 128 printable ASCII characters, no spaces). */
+            interactionId: string;
+        };
+        /** @description One approval counted so far: who and when. */
+        ApprovalGiven: {
+            /**
+             * Format: date-time
+             * @description When, RFC 3339 in UTC with milliseconds.
+             */
+            at: string;
+            /** @description The person (the token's `sub`). */
+            by: components["schemas"]["PersonId"];
+        };
+        /**
+         * @description How far an approval that needs several distinct people has come (README
+         *     "Two-person approvals"): the `202` body of an approval counted while the call
+         *     still waits, and a batch item's `approvals`.
+         */
+        ApprovalProgress: {
+            /**
+             * Format: uint8
+             * @description Distinct approvals counted so far, the caller's included (1 to 4: the last
+             *     one needed releases the call and answers `204`).
+             */
+            given: number;
+            /**
+             * Format: uint8
+             * @description How many distinct people the hold needs (2 to 5).
+             */
+            required: number;
+        };
+        /** @description How far an approval that needs several people has come, as the views show it. */
+        ApprovalsView: {
+            /**
+             * @description In a person's view: `true` when they already approved (approving again is
+             *     `409 NRY-0038`; denying still decides).
+             */
+            byYou?: boolean | null;
+            /** @description Who approved so far, oldest first (each person once). */
+            given: components["schemas"]["ApprovalGiven"][];
+            /**
+             * Format: uint8
+             * @description How many distinct people must approve (2 to 5).
+             */
+            required: number;
+        };
+        /**
          * @description `POST /v1/interactions/{id}/approve` body: `approved`, or a boolean
          *     `value`; exactly one of the two.
          */
@@ -582,6 +635,8 @@ export interface components {
         BatchOperation: "approve" | "respond" | "answer";
         /** @description What one batch item's single operation would have answered. */
         BatchResult: {
+            /** @description With `202`: the approvals counted so far and needed. */
+            approvals?: components["schemas"]["ApprovalProgress"] | null;
             /** @description The stable error code when `status` is not `204` (see `schemas/errors.json`). */
             code?: components["schemas"]["ErrorCode"] | null;
             /** @description The item's `interactionId`, as sent. */
@@ -591,7 +646,8 @@ export interface components {
             /**
              * Format: uint16
              * @description The HTTP status the single operation would have answered: `204` when
-             *     answered, else the error's status.
+             *     answered, `202` when an approval was counted and the call waits for other
+             *     people's (then `approvals`), else the error's status.
              */
             status: number;
             /** @description The code's title, with `code`. */
@@ -645,7 +701,7 @@ export interface components {
              * @description Event names to deliver (see the README's event list); absent or empty: all.
              * @default []
              */
-            eventTypes?: ("session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-reassigned" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "assignees-changed" | "dead-letter" | "webhook-disabled" | "webhook-test")[];
+            eventTypes?: ("session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-reassigned" | "interaction-closed" | "tool-call-released" | "approval-counted" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "approval-recorded" | "rule-written" | "rule-revoked" | "assignees-changed" | "dead-letter" | "webhook-disabled" | "webhook-test")[];
             /**
              * @description `https://…` (plain `http://` only to a loopback host when Holdpoint runs in
              *     local mode); at most 2048 bytes; no user or password; no fragment.
@@ -669,7 +725,7 @@ export interface components {
             title: string;
         };
         /** @description A stable error code. Serialized as its `NRY-xxxx` string. */
-        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0024" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0028" | "NRY-0029" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0033" | "NRY-0034" | "NRY-0035" | "NRY-0036" | "NRY-0037" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
+        ErrorCode: "NRY-0001" | "NRY-0002" | "NRY-0003" | "NRY-0004" | "NRY-0005" | "NRY-0009" | "NRY-0010" | "NRY-0011" | "NRY-0013" | "NRY-0014" | "NRY-0015" | "NRY-0016" | "NRY-0017" | "NRY-0020" | "NRY-0021" | "NRY-0022" | "NRY-0023" | "NRY-0024" | "NRY-0025" | "NRY-0026" | "NRY-0027" | "NRY-0028" | "NRY-0029" | "NRY-0030" | "NRY-0031" | "NRY-0032" | "NRY-0033" | "NRY-0034" | "NRY-0035" | "NRY-0036" | "NRY-0037" | "NRY-0038" | "NRY-0040" | "NRY-0041" | "NRY-0042" | "NRY-0043" | "NRY-0050" | "NRY-0051";
         /** @description A CloudEvents 1.0 event (structured mode). `type` and `data` come from `EventData`. */
         Event: {
             /** @description The media type of `data`, always `application/json`. */
@@ -864,6 +920,11 @@ export interface components {
         } | {
             data: {
                 /**
+                 * @description For a hold that needed several approvals: every person whose approval
+                 *     counted, in order (`approvedBy` is the last).
+                 */
+                approvals?: components["schemas"]["PersonId"][];
+                /**
                  * @description The approver: the person, or for a remembered rule its author and id
                  *     (`alice (rule rul_…)`).
                  */
@@ -902,6 +963,25 @@ export interface components {
             };
             /** @constant */
             type: "dev.holdpoint.tool-call-released";
+        } | {
+            data: {
+                /** @description The person whose approval counted. */
+                by: components["schemas"]["PersonId"];
+                /**
+                 * Format: uint8
+                 * @description Distinct approvals counted so far, this one included (1 to 5).
+                 */
+                given: number;
+                /** @description The approval's interaction, the effect id of the held call. */
+                interactionId: components["schemas"]["InteractionId"];
+                /**
+                 * Format: uint8
+                 * @description How many the hold needs (2 to 5).
+                 */
+                required: number;
+            };
+            /** @constant */
+            type: "dev.holdpoint.approval-counted";
         } | {
             data: {
                 /**
@@ -960,6 +1040,12 @@ export interface components {
             type: "dev.holdpoint.turn-started";
         } | {
             data: {
+                /**
+                 * @description For a hold that needs several approvals: the people whose approvals had
+                 *     counted when it was decided, in order (all of them for a release; the
+                 *     partial ones for a denial or an expiry).
+                 */
+                approvals?: components["schemas"]["PersonId"][];
                 /** @description The decision: true when the call was released. */
                 approved: boolean;
                 /**
@@ -1005,6 +1091,33 @@ export interface components {
             };
             /** @constant */
             type: "dev.holdpoint.approval-decided";
+        } | {
+            data: {
+                /** @description The person whose approval counted. */
+                approvedBy: components["schemas"]["PersonId"];
+                /** @description The held call's arguments digest: the approval binds to it. */
+                argumentsDigest: string;
+                /** @description The approval's interaction, the effect id of the held call. */
+                effectId: components["schemas"]["InteractionId"];
+                /**
+                 * Format: uint8
+                 * @description Distinct approvals counted so far, this one included (1 to 5).
+                 */
+                given: number;
+                /** @description Their reason, when they gave one. */
+                reason?: string | null;
+                /**
+                 * Format: uint8
+                 * @description How many the hold needs (2 to 5).
+                 */
+                required: number;
+                /** @description The MCP server of the held call: a one-line name of at most 200 characters. */
+                server: string;
+                /** @description The tool of the held call: a one-line name of at most 200 characters. */
+                tool: string;
+            };
+            /** @constant */
+            type: "dev.holdpoint.approval-recorded";
         } | {
             data: {
                 /** @description The rule as written (who, server, tool, scope, digest; never arguments). */
@@ -1107,6 +1220,11 @@ export interface components {
              *     ASCII, no spaces).
              */
             agent?: components["schemas"]["AgentId"] | null;
+            /**
+             * @description Present only for an approval that needs several people: how many, who
+             *     approved so far, and (in a person's view) whether they did.
+             */
+            approvals?: components["schemas"]["ApprovalsView"] | null;
             /** @description Who may answer it (people and groups); absent: anyone of the organisation. */
             assignees?: components["schemas"]["Assignees"] | null;
             /** @description For approvals: the held call. */
@@ -1888,7 +2006,7 @@ export interface operations {
                 /** @description Only this task's events. */
                 task?: components["schemas"]["TaskId"];
                 /** @description Only events of this short name. */
-                type?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-reassigned" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "assignees-changed" | "dead-letter" | "webhook-disabled" | "webhook-test";
+                type?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-reassigned" | "interaction-closed" | "tool-call-released" | "approval-counted" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "approval-recorded" | "rule-written" | "rule-revoked" | "assignees-changed" | "dead-letter" | "webhook-disabled" | "webhook-test";
             };
             header?: {
                 /** @description Resume after this sequence (what `EventSource` sends on reconnect); wins over `after`. */
@@ -1908,7 +2026,7 @@ export interface operations {
                     "text/event-stream": {
                         data: string;
                         /** @enum {string} */
-                        event?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-reassigned" | "interaction-closed" | "tool-call-released" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "rule-written" | "rule-revoked" | "assignees-changed" | "dead-letter" | "webhook-disabled" | "webhook-test";
+                        event?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-reassigned" | "interaction-closed" | "tool-call-released" | "approval-counted" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "approval-recorded" | "rule-written" | "rule-revoked" | "assignees-changed" | "dead-letter" | "webhook-disabled" | "webhook-test";
                         id?: string;
                         retry?: number;
                     };
@@ -2132,6 +2250,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description Counted: the hold needs approvals from several distinct people (`approvals`) and this one was recorded; the call waits for the rest (README "Two-person approvals"). The last approval needed answers `204`. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalCounted"];
+                };
+            };
             /** @description Answered: the resolution is persisted in JetStream. */
             204: {
                 headers: {
@@ -2158,6 +2285,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description `NRY-0037` Not an assignee */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description `NRY-0004` Not found */
             404: {
                 headers: {
@@ -2167,7 +2303,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description `NRY-0009` No longer waiting; `NRY-0010` Arguments changed; `NRY-0028` Call not editable; `NRY-0031` Lane busy; message queued; `NRY-0032` Answer not delivered */
+            /** @description `NRY-0009` No longer waiting; `NRY-0010` Arguments changed; `NRY-0028` Call not editable; `NRY-0031` Lane busy; message queued; `NRY-0032` Answer not delivered; `NRY-0038` Already approved by you */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2235,6 +2371,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description Counted: the hold needs approvals from several distinct people (`approvals`) and this one was recorded; the call waits for the rest (README "Two-person approvals"). The last approval needed answers `204`. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalCounted"];
+                };
+            };
             /** @description Answered: the resolution is persisted in JetStream. */
             204: {
                 headers: {
@@ -2261,6 +2406,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description `NRY-0037` Not an assignee */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description `NRY-0004` Not found */
             404: {
                 headers: {
@@ -2270,7 +2424,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description `NRY-0009` No longer waiting; `NRY-0031` Lane busy; message queued; `NRY-0032` Answer not delivered */
+            /** @description `NRY-0009` No longer waiting; `NRY-0031` Lane busy; message queued; `NRY-0032` Answer not delivered; `NRY-0038` Already approved by you */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2364,6 +2518,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description `NRY-0037` Not an assignee */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description `NRY-0004` Not found */
             404: {
                 headers: {
@@ -2373,7 +2536,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description `NRY-0009` No longer waiting; `NRY-0031` Lane busy; message queued; `NRY-0032` Answer not delivered */
+            /** @description `NRY-0009` No longer waiting; `NRY-0031` Lane busy; message queued; `NRY-0032` Answer not delivered; `NRY-0038` Already approved by you */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -14,11 +14,19 @@ use holdpoint_domain::webhook::{
 use holdpoint_domain::{Event, InteractionView, Rule, RuleId, SessionId, State, TaskId};
 use holdpoint_ingress::a2a::{EXTENSIONS_HEADER, LEGACY_EXTENSIONS_HEADER, VERSION_HEADER};
 use holdpoint_ingress::wire::{
-    AnswerBody, ApproveBody, AuditPage, AuditQuery, BatchBody, BatchResults, EventsQuery,
-    ListQuery, MessageAccepted, MessageBody, Page, RespondBody, RulePage, RulesQuery,
+    AnswerBody, ApprovalCounted, ApproveBody, AuditPage, AuditQuery, BatchBody, BatchResults,
+    EventsQuery, ListQuery, MessageAccepted, MessageBody, Page, RespondBody, RulePage, RulesQuery,
 };
 use schemars::SchemaGenerator;
 use serde_json::{Map, Value, json};
+
+/// The `202` of an approval counted toward a hold that needs several people.
+fn approval_counted(generator: &mut SchemaGenerator) -> Value {
+    json!({
+        "description": "Counted: the hold needs approvals from several distinct people (`approvals`) and this one was recorded; the call waits for the rest (README \"Two-person approvals\"). The last approval needed answers `204`.",
+        "content": json_content(schema_ref::<ApprovalCounted>(generator)),
+    })
+}
 
 pub(super) fn operation(op: &Operation, generator: &mut SchemaGenerator) -> Value {
     let mut parameters: Vec<Value> = Vec::new();
@@ -34,11 +42,13 @@ pub(super) fn operation(op: &Operation, generator: &mut SchemaGenerator) -> Valu
             parameters.push(interaction_param(generator, "id"));
             parameters.push(idempotency_header(generator));
             request_body = json!({"required": true, "content": json_content(schema_ref::<ApproveBody>(generator))});
+            responses.insert("202".into(), approval_counted(generator));
         }
         "respondToInteraction" => {
             parameters.push(interaction_param(generator, "id"));
             parameters.push(idempotency_header(generator));
             request_body = json!({"required": true, "content": json_content(schema_ref::<RespondBody>(generator))});
+            responses.insert("202".into(), approval_counted(generator));
         }
         "answerMany" => {
             request_body = json!({"required": true, "content": json_content(schema_ref::<BatchBody>(generator))});

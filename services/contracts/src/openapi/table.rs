@@ -6,11 +6,12 @@ use holdpoint_domain::ErrorCode;
 use holdpoint_ingress::paths::{AGENT_CARD as AGENT_CARD_PATH, JSONRPC as JSONRPC_PATH};
 
 use ErrorCode::{
-    AlreadySettled, AnswerMismatch, AnswerNotDelivered, ArgumentsChanged, BatchInvalid,
-    EditInvalid, EditNotRememberable, FormValueInvalid, Internal, InvalidRequest, LaneBusy,
-    LaneRefused, NotEditable, NotFound, NotRememberable, PayloadTooLarge, RuleNotFound,
-    ScopeUnavailable, SessionNotFound, TooManyStreams, TooManyWebhooks, Unauthenticated,
-    Unavailable, UnknownEventType, UnsupportedMediaType, WebhookDisabled, WebhookUrlRefused,
+    AlreadyApproved, AlreadySettled, AnswerMismatch, AnswerNotDelivered, ArgumentsChanged,
+    BatchInvalid, EditInvalid, EditNotRememberable, FormValueInvalid, Internal, InvalidRequest,
+    LaneBusy, LaneRefused, NotAssignee, NotEditable, NotFound, NotRememberable, PayloadTooLarge,
+    RuleNotFound, ScopeUnavailable, SessionNotFound, TooManyStreams, TooManyWebhooks,
+    Unauthenticated, Unavailable, UnknownEventType, UnsupportedMediaType, WebhookDisabled,
+    WebhookUrlRefused,
 };
 
 const WEBHOOK_CREATE_ERRORS: &[ErrorCode] = &[
@@ -50,8 +51,10 @@ const ANSWER_ERRORS: &[ErrorCode] = &[
     SessionNotFound,
     AnswerMismatch,
     Unauthenticated,
+    NotAssignee,
     NotFound,
     AlreadySettled,
+    AlreadyApproved,
     LaneBusy,
     AnswerNotDelivered,
     PayloadTooLarge,
@@ -71,8 +74,10 @@ const APPROVE_ERRORS: &[ErrorCode] = &[
     SessionNotFound,
     AnswerMismatch,
     Unauthenticated,
+    NotAssignee,
     NotFound,
     AlreadySettled,
+    AlreadyApproved,
     ArgumentsChanged,
     LaneBusy,
     AnswerNotDelivered,
@@ -149,7 +154,7 @@ pub const OPERATIONS: &[Operation] = &[
         id: "approveInteraction",
         tag: "interactions",
         summary: "Approve or deny a held tool call",
-        description: "`approved: true` releases the held call exactly as shown; `false` fails it as `tool.denied`. With `argumentsDigest`, arguments other than those shown answer `409 NRY-0010` and nothing is released. Edit, then approve: `editedArguments` (a JSON object of at most 262,144 bytes of canonical JSON and 32 levels) with `approved: true` and the `argumentsDigest` of the arguments the person was shown releases the edit instead (`tool-call-released` has `edited: true` and both digests; the audit records both digests, the editor and the edit); on a hold without `editable` it is `409 NRY-0028`, an edit that is not an object, too large, or without `approved: true` or the digest is `400 NRY-0029`, with `remember` `400 NRY-0033`, and nothing changes.",
+        description: "`approved: true` releases the held call exactly as shown; `false` fails it as `tool.denied`. With `argumentsDigest`, arguments other than those shown answer `409 NRY-0010` and nothing is released. Edit, then approve: `editedArguments` (a JSON object of at most 262,144 bytes of canonical JSON and 32 levels) with `approved: true` and the `argumentsDigest` of the arguments the person was shown releases the edit instead (`tool-call-released` has `edited: true` and both digests; the audit records both digests, the editor and the edit); on a hold without `editable` it is `409 NRY-0028`, an edit that is not an object, too large, or without `approved: true` or the digest is `400 NRY-0029`, with `remember` `400 NRY-0033`, and nothing changes. A hold that needs approvals from several distinct people (`approvals`, README \"Two-person approvals\") answers each approval but the last `202` with how many are counted and needed; the last releases the call and answers `204`. The same person approving again is `409 NRY-0038`; one denial decides at once; `remember` is `400 NRY-0025`.",
         success: Success::NoContent,
         errors: APPROVE_ERRORS,
         secured: true,

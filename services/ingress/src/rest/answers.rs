@@ -8,9 +8,10 @@
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use holdpoint_domain::{
-    AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, ErrorCode, IdempotencyKey,
-    InteractionId, Remember,
+    Accepted, AnswerCommand, AnswerInput, AnswerRoute, Command, CommandEnvelope, ErrorCode,
+    IdempotencyKey, InteractionId, Remember,
 };
 use serde::Deserialize as _;
 use serde::de::{DeserializeOwned, IgnoredAny};
@@ -21,34 +22,47 @@ use crate::extract::{IdPath, idempotency_key, json_body, parse_id, trace_of};
 use crate::identity::Caller;
 use crate::state::AppState;
 use crate::wire::{
-    AnswerBody, ApproveBody, BatchItem, BatchOperation, BatchResult, BatchResults, MAX_BATCH,
-    RespondBody,
+    AnswerBody, ApprovalCounted, ApprovalProgress, ApproveBody, BatchItem, BatchOperation,
+    BatchResult, BatchResults, MAX_BATCH, RespondBody,
 };
 
 /// The shape of every single answer operation: validates the path id (named
 /// `what`), reads the body as `route` reads it ([`input_of`]), derives the
-/// idempotency key, submits one `Answer` command and maps the outcome: 204 on
-/// success, the refusal's code otherwise.
+/// idempotency key, submits one `Answer` command and maps the outcome: `204` when
+/// answered, `202` with an [`ApprovalCounted`] body when an approval was counted
+/// and the call waits for other people's, the refusal's code otherwise.
 async fn answer_with(
     state: &AppState,
     (what, raw_id): (&str, String),
     caller: Caller,
     req: Request,
     route: AnswerRoute,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     let interaction_id = parse_id(what, InteractionId::parse, raw_id)?;
     let headers = req.headers().clone();
     let trace = trace_of(&req);
     let (_, body): (IgnoredAny, Value) = json_body(state.cfg.body_limit, req).await?;
     let answer = input_of(route, body)?;
     let key = idempotency_key(&headers)?;
-    let target = (interaction_id, route, key);
-    decide(state, &caller, target, answer, trace.as_deref()).await?;
-    Ok(StatusCode::NO_CONTENT)
+    let target = (interaction_id.clone(), route, key);
+    Ok(
+        match decide(state, &caller, target, answer, trace.as_deref()).await? {
+            None => StatusCode::NO_CONTENT.into_response(),
+            Some(approvals) => (
+                StatusCode::ACCEPTED,
+                Json(ApprovalCounted {
+                    interaction_id: interaction_id.as_str().to_owned(),
+                    approvals,
+                }),
+            )
+                .into_response(),
+        },
+    )
 }
 
-/// Submits one `Answer` command and waits for its outcome: `Ok` when answered,
-/// the refusal (or `503 NRY-0050`) otherwise.
+/// Submits one `Answer` command and waits for its outcome: `Ok(None)` when
+/// answered, `Ok(Some(_))` when an approval was counted and the call waits for
+/// more, the refusal (or `503 NRY-0050`) otherwise.
 ///
 /// The command names the interaction's task, read from its record first, so
 /// that it goes to the task's partition ([`CommandEnvelope::partition_key`]) and
@@ -67,7 +81,7 @@ async fn decide(
     (interaction_id, route, key): (InteractionId, AnswerRoute, IdempotencyKey),
     (input, remember): (AnswerInput, Option<Remember>),
     trace: Option<&str>,
-) -> Result<(), ApiError> {
+) -> Result<Option<ApprovalProgress>, ApiError> {
     let budget = (state.cfg.outcome_timeout / 5).min(std::time::Duration::from_secs(1));
     let read = state.bus.load_interaction(&caller.org, &interaction_id);
     let task_id = match tokio::time::timeout(budget, read).await {
@@ -103,7 +117,10 @@ async fn decide(
     };
     let outcome = super::submit(state, env, trace).await?;
     match outcome.result {
-        Ok(_) => Ok(()),
+        Ok(Accepted::ApprovalCounted { given, required }) => {
+            Ok(Some(ApprovalProgress { given, required }))
+        }
+        Ok(_) => Ok(None),
         Err(r) => Err(r.into()),
     }
 }
@@ -159,7 +176,7 @@ pub async fn answer_question(
     IdPath(id): IdPath,
     caller: Caller,
     req: Request,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     let route = AnswerRoute::Question;
     answer_with(&state, ("questionId", id), caller, req, route).await
 }
@@ -170,7 +187,7 @@ pub async fn approve(
     IdPath(id): IdPath,
     caller: Caller,
     req: Request,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     let route = AnswerRoute::Approve;
     answer_with(&state, ("interactionId", id), caller, req, route).await
 }
@@ -181,7 +198,7 @@ pub async fn respond(
     IdPath(id): IdPath,
     caller: Caller,
     req: Request,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     let route = AnswerRoute::Respond;
     answer_with(&state, ("interactionId", id), caller, req, route).await
 }
