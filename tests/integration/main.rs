@@ -6,6 +6,7 @@ mod a2a;
 mod a2a_conformance;
 mod adversary;
 mod answers;
+mod approvals;
 mod assignees;
 mod atomic;
 mod auth;
