@@ -193,8 +193,9 @@ export class Holdpoint {
   }
 
   /** Holds a call for approval (assigned to `people` and `groups` when given); resolves to the effect id. */
-  async hold(org, { session, task, call, effect, server = 'github', tool = 'create_pull_request', args = {}, reason, editable, agent, expiresIn, people = [], groups = [] }) {
+  async hold(org, { session, task, call, effect, server = 'github', tool = 'create_pull_request', args = {}, reason, editable, agent, expiresIn, people = [], groups = [], approvals }) {
     const extra = reason ? ['--reason', reason] : [];
+    if (approvals) extra.push('--approvals', String(approvals));
     for (const p of people) extra.push('--assign-person', p);
     for (const g of groups) extra.push('--assign-group', g);
     if (editable) extra.push('--editable');

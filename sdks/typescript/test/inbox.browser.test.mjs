@@ -745,6 +745,49 @@ describe('the inbox in Chromium, against holdpoint up', () => {
     }
   });
 
+  test('two-person approvals: the card counts who approved, redraws when someone else does, and never offers a second approval', async () => {
+    const approveAs = async (person, effect, key) => {
+      const response = await fetch(`${hp.api}/v1/interactions/${effect}/approve`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${await hp.token('acme', person)}`, 'Content-Type': 'application/json', 'Idempotency-Key': key },
+        body: JSON.stringify({ approved: true }),
+      });
+      return { status: response.status, body: response.status === 204 ? null : await response.json() };
+    };
+    // Someone else approves first: the card shows it without a reload.
+    await hp.hold('acme', { session: 's1', task: 'tnm1', call: 'call-nm1', effect: 'eff_nm1', args: { amount: 9000 }, approvals: 2 });
+    const first = card(page, 'eff_nm1');
+    await first.waitFor();
+    assert.match(await first.locator('dl.facts').innerText(), /Approvals\s+0 of 2 approvals/);
+    assert.equal(await first.locator('fieldset').count(), 0, 'nothing to remember on a two-person hold');
+    assert.deepEqual(await approveAs('ana', 'eff_nm1', 'k-ana-nm1'), { status: 202, body: { interactionId: 'eff_nm1', approvals: { given: 1, required: 2 } } });
+    await page.waitForFunction(() => document.querySelector('li[data-interaction-id="eff_nm1"] dl.facts')?.innerText.includes('1 of 2 approvals (ana)'));
+    const posted = page.waitForRequest((r) => r.method() === 'POST' && r.url().endsWith('/v1/interactions/eff_nm1/approve'));
+    await card(page, 'eff_nm1').getByRole('button', { name: 'Approve' }).click();
+    await posted;
+    await card(page, 'eff_nm1').waitFor({ state: 'detached' });
+    const done = await rest.get('eff_nm1');
+    assert.equal(done.state, 'resolved');
+    assert.deepEqual(done.approvals.given.map((g) => g.by), ['ana', 'dev']);
+
+    // This person approves first: the card stays, says so, and offers only Deny.
+    await hp.hold('acme', { session: 's1', task: 'tnm2', call: 'call-nm2', effect: 'eff_nm2', args: { amount: 9001 }, approvals: 2 });
+    await card(page, 'eff_nm2').waitFor();
+    await card(page, 'eff_nm2').getByRole('button', { name: 'Approve' }).click();
+    await page.locator('li[data-interaction-id="eff_nm2"] .approved-already').waitFor();
+    const mine = card(page, 'eff_nm2');
+    assert.equal(await mine.locator('.approved-already').textContent(), 'You approved. It waits for 1 more person; you may still deny it.');
+    assert.equal(await mine.getByRole('button', { name: 'Approve' }).count(), 0);
+    assert.equal(await mine.getByRole('button', { name: 'Deny' }).count(), 1);
+    assert.equal(await mine.locator('input.select').count(), 0, 'not offered for approving together');
+    assert.match(await mine.locator('dl.facts').innerText(), /1 of 2 approvals \(dev\)/);
+    await shot(page, 'inbox-two-person');
+    // The other person completes it: the card leaves.
+    assert.equal((await approveAs('ana', 'eff_nm2', 'k-ana-nm2')).status, 204);
+    await mine.waitFor({ state: 'detached' });
+    assert.equal((await rest.get('eff_nm2')).resolution.by, 'ana');
+  });
+
   test('the page asked for nothing outside the ingress and raised no errors', () => {
     assert.deepEqual(b.foreign, []);
     assert.deepEqual(b.problems, []);

@@ -99,19 +99,42 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<()> {
         }
         body["editedArguments"] = e;
     }
-    let status = c
-        .post(
+    let (status, reply) = c
+        .post_answer(
             &format!("/v1/interactions/{}/approve", segment(id)),
             &body,
             args.key.as_deref(),
         )
         .await?;
+    if status == 202 {
+        counted(&args.api, &reply);
+        return Ok(());
+    }
     report(
         &args.api,
         status,
         if args.deny { "denied" } else { "approved" },
     );
     Ok(())
+}
+
+/// Reports a `202`: the approval counted toward a hold that needs several people
+/// (README "Two-person approvals"), the call still waiting.
+fn counted(api: &ApiArgs, reply: &Value) {
+    if api.json {
+        println!(
+            "{}",
+            json!({ "status": 202, "approvals": reply["approvals"] })
+        );
+        return;
+    }
+    let n = |k: &str| reply["approvals"][k].as_u64().unwrap_or(0);
+    println!(
+        "{} ({} of {} approvals; the call waits for the rest) (202)",
+        paint(AnsiColor::Green.on_default().bold(), "counted"),
+        n("given"),
+        n("required")
+    );
 }
 
 /// The `approve` body for `id` as `args` ask, bound to the arguments the operator
@@ -214,14 +237,21 @@ async fn approve_many(c: &Client, args: &ApproveArgs) -> anyhow::Result<()> {
     let mut refused = 0;
     for (item, r) in items.iter().zip(&results) {
         let status = r["status"].as_u64().unwrap_or(0);
-        if status != 204 {
+        if status != 204 && status != 202 {
             refused += 1;
         }
         if args.api.json {
             continue;
         }
         let id = txt(&item["interactionId"]);
-        if status == 204 {
+        if status == 202 {
+            println!(
+                "{id}  {} ({} of {} approvals) ({status})",
+                paint(AnsiColor::Green.on_default().bold(), "counted"),
+                r["approvals"]["given"].as_u64().unwrap_or(0),
+                r["approvals"]["required"].as_u64().unwrap_or(0)
+            );
+        } else if status == 204 {
             println!(
                 "{id}  {} ({status})",
                 paint(AnsiColor::Green.on_default().bold(), what)

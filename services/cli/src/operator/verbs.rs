@@ -37,14 +37,52 @@ fn print_view(v: &Value) {
         .map(|who| format!(" by {}", terminal::line(who)))
         .unwrap_or_default();
     println!(
-        "{} {} {}{}{} {}",
+        "{} {} {}{}{}{}{} {}",
         paint(kind_style(&kind), &format!("{kind:<10}")),
         paint(Style::new().bold(), &text(v, "interactionId")),
         paint(AnsiColor::BrightBlack.on_default(), &text(v, "state")),
         paint(AnsiColor::BrightBlack.on_default(), &by),
         paint(AnsiColor::Yellow.on_default(), &left),
+        paint(AnsiColor::Cyan.on_default(), &for_whom(v)),
+        paint(AnsiColor::Cyan.on_default(), &approvals(v)),
         terminal::line(v["prompt"].as_str().unwrap_or(""))
     );
+}
+
+/// ` for you` / ` for others` when the interaction names assignees (README
+/// "Assignees"); nothing when anyone of the organisation may answer.
+fn for_whom(v: &Value) -> String {
+    match v["forYou"].as_bool() {
+        Some(true) => " for you".into(),
+        Some(false) => " for others".into(),
+        None => String::new(),
+    }
+}
+
+/// ` approvals 1/2 (ana)` for a hold that needs several people, with `, you
+/// approved` when the caller did (README "Two-person approvals").
+fn approvals(v: &Value) -> String {
+    let a = &v["approvals"];
+    let Some(required) = a["required"].as_u64() else {
+        return String::new();
+    };
+    let given = a["given"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let names: Vec<String> = given
+        .iter()
+        .filter_map(|g| g["by"].as_str())
+        .map(|by| terminal::line(by).into_owned())
+        .collect();
+    let who = if names.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", names.join(", "))
+    };
+    let you = if a["byYou"] == true {
+        ", you approved"
+    } else {
+        ""
+    };
+    format!(" approvals {}/{required}{who}{you}", given.len())
 }
 
 /// `expires in 4m 10s` (or `expired`) for a deadline `at` seen at `now`.

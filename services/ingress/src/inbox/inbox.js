@@ -9,7 +9,9 @@
 //   3. `approval-requested` / `question-asked` / `connection-requested`: load the
 //      interaction (`GET /v1/interactions/{id}`, which holds the call's arguments)
 //      and show it; `interaction-resolved` / `interaction-closed`: take it away;
-//   4. on a drop, reconnect with `Last-Event-ID` (no gap, no repeat).
+//   4. on a drop, reconnect with `Last-Event-ID` (no gap, no repeat);
+//   5. `approval-counted` (a hold that needs several people, README "Two-person
+//      approvals"): draw the card again with who approved so far.
 // Approvals can be selected and approved or denied together: one
 // `POST /v1/answers`, each card bound to the digest it shows and given its own
 // outcome (one may have been answered by someone else meanwhile).
@@ -321,6 +323,9 @@ async function handle(event) {
       updateCount();
     }
     await open(data.interactionId, false);
+  } else if (event.event === 'approval-counted') {
+    const shown = cards.get(data.interactionId);
+    if (shown && shown.article.getAttribute('aria-busy') !== 'true') await refresh(shown, false);
   } else if (GONE_EVENTS.has(event.event)) {
     const why = event.event === 'interaction-resolved'
       ? `answered by ${data.by}`
@@ -433,6 +438,12 @@ async function decideSelected(approved) {
       take(id, approved ? 'approved' : 'denied');
       return;
     }
+    if (result.status === 202) {
+      // Counted toward a hold that needs several people: drawn again, still waiting.
+      card.unconfirmed = null;
+      refresh(card);
+      return;
+    }
     if (gone.has(id)) return;
     const error = new Problem(result.status, result.code, result.title, result.message ?? '', null);
     if (RETRY_STATUSES.has(result.status)) {
@@ -453,7 +464,9 @@ async function decideSelected(approved) {
     setBusy(card, false);
   });
   const decided = results.filter((r) => r.status === 204).length;
-  announce(`${decided} of ${chosen.length} ${approved ? 'approved' : 'denied'}`);
+  const counted = results.filter((r) => r.status === 202).length;
+  announce(`${decided} of ${chosen.length} ${approved ? 'approved' : 'denied'}`
+    + (counted ? `; ${counted} counted, waiting for more approvals` : ''));
   updateBulk();
 }
 
@@ -488,6 +501,20 @@ function place(card) {
   } else {
     list.append(card.li);
   }
+}
+
+/** `1 of 2 (ana)` for a hold that needs several approvals; undefined otherwise. */
+function approvalsText(approvals) {
+  if (!approvals) return undefined;
+  const names = approvals.given.map((g) => g.by);
+  const who = names.length ? ` (${names.join(', ')})` : '';
+  return `${approvals.given.length} of ${approvals.required} approvals${who}`;
+}
+
+/** What a person who already approved reads on the card. */
+function waitingText(approvals) {
+  const left = Math.max(approvals.required - approvals.given.length, 0);
+  return `You approved. It waits for ${left} more ${left === 1 ? 'person' : 'people'}; you may still deny it.`;
 }
 
 /** `ana, bob and group oncall` for an interaction's assignees. */
@@ -616,21 +643,31 @@ function approvalCard(card, titleId) {
   const deny = el('button', { type: 'button', class: 'stop', text: 'Deny' });
   const reason = el('textarea', { id: reasonId, rows: '2' });
   const remembering = rememberChoice(card);
+  const approvals = view.approvals;
+  // A hold that needs several people: one who approved may still deny, never
+  // approve again (NRY-0038), and nothing about it is remembered (NRY-0025).
+  const approvedAlready = approvals?.byYou === true;
   card.article.append(
     facts([
       ['Server', detail.server ?? held.server],
       ['Tool', detail.tool ?? held.tool],
       ['Reason held', detail.reason],
+      ['Approvals', approvalsText(approvals)],
       ...placement(view),
     ]),
     el('p', { class: 'args-label', id: argsId, text: 'Arguments' }),
     el('pre', { class: 'args', tabindex: '0', 'aria-labelledby': argsId, text: JSON.stringify(held.arguments ?? null, null, 2) }),
     el('label', { class: 'field-label', for: reasonId, text: 'Reason (optional; sent with your decision)' }),
     reason,
-    remembering.fieldset,
-    el('div', { class: 'actions' }, approve, deny),
+    ...(approvals ? [] : [remembering.fieldset]),
+    ...(approvedAlready ? [el('p', { class: 'approved-already', text: waitingText(approvals) })] : []),
+    el('div', { class: 'actions' }, ...(approvedAlready ? [deny] : [approve, deny])),
   );
-  card.buttons = [approve, deny];
+  card.buttons = approvedAlready ? [deny] : [approve, deny];
+  if (approvedAlready) {
+    card.article.querySelector('.select-row')?.remove();
+    card.select = null;
+  }
   const path = `/v1/interactions/${encodeURIComponent(view.interactionId)}/approve`;
   // The digest of the arguments this card shows: every decision is bound to it.
   const shown = held.argumentsDigest;
@@ -960,8 +997,14 @@ async function submit(card, path, body, done) {
   const started = Date.now();
   for (let attempt = 1; ; attempt++) {
     try {
-      await call('POST', path, body, key);
+      const reply = await call('POST', path, body, key);
       setSending(card, null);
+      if (reply?.approvals) {
+        // Counted; the call waits for other people's approvals.
+        announce(`Approval counted: ${reply.approvals.given} of ${reply.approvals.required}`);
+        await refresh(card);
+        return;
+      }
       take(id, done.toLowerCase());
       return;
     } catch (caught) {
@@ -1018,8 +1061,11 @@ function setSending(card, text) {
   card.sending.hidden = !text;
 }
 
-/** Re-reads an interaction and draws its card again (its problem kept). */
-async function refresh(card) {
+/**
+ * Re-reads an interaction and draws its card again (its problem kept); `focus`
+ * moves the focus to it (not for a change someone else made).
+ */
+async function refresh(card, focus = true) {
   const id = card.view.interactionId;
   try {
     const view = await call('GET', `/v1/interactions/${encodeURIComponent(id)}`);
@@ -1032,7 +1078,7 @@ async function refresh(card) {
       before.replaceWith(fresh.li);
       fresh.problem.replaceWith(problem);
       fresh.problem = problem;
-      fresh.li.querySelector('h3')?.focus();
+      if (focus) fresh.li.querySelector('h3')?.focus();
     } else {
       before.remove();
     }
