@@ -287,3 +287,32 @@ async fn batches_report_counted_items_and_bad_holds_open_nothing() {
         assert!(app.interaction("acme", &effect).await.is_none());
     }
 }
+
+#[tokio::test]
+async fn people_approve_from_the_command_line_and_pending_shows_the_count() {
+    use crate::operator::{cli_as, jwt_app};
+    let (app, key, _jwks) = jwt_app().await;
+    let rt = app.runtime("acme").await;
+    let (_, eff) = hold_needing(&rt, 2).await;
+    let ana = key.sign(&holdpoint_tests::jwt::claims("acme", "ana"));
+    let bob = key.sign(&holdpoint_tests::jwt::claims("acme", "bob"));
+    let base = app.base.as_str();
+
+    let (ok, out, err) = cli_as(base, &ana, &["approve", &eff]).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("counted (1 of 2 approvals; the call waits for the rest) (202)"),
+        "{out}"
+    );
+    let (ok, out, err) = cli_as(base, &ana, &["pending"]).await;
+    assert!(ok, "{err}");
+    let line = out.lines().find(|l| l.contains(&eff)).unwrap_or_default();
+    assert!(line.contains("approvals 1/2 (ana), you approved"), "{out}");
+    let (ok, _, err) = cli_as(base, &ana, &["approve", &eff]).await;
+    assert!(!ok);
+    assert!(err.contains("409 NRY-0038"), "{err}");
+    let (ok, out, err) = cli_as(base, &bob, &["approve", &eff, "--json"]).await;
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), r#"{"status":204}"#);
+    assert_eq!(state_of(&app, "acme", &eff).await, State::Resolved);
+}
