@@ -244,3 +244,80 @@ async def test_a_form_question_takes_only_a_value_that_fits(up: Holdpoint) -> No
         assert (await rest.get(q))["resolution"]["answer"]["value"] == {"email": "ana@acme.example", "seats": 2}
     finally:
         await rt.close()
+
+
+async def test_an_approval_that_needs_two_people_counts_each_once_and_releases_on_the_second(
+    up: Holdpoint,
+) -> None:
+    ana = HoldpointRest(up.api, token=up.token("acme", "ana@acme.example"))
+    bob = HoldpointRest(up.api, token=up.token("acme", "bob@acme.example"))
+    rt = await Runtime.connect(up.nats_url, "acme")
+    seen: list[holdpoint.Followed] = []
+    try:
+        session, task = unique("sess"), unique("task")
+        await rt.open_session(session)
+        follower = asyncio.create_task(collect(await rt.follow(task=task), seen))
+        at = Placement(session, "main", task, unique("ctx"))
+        effect = await rt.hold_for_approval(
+            at, effect_id=unique("eff"), call_id=unique("call"), server="bank", tool="transfer",
+            arguments={"amount": 10_000}, approvals=2,
+        )
+        decision = asyncio.create_task(rt.wait_for_decision(task, effect, timeout=60))
+        view = await ana.get(effect)
+        assert view["approvals"]["required"] == 2 and view["approvals"]["given"] == [], view
+        digest = view["call"]["argumentsDigest"]
+
+        # Ana's approval is counted; the call waits for someone else's.
+        first_key = unique("k")
+        progress = await ana.approve(effect, approved=True, arguments_digest=digest, idempotency_key=first_key)
+        assert progress == holdpoint.ApprovalProgress(given=1, required=2)
+        counted = await until("approval-counted", lambda: named(seen, "approval-counted", effect))
+        assert counted[0].event["data"] | {} == {
+            "interactionId": effect, "by": "ana@acme.example", "given": 1, "required": 2,
+        }
+        view = await ana.get(effect)
+        assert view["state"] == "pending"
+        assert [g["by"] for g in view["approvals"]["given"]] == ["ana@acme.example"]
+        assert view["approvals"]["byYou"] is True
+        assert (await bob.get(effect))["approvals"]["byYou"] is False
+        assert not decision.done() and not named(seen, "tool-call-released", effect)
+        # The same key again replays the count; a new key is a second approval by
+        # the same person: refused, nothing changes.
+        assert await ana.approve(effect, approved=True, idempotency_key=first_key) == progress
+        with pytest.raises(holdpoint.AlreadyApprovedByYouError) as twice:
+            await ana.approve(effect, approved=True, arguments_digest=digest)
+        assert (twice.value.code, twice.value.status) == ("NRY-0038", 409)
+        with pytest.raises(holdpoint.AlreadyApprovedByYouError):
+            await ana.respond(effect, True)
+        with pytest.raises(holdpoint.NothingToRememberError):
+            await bob.approve(effect, approved=True, remember={"scope": "session"}, retry_for=0)
+        assert len((await ana.get(effect))["approvals"]["given"]) == 1
+
+        # Bob's is the second one needed: the call is released, naming both.
+        assert await bob.approve(effect, approved=True, arguments_digest=digest) is None
+        decided = await decision
+        assert decided.approved and decided.by == "bob@acme.example"
+        assert decided.approvals == ("ana@acme.example", "bob@acme.example")
+        released = await until("the release", lambda: named(seen, "tool-call-released", effect))
+        assert released[0].event["data"]["approvals"] == ["ana@acme.example", "bob@acme.example"]
+        follower.cancel()
+
+        # In a batch: a counted item is 202 with its progress, then a refusal and a release.
+        other = await rt.hold_for_approval(
+            Placement(session, "main", unique("task"), unique("ctx")),
+            effect_id=unique("eff"), call_id=unique("call"), server="bank", tool="transfer",
+            arguments={"amount": 1}, approvals=2,
+        )
+        item = {"interactionId": other, "operation": "approve", "body": {"approved": True}}
+        [counted_item] = await ana.answer_many([item])
+        assert counted_item["status"] == 202 and counted_item["approvals"] == {"given": 1, "required": 2}
+        assert holdpoint.ApprovalProgress.from_json(counted_item["approvals"]) == holdpoint.ApprovalProgress(1, 2)
+        [again] = await ana.answer_many([item])
+        assert (again["status"], again["code"]) == (409, "NRY-0038")
+        [last] = await bob.answer_many([item])
+        assert last["status"] == 204 and last.get("approvals") is None
+        assert (await ana.get(other))["state"] != "pending"
+    finally:
+        await ana.aclose()
+        await bob.aclose()
+        await rt.close()

@@ -83,7 +83,7 @@ export class AnswerDoesNotFitError extends HoldpointError {}
 export class NotFoundError extends HoldpointError {}
 /** A webhook registration Holdpoint refuses: the URL (not https, credentials, a private address) or an unknown event type (`NRY-0040`, `-0041`). */
 export class WebhookRefusedError extends HoldpointError {}
-/** It no longer waits (answered with another key, or closed), or the lane refused; or a webhook limit or a disabled endpoint (`NRY-0009`, `-0021`, `-0030`, `-0031`, `-0032`, `-0042`, `-0043`). */
+/** It no longer waits (answered with another key, or closed), or the lane refused; or a webhook limit or a disabled endpoint (`NRY-0009`, `-0021`, `-0030`, `-0031`, `-0032`, `-0042`, `-0043`); or approved twice by the same person ({@link AlreadyApprovedError}, `NRY-0038`). */
 export class ConflictError extends HoldpointError {}
 /** A remembered rule cannot be written or read: `remember` on a question or connection, scope `agent` with no agent named (`NRY-0025`, `-0026`). */
 export class RuleRefusedError extends HoldpointError {}
@@ -100,6 +100,12 @@ export class ArgumentsChangedError extends ConflictError {}
  * (`NRY-0029`), or sent with `remember` (`NRY-0033`).
  */
 export class EditRefusedError extends HoldpointError {}
+/**
+ * The interaction needs approvals from several distinct people and this caller's
+ * approval is already counted: it counts once, nothing changed (`NRY-0038`,
+ * status 409). The caller may still deny, which decides at once.
+ */
+export class AlreadyApprovedError extends ConflictError {}
 /** The interaction names who may answer it and this caller is not among them, by person or group: nothing was decided (`NRY-0037`, status 403). */
 export class NotAssigneeError extends HoldpointError {}
 /** No valid identity (`NRY-0011`). */
@@ -150,6 +156,7 @@ export const ERROR_CATALOG: Readonly<Record<ErrorCode, { readonly type: ErrorCla
   'NRY-0035': { type: InvalidRequestError, retryable: false },
   'NRY-0036': { type: AnswerDoesNotFitError, retryable: false },
   'NRY-0037': { type: NotAssigneeError, retryable: false },
+  'NRY-0038': { type: AlreadyApprovedError, retryable: false },
   'NRY-0040': { type: WebhookRefusedError, retryable: false },
   'NRY-0041': { type: WebhookRefusedError, retryable: false },
   'NRY-0042': { type: ConflictError, retryable: false },

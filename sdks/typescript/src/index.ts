@@ -26,6 +26,7 @@ export {
   waiting,
 } from './a2a.js';
 export {
+  AlreadyApprovedError,
   AnswerDoesNotFitError,
   ArgumentsChangedError,
   EditRefusedError,

@@ -23,7 +23,7 @@ import {
   trimBase,
   withRetries,
 } from './http.js';
-import type { InteractionPage, InteractionView, ListState, OptionAnswer } from './types.js';
+import type { ApprovalProgress, InteractionPage, InteractionView, ListState, OptionAnswer } from './types.js';
 
 /** Options of {@link HoldpointRest.pending} and {@link HoldpointRest.list}. */
 export interface ListOptions extends CallOptions {
@@ -90,9 +90,15 @@ export type BatchAnswer = {
 export interface BatchResult {
   /** The item's `interactionId`. */
   interactionId: string;
-  /** `204` answered; otherwise the refusal's status. */
+  /**
+   * `204` answered; `202` an approval counted toward a hold that needs several
+   * people while the call waits for the others (then `approvals`); otherwise the
+   * refusal's status (e.g. `409` `NRY-0038` for a second approval by the same person).
+   */
   status: number;
-  /** The refusal's stable code, when `status` is not `204`. */
+  /** With `202`: the approvals counted so far and needed. */
+  approvals?: ApprovalProgress | null;
+  /** The refusal's stable code, when `status` is not `204` or `202`. */
   code?: string;
   /** The code's title. */
   title?: string;
@@ -196,14 +202,25 @@ export class HoldpointRest {
   }
 
   /**
-   * Decides an approval (the Runtime's `approve`).
+   * Decides an approval (the Runtime's `approve`). Resolves with `undefined` when
+   * decided (`204`).
    *
+   * A hold that needs approvals from several distinct people (the runtime's
+   * `approvals`; the view's `approvals: {required, given: [{by, at}], byYou}`)
+   * counts each approval but the last: that resolves with its
+   * {@link ApprovalProgress} `{given, required}` (the server's `202`) and the call
+   * still waits; the last one needed releases it and resolves with `undefined`.
+   * One denial decides at once.
+   *
+   * @throws {AlreadyApprovedError} this person's approval is already counted (`NRY-0038`; with another key): nothing changed.
    * @throws {ArgumentsChangedError} `argumentsDigest` is not the held call's (`NRY-0010`).
    * @throws {EditRefusedError} an edit the hold forbids or that cannot be released (`NRY-0028`, `-0029`, `-0033`).
+   * @throws {RuleRefusedError} `remember` on a hold that needs several people, or a scope that cannot be kept (`NRY-0025`, `-0026`).
+   * @throws {NotAssigneeError} the interaction names who may answer it and this caller is not one (`NRY-0037`).
    * @throws {ConflictError} already answered with another key, or closed (`NRY-0009`).
    * @throws {UnavailableError} no outcome in time, even after retrying for `retryForMs`: retry with the same `idempotencyKey`.
    */
-  async approve(id: string, decision: ApproveDecision, options: AnswerOptions = {}): Promise<void> {
+  async approve(id: string, decision: ApproveDecision, options: AnswerOptions = {}): Promise<ApprovalProgress | undefined> {
     const body: {
       approved: boolean;
       reason?: string;
@@ -216,13 +233,13 @@ export class HoldpointRest {
     if (decision.editedArguments !== undefined) body.editedArguments = decision.editedArguments;
     if (decision.remember !== undefined) body.remember = decision.remember;
     const key = options.idempotencyKey ?? newIdempotencyKey();
-    await withRetries(async () => {
-      const { error, response } = await this.api.POST('/v1/interactions/{id}/approve', {
+    return withRetries(async () => {
+      const { data, error, response } = await this.api.POST('/v1/interactions/{id}/approve', {
         params: { path: { id }, header: { 'Idempotency-Key': key } },
         body,
         signal: options.signal,
       });
-      if (response.status !== 204) throw await errorFromResponse(response, error);
+      return answered(response, data, error);
     }, transientRest, key, options);
   }
 
@@ -230,21 +247,25 @@ export class HoldpointRest {
    * Answers a question or a connection with any JSON value (the Runtime's
    * `respond`): for a connection `{connected: true}` (or `true`) connects, anything
    * else does not; for a question `{answers: [...]}` is checked like
-   * {@link answerQuestion}'s body.
+   * {@link answerQuestion}'s body; for an approval a boolean decides it as
+   * {@link approve} does. Resolves with `undefined` when answered (`204`), or with
+   * the {@link ApprovalProgress} of an approval counted toward a hold that needs
+   * several people while the call waits (`202`), as {@link approve}.
    *
+   * @throws {AlreadyApprovedError} `true` on an approval this person already approved (`NRY-0038`).
    * @throws {HoldpointError} as {@link answerQuestion}.
    */
-  async respond(id: string, value: unknown, options: RespondOptions = {}): Promise<void> {
+  async respond(id: string, value: unknown, options: RespondOptions = {}): Promise<ApprovalProgress | undefined> {
     const body: { value: unknown; reason?: string } = { value };
     if (options.reason !== undefined) body.reason = options.reason;
     const key = options.idempotencyKey ?? newIdempotencyKey();
-    await withRetries(async () => {
-      const { error, response } = await this.api.POST('/v1/interactions/{id}/respond', {
+    return withRetries(async () => {
+      const { data, error, response } = await this.api.POST('/v1/interactions/{id}/respond', {
         params: { path: { id }, header: { 'Idempotency-Key': key } },
         body,
         signal: options.signal,
       });
-      if (response.status !== 204) throw await errorFromResponse(response, error);
+      return answered(response, data, error);
     }, transientRest, key, options);
   }
 
@@ -253,7 +274,9 @@ export class HoldpointRest {
    * decided on its own, as its single operation would be (not one transaction),
    * and its result comes back in the items' order. Items answered `503` are sent
    * again with their keys for at most `retryForMs`; the same keys never decide
-   * twice, so the whole call may be repeated with the same items.
+   * twice, so the whole call may be repeated with the same items. An item
+   * counted toward a hold that needs several people is `status: 202` with its
+   * `approvals` ({@link ApprovalProgress}).
    *
    * @throws {InvalidRequestError} a body that is not a batch (`NRY-0034`: no item, over 100).
    */
@@ -295,6 +318,26 @@ export class HoldpointRest {
   events(options: EventsOptions = {}): AsyncGenerator<StreamedEvent, void, undefined> {
     return followEvents(this.#baseUrl, this.#fetch, options);
   }
+}
+
+/**
+ * An answer's response: `undefined` for `204` (decided), the progress of a `202`
+ * (an approval counted, the call waiting for other people's); anything else is
+ * thrown as its typed error.
+ */
+async function answered(
+  response: Response,
+  data: { approvals?: ApprovalProgress } | undefined,
+  error: unknown,
+): Promise<ApprovalProgress | undefined> {
+  if (response.status === 204) return undefined;
+  if (response.status === 202) {
+    const approvals = data?.approvals;
+    if (approvals && typeof approvals.given === 'number' && typeof approvals.required === 'number') {
+      return { given: approvals.given, required: approvals.required };
+    }
+  }
+  throw await errorFromResponse(response, error);
 }
 
 /**

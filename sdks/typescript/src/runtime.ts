@@ -51,7 +51,7 @@ export const PROVISIONAL_CODES: ReadonlySet<string> = new Set([
   'NRY-0001', 'NRY-0002', 'NRY-0003', 'NRY-0004', 'NRY-0010', 'NRY-0020',
   'NRY-0022', 'NRY-0023', 'NRY-0024', 'NRY-0025', 'NRY-0026', 'NRY-0028',
   'NRY-0029', 'NRY-0030', 'NRY-0032', 'NRY-0033', 'NRY-0034', 'NRY-0035',
-  'NRY-0036', 'NRY-0037', 'NRY-0040', 'NRY-0041', 'NRY-0050', 'NRY-0051',
+  'NRY-0036', 'NRY-0037', 'NRY-0038', 'NRY-0040', 'NRY-0041', 'NRY-0050', 'NRY-0051',
 ]);
 
 /** The longest id, in UTF-8 bytes. */
@@ -193,11 +193,19 @@ export type ToolResult = ReturnType<typeof toolOk> | ReturnType<typeof toolError
 
 // -- the commands, as the Rust client builds them ----------------------------------
 
-/** An approval request: the held call's server, tool, arguments and why; `editable` is written only when true. */
-export function approvalRequest(server: string, tool: string, args: unknown, reason?: string, editable = false): Record<string, unknown> {
+/**
+ * An approval request: the held call's server, tool, arguments and why;
+ * `editable` is written only when true, `approvals` (how many distinct people
+ * must approve, 2 to 5; 1 or left out, one person) only when given, as the Rust
+ * client does.
+ */
+export function approvalRequest(
+  server: string, tool: string, args: unknown, reason?: string, editable = false, approvals?: number,
+): Record<string, unknown> {
   const request: Record<string, unknown> = { kind: 'approval', server, tool, arguments: args };
   if (reason !== undefined) request.reason = reason;
   if (editable) request.editable = true;
+  if (approvals !== undefined) request.approvals = approvals;
   return request;
 }
 
@@ -314,6 +322,11 @@ export interface Decision {
   readonly edited?: boolean;
   /** Who decided (`approvedBy`; `holdpoint:expiry` when the deadline did). */
   readonly by?: string | undefined;
+  /**
+   * A released hold that needed several approvals (`approvals`): every person
+   * whose approval counted, in order (`by` is the last).
+   */
+  readonly approvals?: readonly string[] | undefined;
   /** The person's reason, when they gave one. */
   readonly reason?: string | undefined;
   /** Why it closed without a person's decision. */
@@ -326,7 +339,8 @@ export interface Decision {
 export function decisionOf(f: Followed, effectId: string): Decision | undefined {
   const data = (f.event.data ?? {}) as Record<string, any>;
   if (f.name === 'tool-call-released' && data.effectId === effectId) {
-    return { approved: true, arguments: data.arguments, edited: Boolean(data.edited), by: data.approvedBy, sequence: f.sequence };
+    const approvals = Array.isArray(data.approvals) ? data.approvals.map(String) : undefined;
+    return { approved: true, arguments: data.arguments, edited: Boolean(data.edited), by: data.approvedBy, approvals, sequence: f.sequence };
   }
   if (f.name === 'interaction-resolved' && data.interactionId === effectId && data.answer?.kind === 'approval' && data.answer.approved === false) {
     return { approved: false, by: data.by, reason: data.answer.reason ?? undefined, sequence: f.sequence };
@@ -690,11 +704,21 @@ export class Runtime {
    * the same content is a replay; with other content `NRY-0021`. `editable`: the
    * person may edit the arguments before approving; set it only when the
    * executor runs the `arguments` of `tool-call-released`.
+   *
+   * `approvals`: how many distinct people must approve before the call is
+   * released, 2 to 5 (README "Two-person approvals"; left out or 1, one person
+   * decides). Each approval but the last is counted (`approval-counted`; REST
+   * `approve` resolves with its `ApprovalProgress`); the last releases the
+   * call and `tool-call-released` lists every approver in `approvals`
+   * ({@link Decision.approvals}). One denial decides at once; remembered allow
+   * rules never count. Outside 1 to 5, or with `editable`, the worker refuses it
+   * (`InvalidRequestError`, `NRY-0001`).
    */
   async holdForApproval(at: Placement, call: {
     effectId: string; callId: string; server: string; tool: string; arguments: unknown; reason?: string; editable?: boolean;
+    approvals?: number;
   }): Promise<string> {
-    const request = approvalRequest(call.server, call.tool, call.arguments, call.reason, call.editable ?? false);
+    const request = approvalRequest(call.server, call.tool, call.arguments, call.reason, call.editable ?? false, call.approvals);
     await this.send(openCommand(placement(at), call.effectId, call.callId, request));
     return call.effectId;
   }

@@ -21,6 +21,24 @@ export type InteractionState = Schemas['State'];
 export type OptionAnswer = Schemas['OptionAnswer'];
 /** A held call: server, tool, the exact arguments and their digest. */
 export type HeldCall = Schemas['HeldCall'];
+/**
+ * How far an approval that needs several distinct people has come: `given`
+ * approvals counted so far (the caller's included), `required` how many the hold
+ * needs (2 to 5). What {@link HoldpointRest.approve} and `respond` resolve with
+ * when the approval was counted and the call still waits (the server's `202`),
+ * and a batch result's `approvals`.
+ */
+export type ApprovalProgress = Schemas['ApprovalProgress'];
+/** The `202` body of an approval counted toward a hold that needs several people: `{interactionId, approvals}`. */
+export type ApprovalCounted = Schemas['ApprovalCounted'];
+/** One approval counted so far on a hold that needs several: who (`by`) and when (`at`). */
+export type ApprovalGiven = Schemas['ApprovalGiven'];
+/**
+ * A view's `approvals` (present only for a hold that needs several people):
+ * `required`, who approved so far (`given`, oldest first) and, in a person's
+ * view, `byYou` (approving again is `NRY-0038`).
+ */
+export type ApprovalsView = Schemas['ApprovalsView'];
 /** An error body: `{code, title, message}`. */
 export type ErrorBody = Schemas['ErrorBody'];
 /** A stable error code, `NRY-xxxx`. */

@@ -11,8 +11,8 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  AgentManifest, ConflictError, ConnectionsDisabledError, DeadlineError, HoldpointRest, InvalidIdError, NotFoundError,
-  OutcomeTimeoutError, Runtime, SessionNotFoundError, argumentsDigest, openCommand, approvalRequest, placement, toolOk, wire,
+  AgentManifest, AlreadyApprovedError, ConflictError, ConnectionsDisabledError, DeadlineError, HoldpointRest, InvalidIdError, NotFoundError,
+  OutcomeTimeoutError, RuleRefusedError, Runtime, SessionNotFoundError, argumentsDigest, openCommand, approvalRequest, placement, toolOk, wire,
 } from '../dist/node.js';
 import { jetstreamManager } from '@nats-io/jetstream';
 
@@ -261,6 +261,84 @@ describe('the TypeScript runtime against holdpoint up', () => {
       assert.ok(record.outbox.map((t) => t.commandId).includes(wire.commandId(rt.envelope(command))));
       assert.equal(record.spec.argumentsDigest, argumentsDigest(args));
     } finally {
+      await rt.close();
+    }
+  });
+
+  test('a hold that needs two people: each approval counted once (202, then NRY-0038 for the same person), released on the second', async () => {
+    const rt = await Runtime.connect(hp.natsUrl, ORG);
+    const bob = new HoldpointRest({ baseUrl: hp.api, token: await hp.token(ORG, 'bob@acme.example') });
+    const [session, task, effect, call] = [unique('sess'), unique('task'), unique('eff'), unique('call')];
+    const live = await following(rt, { task });
+    try {
+      await rt.openSession(session);
+      const at = placement({ session, lane: 'main', taskId: task, contextId: unique('ctx') });
+      const args = { amount: 10000, to: 'acme-savings' };
+      assert.equal(await rt.holdForApproval(at, { effectId: effect, callId: call, server: 'bank', tool: 'transfer', arguments: args, approvals: 2 }), effect);
+      const decision = rt.waitForDecision(task, effect, { timeoutMs: 60000 });
+      let decided = false;
+      void decision.then(() => { decided = true; }, () => {});
+      const held = await rest.get(effect);
+      assert.equal(held.approvals?.required, 2);
+      assert.deepEqual(held.approvals?.given, []);
+      const digest = held.call.argumentsDigest;
+
+      // Ana's approval counts; the call waits for someone else's.
+      const key = unique('k');
+      const progress = await rest.approve(effect, { approved: true, argumentsDigest: digest }, { idempotencyKey: key });
+      assert.deepEqual(progress, { given: 1, required: 2 });
+      const counted = await until('approval-counted', () => live.named('approval-counted', effect)[0]);
+      assert.deepEqual(counted.event.data, { interactionId: effect, by: 'ana@acme.example', given: 1, required: 2 });
+      const waitingView = await rest.get(effect);
+      assert.equal(waitingView.state, 'pending');
+      assert.deepEqual(waitingView.approvals?.given.map((g) => g.by), ['ana@acme.example']);
+      assert.equal(waitingView.approvals?.byYou, true);
+      assert.equal((await bob.get(effect)).approvals?.byYou, false);
+      assert.equal(decided, false);
+      assert.equal(live.named('tool-call-released', effect).length, 0);
+      // The same key replays the count; a new key is Ana approving twice: refused, nothing changes.
+      assert.deepEqual(await rest.approve(effect, { approved: true, argumentsDigest: digest }, { idempotencyKey: key }), progress);
+      await assert.rejects(rest.approve(effect, { approved: true, argumentsDigest: digest }), (e) => {
+        assert.ok(e instanceof AlreadyApprovedError, e);
+        assert.ok(e instanceof ConflictError);
+        assert.equal(e.code, 'NRY-0038');
+        assert.equal(e.status, 409);
+        assert.equal(e.title, 'Already approved by you');
+        return true;
+      });
+      await assert.rejects(rest.respond(effect, true), (e) => e instanceof AlreadyApprovedError);
+      await assert.rejects(
+        bob.approve(effect, { approved: true, remember: { scope: 'session' } }, { retryForMs: 0 }),
+        (e) => e instanceof RuleRefusedError && e.code === 'NRY-0025',
+      );
+      assert.equal((await rest.get(effect)).approvals?.given.length, 1);
+
+      // Bob's is the second one needed: released, naming both.
+      assert.equal(await bob.approve(effect, { approved: true, argumentsDigest: digest }), undefined);
+      const decisionMade = await decision;
+      assert.equal(decisionMade.approved, true);
+      assert.equal(decisionMade.by, 'bob@acme.example');
+      assert.deepEqual(decisionMade.approvals, ['ana@acme.example', 'bob@acme.example']);
+      const released = await until('the release', () => live.named('tool-call-released', effect)[0]);
+      assert.deepEqual(released.event.data.approvals, ['ana@acme.example', 'bob@acme.example']);
+      assert.deepEqual(released.event.data.arguments, args);
+
+      // In a batch: a counted item is 202 with its progress; the same person again 409 NRY-0038; the last 204.
+      const other = await rt.holdForApproval(placement({ session, lane: 'main', taskId: unique('task'), contextId: unique('ctx') }), {
+        effectId: unique('eff'), callId: unique('call'), server: 'bank', tool: 'transfer', arguments: { amount: 1 }, approvals: 2,
+      });
+      const item = { interactionId: other, operation: 'approve', body: { approved: true } };
+      const [first] = await rest.answerMany([item]);
+      assert.equal(first.status, 202);
+      assert.deepEqual(first.approvals, { given: 1, required: 2 });
+      const [twice] = await rest.answerMany([item]);
+      assert.deepEqual([twice.status, twice.code], [409, 'NRY-0038']);
+      const [last] = await bob.answerMany([item]);
+      assert.equal(last.status, 204);
+      assert.equal(last.approvals ?? undefined, undefined);
+      assert.notEqual((await rest.get(other)).state, 'pending');
+    } finally {
+      await live.stop();
       await rt.close();
     }
   });

@@ -7,8 +7,10 @@
   wire as the Rust ``holdpoint-client``: subjects, headers and command ids are
   pinned by ``schemas/command-vectors.json``.
 - :class:`HoldpointRest` (``httpx``): list, get, approve (binding the
-  ``argumentsDigest``), respond, answer, rules, audit, webhooks; answers are
-  retried with the same idempotency key while their fate is unknown.
+  ``argumentsDigest``; an :class:`ApprovalProgress` when an approval was
+  counted toward a hold that needs several people), respond, answer, rules,
+  audit, webhooks; answers are retried with the same idempotency key while their
+  fate is unknown.
 - :func:`verify_webhook`: a delivery's Standard Webhooks signature.
 - Errors: one exception class per ``NRY-xxxx`` code of ``schemas/errors.json``
   (generated), all :class:`HoldpointError`.
@@ -30,7 +32,7 @@ from .errors import (
     error_for,
 )
 from .manifest import AgentManifest
-from .rest import HoldpointRest, new_idempotency_key
+from .rest import ApprovalProgress, HoldpointRest, new_idempotency_key
 from .runtime import Assignees, Decision, Expiry, Followed, Placement, Question, Runtime, decision_of, tool_error, tool_ok
 from .webhooks import WebhookVerificationError, verify_webhook
 
@@ -40,6 +42,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ERRORS_BY_CODE",
     "AgentManifest",
+    "ApprovalProgress",
     "ConnectionsDisabled",
     "Decision",
     "Assignees",

@@ -8,6 +8,7 @@ from __future__ import annotations
 from .errors import HoldpointError
 
 __all__ = [
+    "AlreadyApprovedByYouError",
     "AnswerDoesNotFitError",
     "AnswerNotDeliveredError",
     "ArgumentsChangedError",
@@ -328,6 +329,15 @@ class NotAnAssigneeError(HoldpointError):
     status = 403
 
 
+class AlreadyApprovedByYouError(HoldpointError):
+    """``NRY-0038`` Already approved by you (HTTP 409; retryable: false)."""
+
+    code = "NRY-0038"
+    title = "Already approved by you"
+    retryable = False
+    status = 409
+
+
 class WebhookUrlRefusedError(HoldpointError):
     """``NRY-0040`` Webhook URL refused (HTTP 400; retryable: false)."""
 
@@ -414,6 +424,7 @@ ERRORS_BY_CODE: dict[str, type[HoldpointError]] = {
     "NRY-0035": FormSchemaNotSupportedError,
     "NRY-0036": ValueDoesNotFitTheFormError,
     "NRY-0037": NotAnAssigneeError,
+    "NRY-0038": AlreadyApprovedByYouError,
     "NRY-0040": WebhookUrlRefusedError,
     "NRY-0041": UnknownEventTypeError,
     "NRY-0042": TooManyWebhooksError,

@@ -12,10 +12,12 @@ does (``sdks/typescript/src/http.ts``). The answer is then recorded once.
     async with HoldpointRest("http://127.0.0.1:8080", token=token) as rest:
         for item in (await rest.list())["items"]:
             view = await rest.get(item["interactionId"])
-            await rest.approve(
+            progress = await rest.approve(
                 view["interactionId"], approved=True,
                 arguments_digest=view["call"]["argumentsDigest"],
             )
+            # None: decided. An ApprovalProgress: counted toward a hold that
+            # needs several people (progress.given of progress.required).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
@@ -32,6 +35,7 @@ import httpx
 from .errors import HoldpointError, UnknownCodeError, error_for
 
 __all__ = [
+    "ApprovalProgress",
     "DEFAULT_RETRY_FOR",
     "RETRY_BACKOFF",
     "RETRY_STATUSES",
@@ -52,6 +56,35 @@ gateway's timeout."""
 
 TokenSource = str | Callable[[], str | None | Awaitable[str | None]] | None
 ListState = Literal["pending", "resolved", "closed", "all"]
+
+
+@dataclass(frozen=True)
+class ApprovalProgress:
+    """How far an approval that needs several distinct people has come (README
+    "Two-person approvals"): what :meth:`HoldpointRest.approve` (and
+    :meth:`~HoldpointRest.respond` with a boolean) return when the caller's
+    approval was counted and the held call still waits for other people's (the
+    server's ``202`` body ``{"interactionId", "approvals": {"given",
+    "required"}}``). ``given``: distinct approvals counted so far, the caller's
+    included (1 to 4); ``required``: how many the hold needs (2 to 5). The last
+    approval needed releases the call and returns ``None`` instead, as any
+    decided answer does."""
+
+    given: int
+    required: int
+
+    @classmethod
+    def from_json(cls, value: Any) -> ApprovalProgress | None:
+        """The progress in ``value`` (``{"given", "required"}``, as a ``202`` body's
+        or a batch result's ``approvals``), ``None`` when it holds none."""
+        if isinstance(value, Mapping) and isinstance(value.get("approvals"), Mapping):
+            value = value["approvals"]
+        if not isinstance(value, Mapping):
+            return None
+        given, required = value.get("given"), value.get("required")
+        if isinstance(given, int) and isinstance(required, int):
+            return cls(given, required)
+        return None
 
 
 def new_idempotency_key() -> str:
@@ -167,7 +200,7 @@ class HoldpointRest:
         body: Mapping[str, Any],
         idempotency_key: str | None,
         retry_for: float | None,
-    ) -> None:
+    ) -> httpx.Response:
         key = idempotency_key or new_idempotency_key()
         budget = self.retry_for if retry_for is None else retry_for
         started = time.monotonic()
@@ -175,8 +208,7 @@ class HoldpointRest:
         while True:
             attempt += 1
             try:
-                await self._request("POST", path, json=body, headers={"Idempotency-Key": key})
-                return
+                return await self._request("POST", path, json=body, headers={"Idempotency-Key": key})
             except HoldpointError as e:
                 transient = (e.status in RETRY_STATUSES) or e.retryable
                 if not transient:
@@ -247,7 +279,7 @@ class HoldpointRest:
         edited_arguments: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
         retry_for: float | None = None,
-    ) -> None:
+    ) -> ApprovalProgress | None:
         """Decides an approval (``POST /v1/interactions/{id}/approve``): ``True``
         releases the held call exactly as shown, ``False`` fails it as
         ``tool.denied``. ``arguments_digest``: the ``call.argumentsDigest`` the
@@ -263,9 +295,23 @@ class HoldpointRest:
         :class:`~holdpoint.EditNotRememberableError` (``NRY-0033``); nothing is
         decided then.
 
+        Returns ``None`` when the approval is decided (``204``). A hold that needs
+        approvals from several distinct people (the runtime's ``approvals``; the
+        view's ``approvals: {required, given: [{by, at}], byYou}``) counts each
+        approval but the last: that returns an :class:`ApprovalProgress`
+        (``given`` of ``required``; the server's ``202``) and the call still
+        waits; the last one needed releases it and returns ``None``. The same
+        person approving again (with another key) raises
+        :class:`~holdpoint.AlreadyApprovedByYouError` (``NRY-0038``) and changes
+        nothing; one denial (``approved=False``) decides at once; ``remember``
+        on such a hold raises :class:`~holdpoint.NothingToRememberError`
+        (``NRY-0025``).
+
         Raises :class:`~holdpoint.NoLongerWaitingError` when already answered with
-        another key or closed; :class:`~holdpoint.TemporarilyUnavailableError`
-        when no outcome came in time even after retrying (retry with the same
+        another key or closed; :class:`~holdpoint.NotAnAssigneeError`
+        (``NRY-0037``) when the interaction names its assignees and the caller is
+        not one; :class:`~holdpoint.TemporarilyUnavailableError` when no outcome
+        came in time even after retrying (retry with the same
         ``idempotency_key``)."""
         body: dict[str, Any] = {"approved": approved}
         if reason is not None:
@@ -276,9 +322,10 @@ class HoldpointRest:
             body["remember"] = dict(remember)
         if edited_arguments is not None:
             body["editedArguments"] = dict(edited_arguments)
-        await self._answer(
+        response = await self._answer(
             f"/v1/interactions/{_path(interaction_id)}/approve", body, idempotency_key, retry_for
         )
+        return _progress(response)
 
     async def respond(
         self,
@@ -289,20 +336,28 @@ class HoldpointRest:
         remember: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
         retry_for: float | None = None,
-    ) -> None:
+    ) -> ApprovalProgress | None:
         """Answers with any JSON ``value`` (``POST /v1/interactions/{id}/respond``):
         for a connection ``{"connected": true}`` (or ``True``) connects; for a
-        question ``{"answers": [...]}`` is checked like :meth:`answer_question`.
+        question ``{"answers": [...]}`` is checked like :meth:`answer_question`;
+        for an approval a boolean decides it as :meth:`approve` does.
         ``remember`` as on :meth:`approve` (approvals only: a question or a
-        connection refuses it with :class:`~holdpoint.NothingToRememberError`)."""
+        connection refuses it with :class:`~holdpoint.NothingToRememberError`).
+
+        Returns ``None`` when answered (``204``), or, for a boolean ``True`` on an
+        approval that needs several people, the :class:`ApprovalProgress` of an
+        approval counted while the call waits (``202``), as :meth:`approve`;
+        approving twice raises :class:`~holdpoint.AlreadyApprovedByYouError`
+        (``NRY-0038``)."""
         body: dict[str, Any] = {"value": value}
         if reason is not None:
             body["reason"] = reason
         if remember is not None:
             body["remember"] = dict(remember)
-        await self._answer(
+        response = await self._answer(
             f"/v1/interactions/{_path(interaction_id)}/respond", body, idempotency_key, retry_for
         )
+        return _progress(response)
 
     async def answer_question(
         self,
@@ -333,8 +388,12 @@ class HoldpointRest:
         "idempotencyKey"}``, ``body`` as that single operation takes it; a missing
         ``idempotencyKey`` gets a fresh one. Each item is decided on its own (not
         one transaction): the result is one ``{"interactionId", "status", "code",
-        "title", "message"}`` per item, in order (``status`` 204 when answered,
-        else the refusal the single operation would have raised). Items answered
+        "title", "message", "approvals"}`` per item, in order (``status`` 204 when
+        answered; ``202`` when an approval was counted toward a hold that needs
+        several people and the call still waits, with ``approvals: {"given",
+        "required"}``, read by :meth:`ApprovalProgress.from_json`; else the
+        refusal the single operation would have raised, e.g. ``409``
+        ``NRY-0038`` for a second approval by the same person). Items answered
         ``503`` are sent again with their keys for at most ``retry_for`` seconds;
         the same keys never decide twice. A body that is not a batch raises
         :class:`~holdpoint.BatchNotValidError` (``NRY-0034``)."""
@@ -450,6 +509,24 @@ class HoldpointRest:
         """The endpoint's recent delivery attempts (``GET /v1/webhooks/{id}/attempts``)."""
         r = await self._request("GET", f"/v1/webhooks/{_path(webhook_id)}/attempts")
         return dict(r.json())
+
+
+def _progress(response: httpx.Response) -> ApprovalProgress | None:
+    """The progress of a ``202`` answer (an approval counted, the call waiting);
+    ``None`` for a ``204`` (decided)."""
+    if response.status_code != 202:
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    progress = ApprovalProgress.from_json(body)
+    if progress is None:
+        raise UnknownCodeError(
+            "", "", f"HTTP 202 without approvals: {response.text[:200]}",
+            status=response.status_code, body=body,
+        )
+    return progress
 
 
 def _path(segment: str) -> str:

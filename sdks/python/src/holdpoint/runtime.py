@@ -86,7 +86,7 @@ PROVISIONAL_CODES = frozenset(
         "NRY-0001", "NRY-0002", "NRY-0003", "NRY-0004", "NRY-0010", "NRY-0020",
         "NRY-0022", "NRY-0023", "NRY-0024", "NRY-0025", "NRY-0026", "NRY-0028",
         "NRY-0029", "NRY-0030", "NRY-0032", "NRY-0033", "NRY-0034", "NRY-0035",
-        "NRY-0036", "NRY-0037", "NRY-0040", "NRY-0041", "NRY-0050", "NRY-0051",
+        "NRY-0036", "NRY-0037", "NRY-0038", "NRY-0040", "NRY-0041", "NRY-0050", "NRY-0051",
     }
 )
 """Codes whose stored refusal is not a decision (``ErrorCode::is_provisional``;
@@ -253,6 +253,9 @@ class Decision:
     by: str | None = None
     reason: str | None = None
     closed: str | None = None
+    approvals: tuple[str, ...] = ()
+    """For a hold that needed several approvals (``approvals``) and was released:
+    every person whose approval counted, in order (``by`` is the last)."""
 
 
 def decision_of(f: Followed, effect_id: str) -> Decision | None:
@@ -261,7 +264,15 @@ def decision_of(f: Followed, effect_id: str) -> Decision | None:
     if not isinstance(data, dict):
         return None
     if f.name == "tool-call-released" and data.get("effectId") == effect_id:
-        return Decision(True, f.sequence, data.get("arguments"), bool(data.get("edited")), data.get("approvedBy"))
+        approvers = data.get("approvals")
+        return Decision(
+            True,
+            f.sequence,
+            data.get("arguments"),
+            bool(data.get("edited")),
+            data.get("approvedBy"),
+            approvals=tuple(str(a) for a in approvers) if isinstance(approvers, list) else (),
+        )
     answer = data.get("answer")
     if (
         f.name == "interaction-resolved"
@@ -343,16 +354,26 @@ def open_command(
 
 
 def approval_request(
-    server: str, tool: str, arguments: Any, reason: str | None = None, editable: bool = False
+    server: str,
+    tool: str,
+    arguments: Any,
+    reason: str | None = None,
+    editable: bool = False,
+    approvals: int | None = None,
 ) -> dict[str, Any]:
     """An approval request: the held call's server, tool, arguments and why;
     ``editable`` (written only when true, as the Rust client does) lets the person
-    edit the arguments before approving."""
+    edit the arguments before approving. ``approvals`` (written only when given,
+    as the Rust client does): how many distinct people must approve before the
+    call is released, 2 to 5 (``None`` or 1: one person decides); not with
+    ``editable`` (the worker refuses it with ``NRY-0001``)."""
     request: dict[str, Any] = {"kind": "approval", "server": server, "tool": tool, "arguments": arguments}
     if reason is not None:
         request["reason"] = reason
     if editable:
         request["editable"] = True
+    if approvals is not None:
+        request["approvals"] = int(approvals)
     return request
 
 
@@ -730,6 +751,7 @@ class Runtime:
         arguments: Any,
         reason: str | None = None,
         editable: bool = False,
+        approvals: int | None = None,
     ) -> str:
         """The tool policy holds a call: opens an approval whose id is
         ``effect_id`` (also the executor's idempotency key). ``server`` and
@@ -739,8 +761,18 @@ class Runtime:
         Returns the interaction id. Opening again with the same content is a
         replay; with other content ``NRY-0021``. ``editable``: the person may
         edit the arguments before approving; set it only when the executor runs
-        the ``arguments`` of ``tool-call-released`` (``edited: true`` then)."""
-        request = approval_request(server, tool, arguments, reason, editable)
+        the ``arguments`` of ``tool-call-released`` (``edited: true`` then).
+
+        ``approvals``: how many distinct people must approve before the call is
+        released, 2 to 5 (README "Two-person approvals"; ``None`` or 1, one
+        person decides). Each approval but the last is counted
+        (``approval-counted``; REST answers ``202`` with the progress); the last
+        releases the call, and ``tool-call-released`` lists every approver in
+        ``approvals`` (:attr:`Decision.approvals`). One denial decides at once;
+        remembered allow rules never count. Outside 1 to 5, or with
+        ``editable``, the worker refuses it with
+        :class:`~holdpoint.InvalidRequestError` (``NRY-0001``)."""
+        request = approval_request(server, tool, arguments, reason, editable, approvals)
         await self.send(open_command(at, effect_id, call_id, request))
         return effect_id
 
