@@ -48,6 +48,7 @@ mod load;
 mod raw;
 mod report;
 mod servers;
+mod tenants;
 
 use jwt::*;
 use load::*;
@@ -78,7 +79,8 @@ struct Args {
     nats_server: PathBuf,
     /// Only run this setting: `default` or `always` (one nats-server, that fsync
     /// setting), or `cluster` (a 3-node cluster, R3 streams, `sync_interval: always`,
-    /// run only when named).
+    /// run only when named), or `tenants` (the listing's cost as the pending
+    /// interactions of 1,000 organisations grow; see `tenants.rs`).
     #[arg(long)]
     only: Option<String>,
 }
@@ -451,6 +453,11 @@ async fn main() -> anyhow::Result<()> {
         args.mode
     );
     let started = Instant::now();
+    if args.only.as_deref() == Some("tenants") {
+        tenants::tenants_run(&args).await?;
+        println!("\nran in {:.0} s", started.elapsed().as_secs_f64());
+        return Ok(());
+    }
     let mut reports = Vec::new();
     for setting in [Setting::Default, Setting::Always, Setting::Cluster] {
         let wanted = match args.only.as_deref() {
