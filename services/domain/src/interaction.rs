@@ -128,6 +128,25 @@ impl Assignees {
     pub fn admits(&self, person: &PersonId, groups: &[GroupName]) -> bool {
         self.people.contains(person) || groups.iter().any(|g| self.groups.contains(g))
     }
+
+    /// These assignees and then those of `more` that are not among them yet, each
+    /// list in order (README "Escalation"). The result may name more than
+    /// [`MAX_ASSIGNEES`]; [`Assignees::check`] says so.
+    pub fn union(&self, more: &Assignees) -> Assignees {
+        fn join<T: PartialEq + Clone>(a: &[T], b: &[T]) -> Vec<T> {
+            let mut out = a.to_vec();
+            for x in b {
+                if !out.contains(x) {
+                    out.push(x.clone());
+                }
+            }
+            out
+        }
+        Assignees {
+            people: join(&self.people, &more.people),
+            groups: join(&self.groups, &more.groups),
+        }
+    }
 }
 
 fn first_repeat<T: PartialEq + std::fmt::Display>(items: &[T]) -> Option<String> {
@@ -168,6 +187,19 @@ pub struct Interaction {
     /// Who may answer it; absent: anyone of the organisation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assignees: Option<Assignees>,
+    /// Who is added to the assignees at the deadline's warning stage, if it still
+    /// waits then (README "Escalation"); absent: no escalation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<Assignees>,
+    /// When the escalation was applied, RFC 3339; absent until then. An
+    /// interaction escalates at most once.
+    #[serde(
+        default,
+        with = "crate::timestamp::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
+    pub escalated_at: Option<OffsetDateTime>,
     /// The prompt shown to the person.
     pub prompt: String,
     /// Where it is in its lifecycle: `pending`, `resolved`, `finished` or `closed`.
@@ -260,6 +292,8 @@ impl Interaction {
             agent: self.agent.clone(),
             assignees: self.assignees.clone(),
             for_you: None,
+            escalation: self.escalation.clone(),
+            escalated_at: self.escalated_at,
             opened_at: self.opened_at,
             expires_at: self.expires_at,
             on_expiry: self.on_expiry,
@@ -361,6 +395,18 @@ pub struct InteractionView {
     /// from them is refused with `NRY-0037`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub for_you: Option<bool>,
+    /// Who the deadline's warning stage adds to the assignees while it still waits
+    /// (README "Escalation"); absent: no escalation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<Assignees>,
+    /// When it was escalated, RFC 3339 with milliseconds; absent until then.
+    #[serde(
+        default,
+        with = "crate::timestamp::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
+    pub escalated_at: Option<OffsetDateTime>,
     /// When it opened.
     #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]

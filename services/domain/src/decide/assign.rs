@@ -10,7 +10,7 @@ use crate::transition::Effects;
 use crate::{Accepted, Assignees, State};
 
 use super::base::{Ctx, Decision, Snapshot, Writes, accept, reject};
-use super::events;
+use super::{escalate, events};
 
 pub(super) fn reassign(
     ctx: &Ctx,
@@ -24,6 +24,13 @@ pub(super) fn reassign(
     };
     if let Some(a) = assignees
         && let Err(m) = a.check()
+    {
+        return reject(ctx, ErrorCode::InvalidRequest, m);
+    }
+    // An escalation still to come must fit beside the new assignees
+    // (`escalate.rs`, "Bounds").
+    if let (Some(a), Some(e), None) = (assignees, &i.escalation, i.escalated_at)
+        && let Err(m) = escalate::fits(a, e)
     {
         return reject(ctx, ErrorCode::InvalidRequest, m);
     }
