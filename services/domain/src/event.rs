@@ -75,6 +75,22 @@ pub struct OpenInteractionRef {
     )]
     #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
     pub expires_at: Option<OffsetDateTime>,
+    /// Who may answer it (README "Assignees"), when it names anyone: a Holdpoint
+    /// field beside the extension's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignees: Option<Assignees>,
+    /// Who its deadline's warning stage adds to the assignees (README
+    /// "Escalation"), when it names an escalation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<Assignees>,
+    /// When it was escalated (RFC 3339 with milliseconds); absent until then.
+    #[serde(
+        default,
+        with = "crate::timestamp::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
+    pub escalated_at: Option<OffsetDateTime>,
 }
 
 /// A2A `TaskStatus` as carried on a status event.

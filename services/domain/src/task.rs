@@ -20,6 +20,7 @@ use time::OffsetDateTime;
 
 use crate::event::{OpenInteractionRef, TaskStatusData};
 use crate::ids::{CallId, CommandId, ContextId, InteractionId, OrgId, TaskId};
+use crate::interaction::Assignees;
 use crate::vocab::{Kind, TaskState};
 
 /// How many tool calls one task may hold over its life.
@@ -57,6 +58,21 @@ pub struct Waiting {
     )]
     #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
     pub expires_at: Option<OffsetDateTime>,
+    /// Who may answer it; absent: anyone of the organisation (README "Assignees").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignees: Option<Assignees>,
+    /// Who its deadline's warning stage adds to the assignees (README
+    /// "Escalation"); absent: no escalation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<Assignees>,
+    /// When it was escalated, RFC 3339; absent until then.
+    #[serde(
+        default,
+        with = "crate::timestamp::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
+    pub escalated_at: Option<OffsetDateTime>,
 }
 
 /// An interaction that stopped waiting, and the command that took it off the list.
@@ -82,6 +98,9 @@ impl Waiting {
             opened_at: i.opened_at,
             listed_by: command_id.clone(),
             expires_at: i.expires_at,
+            assignees: i.assignees.clone(),
+            escalation: i.escalation.clone(),
+            escalated_at: i.escalated_at,
         }
     }
 
@@ -93,6 +112,9 @@ impl Waiting {
             prompt: self.prompt.clone(),
             detail: self.detail.clone(),
             expires_at: self.expires_at,
+            assignees: self.assignees.clone(),
+            escalation: self.escalation.clone(),
+            escalated_at: self.escalated_at,
         }
     }
 }
@@ -161,6 +183,20 @@ impl Task {
     /// The interaction that holds `call`, if any.
     pub fn holder_of(&self, call: &CallId) -> Option<&InteractionId> {
         self.calls.get(call.as_str())
+    }
+
+    /// Copies who may answer `i` (its assignees, escalation and when it escalated)
+    /// into its pending entry, so the status message shows them: true when `i` is
+    /// pending on this task.
+    pub fn refresh_assignees(&mut self, i: &crate::interaction::Interaction) -> bool {
+        let mut listed = false;
+        for w in self.pending.iter_mut().filter(|w| w.interaction_id == i.id) {
+            w.assignees = i.assignees.clone();
+            w.escalation = i.escalation.clone();
+            w.escalated_at = i.escalated_at;
+            listed = true;
+        }
+        listed
     }
 
     /// True when `id` is pending on this task.

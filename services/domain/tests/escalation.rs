@@ -123,7 +123,7 @@ fn the_warning_stage_adds_the_escalation_and_its_group_may_then_answer() {
         &mut s,
         &warn,
         Accepted::Unchanged,
-        &["interaction-expiring", "interaction-escalated"],
+        &["interaction-expiring", "interaction-escalated", "task-status"],
     );
     let after = assigned(&["ana", "lead"], &["dev", "oncall"]);
     match data(&d.effects.events, "interaction-escalated") {
@@ -144,6 +144,17 @@ fn the_warning_stage_adds_the_escalation_and_its_group_may_then_answer() {
         other => panic!("{other:?}"),
     }
     assert_eq!(names(&d.effects.audit), ["escalated"]);
+    // The task's status message (A2A metadata) names the new assignees.
+    let status = task_status(&d.effects.events)
+        .interaction
+        .clone()
+        .expect("waiting");
+    assert_eq!(status.assignees.as_ref(), Some(&after));
+    assert!(status.escalated_at.is_some());
+    assert_eq!(
+        s.task(TASK).pending[0].escalation,
+        Some(assigned(&["ana", "lead"], &["oncall"]))
+    );
     let i = s.interaction(APPROVAL);
     assert_eq!(i.assignees.as_ref(), Some(&after));
     assert!(i.escalated_at.is_some());
@@ -213,7 +224,7 @@ fn an_interaction_open_to_everyone_stays_open_and_the_event_notifies() {
         &mut s,
         &warn,
         Accepted::Unchanged,
-        &["interaction-expiring", "interaction-escalated"],
+        &["interaction-expiring", "interaction-escalated", "task-status"],
     );
     assert!(matches!(
         data(&d.effects.events, "interaction-escalated"),
@@ -434,6 +445,6 @@ fn a_reassignment_that_would_not_fit_beside_a_coming_escalation_is_refused() {
         &mut s,
         &reassign("c-1", assigned(&refs[..32], &[])),
         Accepted::Reassigned,
-        &["interaction-reassigned"],
+        &["interaction-reassigned", "task-status"],
     );
 }

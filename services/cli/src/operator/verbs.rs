@@ -37,14 +37,32 @@ fn print_view(v: &Value) {
         .map(|who| format!(" by {}", terminal::line(who)))
         .unwrap_or_default();
     println!(
-        "{} {} {}{}{} {}",
+        "{} {} {}{}{}{} {}",
         paint(kind_style(&kind), &format!("{kind:<10}")),
         paint(Style::new().bold(), &text(v, "interactionId")),
         paint(AnsiColor::BrightBlack.on_default(), &text(v, "state")),
         paint(AnsiColor::BrightBlack.on_default(), &by),
         paint(AnsiColor::Yellow.on_default(), &left),
+        paint(AnsiColor::Cyan.on_default(), &who_answers(v)),
         terminal::line(v["prompt"].as_str().unwrap_or(""))
     );
+}
+
+/// Who may answer, as `pending` shows it (README "Assignees", "Escalation"): ` for
+/// you` or ` for others` when the view has `forYou`, then ` escalated` once the
+/// escalation was applied; empty for an interaction open to everyone that was
+/// never escalated.
+fn who_answers(v: &Value) -> String {
+    let mut out = String::new();
+    match v["forYou"].as_bool() {
+        Some(true) => out.push_str(" for you"),
+        Some(false) => out.push_str(" for others"),
+        None => {}
+    }
+    if v["escalatedAt"].is_string() {
+        out.push_str(" escalated");
+    }
+    out
 }
 
 /// `expires in 4m 10s` (or `expired`) for a deadline `at` seen at `now`.
@@ -395,6 +413,12 @@ pub async fn audit(args: AuditArgs) -> anyhow::Result<()> {
                 j(&d["rule"]["id"]),
                 j(&d["rule"]["revoked"]["by"])
             ),
+            Some("dev.holdpoint.escalated") => format!(
+                "{} {} escalated to {}",
+                j(&d["kind"]),
+                j(&d["interactionId"]),
+                names(&d["escalation"])
+            ),
             _ => j(&r["type"]),
         };
         println!("{:>6}  {}  {}", j(&e["sequence"]), j(&r["time"]), line);
@@ -402,9 +426,49 @@ pub async fn audit(args: AuditArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `ana, group oncall` for an assignees object (`?` when it names nobody).
+fn names(a: &Value) -> String {
+    let strings = |k: &str| -> Vec<String> {
+        a[k].as_array()
+            .map(|l| {
+                l.iter()
+                    .filter_map(Value::as_str)
+                    .map(|n| terminal::line(n).into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let all: Vec<String> = strings("people")
+        .into_iter()
+        .chain(strings("groups").into_iter().map(|g| format!("group {g}")))
+        .collect();
+    if all.is_empty() {
+        "?".into()
+    } else {
+        all.join(", ")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pending_says_whom_an_interaction_is_for_and_that_it_escalated() {
+        let w = |v: serde_json::Value| who_answers(&v);
+        assert_eq!(w(serde_json::json!({})), "");
+        assert_eq!(w(serde_json::json!({"forYou": true})), " for you");
+        assert_eq!(w(serde_json::json!({"forYou": false})), " for others");
+        assert_eq!(
+            w(serde_json::json!({"forYou": true, "escalatedAt": "2026-05-01T12:00:00.000Z"})),
+            " for you escalated"
+        );
+        assert_eq!(
+            names(&serde_json::json!({"people": ["ana"], "groups": ["oncall"]})),
+            "ana, group oncall"
+        );
+        assert_eq!(names(&serde_json::json!({})), "?");
+    }
 
     #[test]
     fn a_question_says_what_it_takes() {

@@ -48,13 +48,22 @@ pub(super) fn reassign(
     next.assignees = assignees.cloned();
     let transition = format!("reassign\u{0}{change}");
     let event = |data| events::on_interaction(i, &transition, ctx.now, data);
+    // The task's status message names the assignees (A2A metadata): a new status.
+    let task = snap.task
+        .cloned()
+        .and_then(|mut t| t.refresh_assignees(&next).then_some(t));
+    let status = task
+        .as_ref()
+        .map(|t| events::task_status(i, t, &transition, ctx.now));
     let effects = Effects {
-        events: vec![event(EventData::InteractionReassigned {
+        events: std::iter::once(event(EventData::InteractionReassigned {
             interaction_id: i.id.clone(),
             kind: i.kind(),
             assignees: next.assignees.clone(),
             previous: i.assignees.clone(),
-        })],
+        }))
+        .chain(status)
+        .collect(),
         audit: vec![event(EventData::AssigneesChanged {
             interaction_id: i.id.clone(),
             kind: i.kind(),
@@ -64,6 +73,7 @@ pub(super) fn reassign(
         ..Effects::default()
     };
     Writes {
+        task,
         interaction: Some(next),
         ..Writes::default()
     }

@@ -8,6 +8,8 @@
 //!   schedule like the expiry, so the escalation survives a worker crash or a
 //!   server restart, and the stage's command id (interaction, deadline, stage)
 //!   makes a second firing a replay.
+//! - **Seen.** The task's pending entry takes the new assignees, so the A2A
+//!   status message shows them, and a new `task-status` goes out.
 //! - **Once.** The record keeps `escalatedAt`; a later warning stage (the runtime
 //!   moved the deadline) warns again but does not escalate again. The event
 //!   (`interaction-escalated`) and the audit record (`escalated`) are named after
@@ -26,6 +28,7 @@ use time::OffsetDateTime;
 
 use crate::error::{ErrorCode, Rejection};
 use crate::event::{Event, EventData};
+use crate::task::Task;
 use crate::{Assignees, Interaction, MAX_ASSIGNEES, OpenInteraction};
 
 use super::base::Ctx;
@@ -106,9 +109,15 @@ pub(super) fn fits(assignees: &Assignees, escalation: &Assignees) -> Result<(), 
 }
 
 /// What escalating `i` at the warning stage of its deadline `at` changes: the
-/// record to write and its two effects (the event, the audit record). `None` when
-/// it names no escalation or was escalated already.
-pub(super) fn due(ctx: &Ctx, i: &Interaction, at: OffsetDateTime) -> Option<Escalated> {
+/// records to write (the interaction; its task, whose status message names the
+/// assignees) and the effects (`interaction-escalated` and a new `task-status`,
+/// the audit record). `None` when it names no escalation or was escalated already.
+pub(super) fn due(
+    ctx: &Ctx,
+    task: Option<&Task>,
+    i: &Interaction,
+    at: OffsetDateTime,
+) -> Option<Escalated> {
     let escalation = i.escalation.as_ref()?;
     if i.escalated_at.is_some() {
         return None;
@@ -124,15 +133,24 @@ pub(super) fn due(ctx: &Ctx, i: &Interaction, at: OffsetDateTime) -> Option<Esca
     next.escalated_at = Some(ctx.now);
     let transition = format!("escalate\u{0}{}", crate::timestamp::format(at));
     let event = |data| events::on_interaction(i, &transition, ctx.now, data);
+    let task = task
+        .cloned()
+        .and_then(|mut t| t.refresh_assignees(&next).then_some(t));
+    let status = task
+        .as_ref()
+        .map(|t| events::task_status(i, t, &transition, ctx.now));
     Some(Escalated {
-        event: event(EventData::InteractionEscalated {
+        events: std::iter::once(event(EventData::InteractionEscalated {
             interaction_id: i.id.clone(),
             kind: i.kind(),
             escalation: escalation.clone(),
             assignees: assignees.clone(),
             previous: i.assignees.clone(),
             expires_at: at,
-        }),
+        }))
+        .chain(status)
+        .collect(),
+        task,
         audit: event(EventData::Escalated {
             interaction_id: i.id.clone(),
             kind: i.kind(),
@@ -145,12 +163,15 @@ pub(super) fn due(ctx: &Ctx, i: &Interaction, at: OffsetDateTime) -> Option<Esca
     })
 }
 
-/// An escalation as decided: the record after it, and its effects.
+/// An escalation as decided: the records after it, and its effects.
 pub(super) struct Escalated {
     /// The interaction with the escalation applied.
     pub next: Interaction,
-    /// `interaction-escalated`.
-    pub event: Event,
+    /// Its task with the pending entry refreshed, when it has one.
+    pub task: Option<Task>,
+    /// `interaction-escalated`, then the task's new `task-status` (when it has a
+    /// task that lists it).
+    pub events: Vec<Event>,
     /// The `escalated` audit record.
     pub audit: Event,
 }

@@ -203,12 +203,12 @@ pub(super) fn tick(
         return accept(ctx, Accepted::Unchanged);
     }
     match stage {
-        DeadlineStage::Warn => warn(ctx, i, at),
+        DeadlineStage::Warn => warn(ctx, snap, i, at),
         DeadlineStage::Expire => expire(ctx, snap, i, at),
     }
 }
 
-fn warn(ctx: &Ctx, i: &Interaction, at: OffsetDateTime) -> Decision {
+fn warn(ctx: &Ctx, snap: Snapshot<'_>, i: &Interaction, at: OffsetDateTime) -> Decision {
     let event = events::on_interaction(
         i,
         &format!("expiring\u{0}{}", crate::timestamp::format(at)),
@@ -226,15 +226,16 @@ fn warn(ctx: &Ctx, i: &Interaction, at: OffsetDateTime) -> Decision {
     // The interaction is written unchanged but for the transition in its outbox, so
     // the warning is published exactly like any other effect; an escalation it
     // names is applied in the same decision (`escalate.rs`).
-    let next = match escalate::due(ctx, i, at) {
+    let (next, task) = match escalate::due(ctx, snap.task, i, at) {
         Some(e) => {
-            effects.events.push(e.event);
+            effects.events.extend(e.events);
             effects.audit.push(e.audit);
-            e.next
+            (e.next, e.task)
         }
-        None => i.clone(),
+        None => (i.clone(), None),
     };
     Writes {
+        task,
         interaction: Some(next),
         ..Writes::default()
     }
