@@ -123,7 +123,11 @@ fn the_warning_stage_adds_the_escalation_and_its_group_may_then_answer() {
         &mut s,
         &warn,
         Accepted::Unchanged,
-        &["interaction-expiring", "interaction-escalated", "task-status"],
+        &[
+            "interaction-expiring",
+            "interaction-escalated",
+            "task-status",
+        ],
     );
     let after = assigned(&["ana", "lead"], &["dev", "oncall"]);
     match data(&d.effects.events, "interaction-escalated") {
@@ -224,7 +228,11 @@ fn an_interaction_open_to_everyone_stays_open_and_the_event_notifies() {
         &mut s,
         &warn,
         Accepted::Unchanged,
-        &["interaction-expiring", "interaction-escalated", "task-status"],
+        &[
+            "interaction-expiring",
+            "interaction-escalated",
+            "task-status",
+        ],
     );
     assert!(matches!(
         data(&d.effects.events, "interaction-escalated"),

@@ -49,7 +49,8 @@ pub(super) fn reassign(
     let transition = format!("reassign\u{0}{change}");
     let event = |data| events::on_interaction(i, &transition, ctx.now, data);
     // The task's status message names the assignees (A2A metadata): a new status.
-    let task = snap.task
+    let task = snap
+        .task
         .cloned()
         .and_then(|mut t| t.refresh_assignees(&next).then_some(t));
     let status = task
