@@ -193,10 +193,11 @@ export class Holdpoint {
   }
 
   /** Holds a call for approval (assigned to `people` and `groups` when given); resolves to the effect id. */
-  async hold(org, { session, task, call, effect, server = 'github', tool = 'create_pull_request', args = {}, reason, editable, agent, expiresIn, people = [], groups = [] }) {
+  async hold(org, { session, task, call, effect, server = 'github', tool = 'create_pull_request', args = {}, reason, editable, agent, expiresIn, people = [], groups = [], escalatePeople = [] }) {
     const extra = reason ? ['--reason', reason] : [];
     for (const p of people) extra.push('--assign-person', p);
     for (const g of groups) extra.push('--assign-group', g);
+    for (const p of escalatePeople) extra.push('--escalate-person', p);
     if (editable) extra.push('--editable');
     if (agent) extra.push('--agent', agent);
     if (expiresIn) extra.push('--expires-in', String(expiresIn));
