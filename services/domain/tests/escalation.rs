@@ -274,19 +274,21 @@ fn an_answer_before_the_warning_stage_leaves_nothing_to_escalate() {
     assert_eq!(s.interaction(APPROVAL).state, State::Resolved);
 }
 
+/// (warning lead, assignees, escalation, expiresIn, what the refusal says)
+type Case<'a> = (
+    Option<u64>,
+    Option<Assignees>,
+    Option<Assignees>,
+    Option<u64>,
+    &'a str,
+);
+
 #[test]
 fn an_escalation_that_would_never_fire_or_is_out_of_bounds_opens_nothing() {
     let many: Vec<String> = (0..33).map(|n| format!("p{n}")).collect();
     let refs: Vec<&str> = many.iter().map(String::as_str).collect();
     let ok = || Some(assigned(&["lead"], &["oncall"]));
-    // (warning lead, assignees, escalation, expiresIn, what the message says)
-    let cases: Vec<(
-        Option<u64>,
-        Option<Assignees>,
-        Option<Assignees>,
-        Option<u64>,
-        &str,
-    )> = vec![
+    let cases: Vec<Case> = vec![
         (Some(30), None, ok(), None, "needs a deadline"),
         (None, None, ok(), Some(60), "no warning lead"),
         (
