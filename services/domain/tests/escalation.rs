@@ -458,3 +458,25 @@ fn a_reassignment_that_would_not_fit_beside_a_coming_escalation_is_refused() {
         &["interaction-reassigned", "task-status"],
     );
 }
+
+#[test]
+fn a_command_naming_a_look_alike_or_malformed_escalation_does_not_decode() {
+    let open = |escalation: &str| {
+        format!(
+            r#"{{"org":"acme","command":{{"type":"open","interactionId":"eff_1","session":"s1","lane":"main","taskId":"t1","contextId":"c1","callId":"call_1","request":{{"kind":"approval","server":"k8s","tool":"deploy","arguments":{{}}}},"expiresIn":60,"escalation":{escalation}}}}}"#
+        )
+    };
+    let decodes = |escalation: &str| serde_json::from_str::<CommandEnvelope>(&open(escalation));
+    assert!(decodes(r#"{"groups":["oncall"]}"#).is_ok());
+    for bad in [
+        r#"{"groups":["\u043encall"]}"#, // a Cyrillic о
+        r#"{"groups":["oncall "]}"#,
+        r#"{"groups":["on call"]}"#,
+        r#"{"groups":[""]}"#,
+        r#"{"people":["ana\u0000"]}"#,
+        r#"{"groups":"oncall"}"#,
+        r#"["oncall"]"#,
+    ] {
+        assert!(decodes(bad).is_err(), "{bad} decoded");
+    }
+}
