@@ -37,32 +37,36 @@ fn print_view(v: &Value) {
         .map(|who| format!(" by {}", terminal::line(who)))
         .unwrap_or_default();
     println!(
-        "{} {} {}{}{}{} {}",
+        "{} {} {}{}{}{}{} {}",
         paint(kind_style(&kind), &format!("{kind:<10}")),
         paint(Style::new().bold(), &text(v, "interactionId")),
         paint(AnsiColor::BrightBlack.on_default(), &text(v, "state")),
         paint(AnsiColor::BrightBlack.on_default(), &by),
         paint(AnsiColor::Yellow.on_default(), &left),
-        paint(AnsiColor::Cyan.on_default(), &who_answers(v)),
+        paint(AnsiColor::Cyan.on_default(), &for_whom(v)),
+        paint(AnsiColor::Magenta.on_default(), &escalated(v)),
         terminal::line(v["prompt"].as_str().unwrap_or(""))
     );
 }
 
-/// Who may answer, as `pending` shows it (README "Assignees", "Escalation"): ` for
-/// you` or ` for others` when the view has `forYou`, then ` escalated` once the
-/// escalation was applied; empty for an interaction open to everyone that was
-/// never escalated.
-fn who_answers(v: &Value) -> String {
-    let mut out = String::new();
+/// ` for you` / ` for others` when the interaction names assignees (README
+/// "Assignees"); nothing when anyone of the organisation may answer.
+fn for_whom(v: &Value) -> String {
     match v["forYou"].as_bool() {
-        Some(true) => out.push_str(" for you"),
-        Some(false) => out.push_str(" for others"),
-        None => {}
+        Some(true) => " for you".into(),
+        Some(false) => " for others".into(),
+        None => String::new(),
     }
+}
+
+/// ` escalated` once the deadline's warning stage applied the interaction's
+/// escalation (README "Escalation"); nothing before, or without one.
+fn escalated(v: &Value) -> String {
     if v["escalatedAt"].is_string() {
-        out.push_str(" escalated");
+        " escalated".into()
+    } else {
+        String::new()
     }
-    out
 }
 
 /// `expires in 4m 10s` (or `expired`) for a deadline `at` seen at `now`.
@@ -455,7 +459,7 @@ mod tests {
 
     #[test]
     fn pending_says_whom_an_interaction_is_for_and_that_it_escalated() {
-        let w = |v: serde_json::Value| who_answers(&v);
+        let w = |v: serde_json::Value| format!("{}{}", for_whom(&v), escalated(&v));
         assert_eq!(w(serde_json::json!({})), "");
         assert_eq!(w(serde_json::json!({"forYou": true})), " for you");
         assert_eq!(w(serde_json::json!({"forYou": false})), " for others");
