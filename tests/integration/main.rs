@@ -22,6 +22,7 @@ mod docs;
 mod edges;
 mod edits;
 mod effects;
+mod escalation;
 mod exactly_once;
 mod fault_suite;
 mod faults;

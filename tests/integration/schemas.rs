@@ -471,6 +471,7 @@ async fn real_traffic_matches_the_schemas() {
         expires_in: None,
         on_expiry: Default::default(),
         assignees: None,
+        escalation: None,
     })))
     .await
     .expect("open connection");

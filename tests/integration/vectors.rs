@@ -92,6 +92,18 @@ const INPUTS: &[(&str, &str)] = &[
         r#"{"org":"acme","command":{"type":"deadline","interactionId":"eff_1","taskId":"task-1"}}"#,
     ),
     (
+        "open approval with assignees and an escalation (a deadline and its escalation are part of the id)",
+        r#"{"org":"acme","command":{"type":"open","interactionId":"eff_7","session":"sess-1","lane":"main","taskId":"task-8","contextId":"ctx-8","callId":"call_10","request":{"kind":"approval","server":"k8s","tool":"deploy","arguments":{"service":"api"}},"expiresIn":900,"assignees":{"people":["ana@acme.example"],"groups":["dev"]},"escalation":{"groups":["oncall","sre"]}}}"#,
+    ),
+    (
+        "reassign to a person and a group (the change id names the change)",
+        r#"{"org":"acme","command":{"type":"reassign","interactionId":"eff_7","taskId":"task-8","changeId":"chg-1","assignees":{"people":["bob@acme.example"],"groups":["oncall"]}}}"#,
+    ),
+    (
+        "reassign to anyone of the organisation (no assignees), task unknown",
+        r#"{"org":"acme","command":{"type":"reassign","interactionId":"eff_7","changeId":"chg-2"}}"#,
+    ),
+    (
         "tool-result ok with a nested output",
         r#"{"org":"acme","command":{"type":"tool-result","interactionId":"eff_1","result":{"status":"ok","output":{"url":"https://example.test/pr/1","n":[1,2.5]}},"taskId":"task-1"}}"#,
     ),

@@ -809,3 +809,58 @@ async fn a_url_with_a_control_character_is_refused_and_the_url_shown_is_the_one_
         called
     );
 }
+
+/// An endpoint that wants only `interaction-escalated` gets the escalation
+/// (README "Escalation"), once, and nothing else of the interaction.
+#[tokio::test]
+async fn an_escalation_is_delivered_to_an_endpoint_that_wants_it() {
+    let mut app = TestApp::start_with(AppOptions {
+        deadlines: holdpoint_domain::Deadlines {
+            warning: Some(Duration::from_secs(18)),
+            ..Default::default()
+        },
+        webhooks_local: true,
+        ..AppOptions::default()
+    })
+    .await;
+    app.start_notifier(quick(&[100], 10, Duration::from_secs(5)))
+        .await;
+    let rx = Receiver::start(vec![Answer::Status(204)]).await;
+    register(&app, "acme", &rx.url(), &["interaction-escalated"]).await;
+    let rt = app.runtime("acme").await;
+    let session = open_session(&rt, holdpoint_domain::SessionMode::Blocking).await;
+    let at = placement(&session)
+        .assigned_to(holdpoint_domain::Assignees::of(&["ana"], &[]).expect("a"))
+        .escalate_to(holdpoint_domain::Assignees::of(&[], &["oncall"]).expect("e"))
+        .with_expiry(holdpoint_client::Expiry {
+            expires_in: Some(20),
+            ..Default::default()
+        });
+    let eff = hold_call(&rt, &at, "deploy", json!({}), None).await;
+    let got = arrivals(&rx, 1, "the escalation's delivery").await;
+    let event = got[0].event();
+    assert_eq!(event["type"], "dev.holdpoint.interaction-escalated");
+    assert_eq!(event["data"]["interactionId"], eff.as_str());
+    assert_eq!(event["data"]["escalation"], json!({"groups": ["oncall"]}));
+    assert_eq!(
+        event["data"]["assignees"],
+        json!({"people": ["ana"], "groups": ["oncall"]})
+    );
+    // Nothing else: the endpoint's filter leaves out every other event. An
+    // endpoint wanting the resolution is the barrier: once it has it, the
+    // notifier has routed every earlier event.
+    let barrier = Receiver::start(vec![Answer::Status(204)]).await;
+    register(&app, "acme", &barrier.url(), &["interaction-resolved"]).await;
+    let r = app
+        .person("acme", "olga")
+        .with_groups("oncall")
+        .post(
+            &format!("/v1/interactions/{eff}/approve"),
+            &json!({"approved": true}),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    arrivals(&barrier, 1, "the resolution's delivery").await;
+    let got = rx.arrived();
+    assert_eq!(got.len(), 1, "{got:?}");
+}

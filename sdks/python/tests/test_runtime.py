@@ -464,3 +464,60 @@ async def test_the_worker_records_the_command_under_the_pythons_id(up: Holdpoint
         assert record["assignees"] == {"people": ["ana@acme.example"], "groups": ["oncall"]}
     finally:
         await rt.close()
+
+
+async def test_the_runtime_reassigns_and_a_new_assignee_may_answer(up: Holdpoint) -> None:
+    """``Runtime.reassign``: a person outside the assignees is refused (``NRY-0037``)
+    until the runtime reassigns the interaction to them; a retried change (same
+    change id) is published once, the same assignees again are ``unchanged``; an
+    escalation on a server without a warning lead opens nothing (``NRY-0001``)."""
+    rt = await Runtime.connect(up.nats_url, "acme")
+    bob = HoldpointRest(up.api, token=up.token("acme", "bob@acme.example"))
+    try:
+        session, task = unique("sess"), unique("task")
+        await rt.open_session(session)
+        seen: list[holdpoint.Followed] = []
+        follower = asyncio.create_task(collect(await rt.follow(task=task), seen))
+        ana = holdpoint.Assignees(people=("ana@acme.example",))
+        at = Placement(session, "main", task, unique("ctx"), assignees=ana)
+        effect = unique("eff")
+        await rt.hold_for_approval(
+            at, effect_id=effect, call_id=unique("call"), server="k8s", tool="deploy", arguments={"service": "api"}
+        )
+        with pytest.raises(holdpoint.NotAnAssigneeError):
+            await bob.approve(effect, approved=True, retry_for=0)
+
+        to_bob = holdpoint.Assignees(people=("bob@acme.example",), groups=("oncall",))
+        assert await rt.reassign(effect, to_bob, change_id="chg-to-bob") == "reassigned"
+        # The same change again (a retry) is a replay; the same assignees under a
+        # new change are unchanged.
+        assert await rt.reassign(effect, to_bob, change_id="chg-to-bob") == "reassigned"
+        assert await rt.reassign(effect, to_bob) == "unchanged"
+        changes = await until("the reassignment", lambda: named(seen, "interaction-reassigned", effect))
+        assert changes[0].event["data"]["assignees"] == {"people": ["bob@acme.example"], "groups": ["oncall"]}
+        assert changes[0].event["data"]["previous"] == {"people": ["ana@acme.example"]}
+        with pytest.raises(holdpoint.InvalidRequestError):
+            await rt.reassign(effect, holdpoint.Assignees())
+
+        await bob.approve(effect, approved=True)
+        await until("the release", lambda: named(seen, "interaction-resolved", effect))
+        assert len(named(seen, "interaction-reassigned", effect)) == 1
+        with pytest.raises(holdpoint.CommandConflictsWithRecordError):
+            await rt.reassign(effect, None)
+        follower.cancel()
+
+        # This server has no warning lead: an escalation would never fire.
+        escalating = Placement(
+            session, "main", unique("task"), unique("ctx"),
+            expiry=Expiry(expires_in=600), escalation=holdpoint.Assignees(groups=("oncall",)),
+        )
+        refused = unique("eff")
+        with pytest.raises(holdpoint.InvalidRequestError) as why:
+            await rt.hold_for_approval(
+                escalating, effect_id=refused, call_id=unique("call"), server="k8s", tool="deploy", arguments={}
+            )
+        assert "warning lead" in str(why.value)
+        assert await rt.record(refused) is None
+    finally:
+        await bob.aclose()
+        await rt.close()

@@ -42,6 +42,13 @@ def test_wire_matches_rust(v: dict[str, Any]) -> None:
         assert _wire.arguments_digest(env["command"]["request"]["arguments"]) == v["argumentsDigest"]
 
 
+def who(a: dict[str, Any] | None) -> runtime.Assignees | None:
+    """The SDK's assignees from an ``assignees`` / ``escalation`` object."""
+    if a is None:
+        return None
+    return runtime.Assignees(people=tuple(a.get("people", ())), groups=tuple(a.get("groups", ())))
+
+
 def rebuild(c: dict[str, Any]) -> dict[str, Any]:
     """The command as the SDK's builders make it from the vector's fields."""
     t = c["type"]
@@ -60,6 +67,8 @@ def rebuild(c: dict[str, Any]) -> dict[str, Any]:
                 expires_in=c.get("expiresIn"),
                 on_expiry=c.get("onExpiry", "decide"),
             ),
+            assignees=who(c.get("assignees")),
+            escalation=who(c.get("escalation")),
         )
         r = c["request"]
         if r["kind"] == "approval":
@@ -84,6 +93,8 @@ def rebuild(c: dict[str, Any]) -> dict[str, Any]:
             expires_at=_wire.parse_timestamp(when) if when else None, expires_in=c.get("expiresIn")
         )
         return runtime.deadline_command(c["interactionId"], expiry, c.get("taskId"))
+    if t == "reassign":
+        return runtime.reassign_command(c["interactionId"], c["changeId"], who(c.get("assignees")), c.get("taskId"))
     if t == "tool-result":
         return runtime.tool_result_command(c["interactionId"], c["result"], c.get("taskId"))
     return runtime.turn_command(t, c["session"], c["lane"], c["turnId"])

@@ -37,6 +37,7 @@ export {
   openCommand,
   placement,
   questionRequest,
+  reassignCommand,
   sessionCommand,
   toolError,
   toolOk,

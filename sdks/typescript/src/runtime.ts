@@ -132,6 +132,14 @@ export interface Placement {
   readonly expiry?: Expiry | undefined;
   /** Who may answer what is opened here; absent: anyone of the organisation. */
   readonly assignees?: Assignees | undefined;
+  /**
+   * Who is added to the assignees at the deadline's warning stage if nobody
+   * answered by then (README "Escalation"). The worker refuses it (`NRY-0001`,
+   * nothing opened) without a deadline, without a configured warning lead, with a
+   * deadline closer than that lead, or when it and the assignees name more than
+   * 32 people or 32 groups together. Absent: no escalation.
+   */
+  readonly escalation?: Assignees | undefined;
 }
 
 /** A checked {@link Placement}; {@link InvalidIdError} for a bad id. */
@@ -142,6 +150,7 @@ export function placement(at: Placement): Placement {
   checkId('contextId', at.contextId);
   if (at.agent !== undefined) checkId('agent', at.agent);
   if (at.assignees !== undefined) checkAssignees(at.assignees);
+  if (at.escalation !== undefined) checkAssignees(at.escalation);
   return Object.freeze({ ...at });
 }
 
@@ -246,6 +255,7 @@ export function openCommand(at: Placement, interactionId: string, callId: string
   if (expiry.expiresIn !== undefined) command.expiresIn = Math.trunc(expiry.expiresIn);
   if (expiry.onExpiry !== undefined && expiry.onExpiry !== 'decide') command.onExpiry = expiry.onExpiry;
   if (at.assignees !== undefined) command.assignees = checkAssignees(at.assignees);
+  if (at.escalation !== undefined) command.escalation = checkAssignees(at.escalation);
   return command;
 }
 
@@ -274,6 +284,24 @@ export function deadlineCommand(interactionId: string, expiry: Expiry, taskId?: 
   if (taskId !== undefined) command.taskId = taskId;
   if (expiry.expiresAt !== undefined) command.expiresAt = wire.formatTimestamp(expiry.expiresAt);
   if (expiry.expiresIn !== undefined) command.expiresIn = Math.trunc(expiry.expiresIn);
+  return command;
+}
+
+/**
+ * A `reassign` command: `assignees` may answer from now on (`undefined`: anyone
+ * of the organisation). `changeId` (1 to 128 printable ASCII characters, no
+ * spaces) names this change: the same id again is a replay.
+ */
+export function reassignCommand(
+  interactionId: string,
+  changeId: string,
+  assignees: Assignees | undefined,
+  taskId?: string,
+): CommandEnvelope['command'] {
+  const command: CommandEnvelope['command'] = { type: 'reassign', interactionId: checkId('interactionId', interactionId) };
+  if (taskId !== undefined) command.taskId = taskId;
+  command.changeId = checkId('changeId', changeId);
+  if (assignees !== undefined) command.assignees = checkAssignees(assignees);
   return command;
 }
 
@@ -791,6 +819,24 @@ export class Runtime {
     checkId('interactionId', interactionId);
     const task = await this.#taskOf(interactionId);
     return this.send(deadlineCommand(interactionId, expiry, task));
+  }
+
+  /**
+   * Changes who may answer a pending interaction (README "Assignees"):
+   * `assignees`, or `undefined` for anyone of the organisation; only the runtime
+   * may. Each change is one `interaction-reassigned` event and one
+   * `assignees-changed` audit record. `changeId` names the change (a new one per
+   * call by default), so a retry of this call is published once. Resolves to
+   * `reassigned`, or `unchanged` when it already has these assignees; `NRY-0001`
+   * when they are out of bounds (or do not fit beside an escalation still to
+   * come), `NRY-0021` when it no longer waits, `NRY-0004` when there is no such
+   * interaction.
+   */
+  async reassign(interactionId: string, assignees: Assignees | undefined, changeId?: string): Promise<string> {
+    checkId('interactionId', interactionId);
+    const change = changeId ?? `chg-${randomUUID().replaceAll('-', '')}`;
+    const task = await this.#taskOf(interactionId);
+    return this.send(reassignCommand(interactionId, change, assignees, task));
   }
 
   /**

@@ -59,6 +59,7 @@ export type CommandType =
   | 'answer'
   | 'tool-result'
   | 'deadline'
+  | 'reassign'
   | 'expire'
   | 'message'
   | 'turn-start'
@@ -66,7 +67,7 @@ export type CommandType =
 
 const VERBS: ReadonlySet<string> = new Set<CommandType>([
   'session-open', 'session-close', 'session-end', 'open', 'close', 'answer',
-  'tool-result', 'deadline', 'expire', 'message', 'turn-start', 'turn-finish',
+  'tool-result', 'deadline', 'reassign', 'expire', 'message', 'turn-start', 'turn-finish',
 ]);
 
 /** Lower-case hex SHA-256 of `parts`, each followed by a NUL byte (UTF-8). */
@@ -297,6 +298,10 @@ export function commandId(envelope: CommandEnvelope): string {
         expiresIn === undefined || expiresIn === null ? '' : String(Math.trunc(Number(expiresIn))));
       break;
     }
+    case 'reassign':
+      // One id per change: a retry is a replay, a later change back is new.
+      d = digest(org, t, str(c, 'interactionId'), str(c, 'changeId'));
+      break;
     case 'expire':
       d = digest(org, c.stage === 'warn' ? 'expiring' : 'expire', str(c, 'interactionId'), timestampText(c.expiresAt));
       break;

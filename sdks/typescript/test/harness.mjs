@@ -193,11 +193,12 @@ export class Holdpoint {
   }
 
   /** Holds a call for approval (assigned to `people` and `groups` when given); resolves to the effect id. */
-  async hold(org, { session, task, call, effect, server = 'github', tool = 'create_pull_request', args = {}, reason, editable, agent, expiresIn, people = [], groups = [], approvals }) {
+  async hold(org, { session, task, call, effect, server = 'github', tool = 'create_pull_request', args = {}, reason, editable, agent, expiresIn, people = [], groups = [], approvals, escalatePeople = [] }) {
     const extra = reason ? ['--reason', reason] : [];
     if (approvals) extra.push('--approvals', String(approvals));
     for (const p of people) extra.push('--assign-person', p);
     for (const g of groups) extra.push('--assign-group', g);
+    for (const p of escalatePeople) extra.push('--escalate-person', p);
     if (editable) extra.push('--editable');
     if (agent) extra.push('--agent', agent);
     if (expiresIn) extra.push('--expires-in', String(expiresIn));

@@ -947,3 +947,51 @@ describe('the inbox behind a proxy whose timeout is shorter than the outcome wai
     assert.deepEqual(b.problems, []);
   });
 });
+
+describe('the inbox in Chromium: escalation', () => {
+  let hp;
+  let b;
+  let rest;
+  let page;
+
+  before(async () => {
+    // A 27 s warning lead: a hold expiring in 30 s escalates 3 s after it opens.
+    hp = await new Holdpoint().up(['--deadline-warning-secs', '27']);
+    rest = new HoldpointRest({ baseUrl: hp.api, token: await hp.token('acme', 'ana') });
+    await hp.session('acme', 's1');
+    b = await browser(new URL(hp.api).origin);
+    page = await b.page();
+    await page.goto(hp.inboxLink);
+    await page.locator('#connection.live').waitFor();
+  });
+
+  after(async () => {
+    await b?.close();
+    await hp?.close();
+  });
+
+  test('a card for others is escalated to this person at the warning stage: redrawn, badged, answerable', async () => {
+    await hp.hold('acme', {
+      session: 's1', task: 'tes1', call: 'call-es1', effect: 'eff_es1', expiresIn: 30, people: ['zoe'], escalatePeople: ['dev'],
+    });
+    const c = card(page, 'eff_es1');
+    await c.waitFor();
+    // Before the warning stage: assigned to zoe only, nothing to press.
+    assert.equal(await c.locator('button, input, textarea, select').count(), 0);
+    // At the warning stage the escalation adds dev: the card is drawn again.
+    await c.locator('.escalated').waitFor({ timeout: 20000 });
+    assert.equal(await c.locator('.escalated').textContent(), 'Escalated to dev');
+    assert.equal(await c.locator('.for-you').textContent(), 'For you');
+    await shot(page, 'inbox-escalated');
+    await c.getByRole('button', { name: 'Approve' }).click();
+    await c.waitFor({ state: 'detached' });
+    const view = await rest.get('eff_es1');
+    assert.equal(view.resolution.by, 'dev');
+    assert.ok(view.escalatedAt, 'the view says when it escalated');
+  });
+
+  test('this page raised no errors', () => {
+    assert.deepEqual(b.foreign, []);
+    assert.deepEqual(b.problems, []);
+  });
+});

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  AgentManifest, AlreadyApprovedError, ConflictError, ConnectionsDisabledError, DeadlineError, HoldpointRest, InvalidIdError, NotFoundError,
+  AgentManifest, AlreadyApprovedError, ConflictError, ConnectionsDisabledError, DeadlineError, HoldpointRest, InvalidIdError, InvalidRequestError, NotAssigneeError, NotFoundError,
   OutcomeTimeoutError, RuleRefusedError, Runtime, SessionNotFoundError, argumentsDigest, openCommand, approvalRequest, placement, toolOk, wire,
 } from '../dist/node.js';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -337,6 +337,43 @@ describe('the TypeScript runtime against holdpoint up', () => {
       assert.equal(last.status, 204);
       assert.equal(last.approvals ?? undefined, undefined);
       assert.notEqual((await rest.get(other)).state, 'pending');
+  test('reassign: a person outside the assignees answers once the runtime reassigns to them; a retried change is published once', async () => {
+    const rt = await Runtime.connect(hp.natsUrl, ORG);
+    const bob = new HoldpointRest({ baseUrl: hp.api, token: await hp.token(ORG, 'bob@acme.example') });
+    const [session, task, effect] = [unique('sess'), unique('task'), unique('eff')];
+    const live = await following(rt, { task });
+    try {
+      await rt.openSession(session);
+      const at = placement({ session, lane: 'main', taskId: task, contextId: unique('ctx'), assignees: { people: ['ana@acme.example'] } });
+      await rt.holdForApproval(at, { effectId: effect, callId: unique('call'), server: 'k8s', tool: 'deploy', arguments: { service: 'api' } });
+      await assert.rejects(bob.approve(effect, { approved: true }), NotAssigneeError);
+
+      const toBob = { people: ['bob@acme.example'], groups: ['oncall'] };
+      assert.equal(await rt.reassign(effect, toBob, 'chg-to-bob'), 'reassigned');
+      // The same change again is a replay; the same assignees under a new change are unchanged.
+      assert.equal(await rt.reassign(effect, toBob, 'chg-to-bob'), 'reassigned');
+      assert.equal(await rt.reassign(effect, toBob), 'unchanged');
+      const changes = await until('the reassignment', () => live.named('interaction-reassigned', effect).length > 0 && live.named('interaction-reassigned', effect));
+      assert.deepEqual(changes[0].event.data.assignees, toBob);
+      assert.deepEqual(changes[0].event.data.previous, { people: ['ana@acme.example'] });
+      await assert.rejects(rt.reassign(effect, { people: ['bob@acme.example', 'bob@acme.example'] }), InvalidRequestError);
+
+      await bob.approve(effect, { approved: true });
+      await until('the release', () => live.named('interaction-resolved', effect).length > 0);
+      assert.equal(live.named('interaction-reassigned', effect).length, 1);
+      await assert.rejects(rt.reassign(effect, undefined), ConflictError);
+
+      // This server has no warning lead: an escalation would never fire, so nothing opens.
+      const escalating = placement({
+        session, lane: 'main', taskId: unique('task'), contextId: unique('ctx'),
+        expiry: { expiresIn: 600 }, escalation: { groups: ['oncall'] },
+      });
+      const refused = unique('eff');
+      await assert.rejects(
+        rt.holdForApproval(escalating, { effectId: refused, callId: unique('call'), server: 'k8s', tool: 'deploy', arguments: {} }),
+        (e) => e instanceof InvalidRequestError && /warning lead/.test(e.message),
+      );
+      assert.equal(await rt.record(refused), undefined);
     } finally {
       await live.stop();
       await rt.close();

@@ -12,7 +12,7 @@ import { parse as parseLossless } from 'lossless-json';
 
 import {
   AgentManifest, ManifestError, PROVISIONAL_CODES, approvalRequest, closeCommand, connectionRequest, deadlineCommand,
-  openCommand, placement, questionRequest, sessionCommand, toolResultCommand, turnCommand, wire,
+  openCommand, placement, questionRequest, reassignCommand, sessionCommand, toolResultCommand, turnCommand, wire,
 } from '../dist/node.js';
 import { ROOT } from './harness.mjs';
 
@@ -27,6 +27,7 @@ function rebuild(c) {
     const at = placement({
       session: c.session, lane: c.lane, taskId: c.taskId, contextId: c.contextId, agent: c.agent,
       expiry: { expiresAt: c.expiresAt, expiresIn: c.expiresIn, onExpiry: c.onExpiry },
+      assignees: c.assignees, escalation: c.escalation,
     });
     const r = c.request;
     let request;
@@ -37,6 +38,7 @@ function rebuild(c) {
   }
   if (t === 'close') return closeCommand(c.interactionId, c.reason, c.taskId);
   if (t === 'deadline') return deadlineCommand(c.interactionId, { expiresAt: c.expiresAt, expiresIn: c.expiresIn }, c.taskId);
+  if (t === 'reassign') return reassignCommand(c.interactionId, c.changeId, c.assignees, c.taskId);
   if (t === 'tool-result') return toolResultCommand(c.interactionId, c.result, c.taskId);
   return turnCommand(t, c.session, c.lane, c.turnId);
 }

@@ -57,6 +57,14 @@ pub struct PlaceArgs {
     pub on_expiry: String,
     #[command(flatten)]
     pub assign: AssignArgs,
+    /// A person added to the assignees at the deadline's warning stage (README
+    /// "Escalation"); repeat for more (at most 32). Needs a deadline.
+    #[arg(long = "escalate-person", value_name = "SUB")]
+    pub escalate_people: Vec<String>,
+    /// A group added to the assignees at the deadline's warning stage; repeat for
+    /// more (at most 32). Needs a deadline.
+    #[arg(long = "escalate-group", value_name = "GROUP")]
+    pub escalate_groups: Vec<String>,
 }
 
 /// Who may answer (README "Assignees"); neither option: anyone of the organisation.
@@ -206,10 +214,18 @@ fn place(a: &PlaceArgs) -> anyhow::Result<Placement> {
         on_expiry,
     };
     let placement = Placement::new(&a.session, &a.lane, &a.task, &a.context)?.with_expiry(expiry);
-    Ok(match a.assign.assignees()? {
+    let placement = match a.assign.assignees()? {
         Some(assignees) => placement.assigned_to(assignees),
         None => placement,
-    })
+    };
+    if a.escalate_people.is_empty() && a.escalate_groups.is_empty() {
+        return Ok(placement);
+    }
+    let people: Vec<&str> = a.escalate_people.iter().map(String::as_str).collect();
+    let groups: Vec<&str> = a.escalate_groups.iter().map(String::as_str).collect();
+    let escalation =
+        Assignees::of(&people, &groups).context("--escalate-person / --escalate-group")?;
+    Ok(placement.escalate_to(escalation))
 }
 
 fn accepted_word(a: holdpoint_domain::Accepted) -> &'static str {

@@ -94,6 +94,9 @@ pub struct Placement {
     /// Who may answer what is opened here (see [`Placement::assigned_to`]); none:
     /// anyone of the organisation.
     pub assignees: Option<Assignees>,
+    /// Who is added to the assignees at the deadline's warning stage (see
+    /// [`Placement::escalate_to`]); none: no escalation.
+    pub escalation: Option<Assignees>,
 }
 
 /// An interaction's deadline as a runtime asks for it: at most one of `expires_at`
@@ -129,6 +132,7 @@ impl Placement {
             expiry: Expiry::default(),
             agent: None,
             assignees: None,
+            escalation: None,
         })
     }
 
@@ -139,6 +143,19 @@ impl Placement {
     /// (`NRY-0001`).
     pub fn assigned_to(mut self, assignees: Assignees) -> Self {
         self.assignees = Some(assignees);
+        self
+    }
+
+    /// The same placement, escalating what it opens to `escalation` (README
+    /// "Escalation"): when the deadline's warning stage comes (`[deadlines]
+    /// warning_secs` before it) and the interaction still waits, these people and
+    /// groups are added to its assignees and an `interaction-escalated` event goes
+    /// out. The worker refuses an escalation (`NRY-0001`, nothing opened) without
+    /// a deadline, without a configured warning lead, with a deadline closer than
+    /// that lead, or when it and the assignees together name more than 32 people
+    /// or 32 groups; its own bounds are those of [`Placement::assigned_to`].
+    pub fn escalate_to(mut self, escalation: Assignees) -> Self {
+        self.escalation = Some(escalation);
         self
     }
 
@@ -337,6 +354,7 @@ impl Runtime {
             expires_in: at.expiry.expires_in,
             on_expiry: at.expiry.on_expiry,
             assignees: at.assignees.clone(),
+            escalation: at.escalation.clone(),
         })))
         .await?;
         Ok(id)

@@ -251,6 +251,14 @@ pub struct OpenInteraction {
     /// organisation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assignees: Option<Assignees>,
+    /// Who is added to the assignees when the deadline's warning stage comes
+    /// (`[deadlines] warning_secs` before `expiresAt`) and it still waits; one
+    /// `interaction-escalated` event then (README "Escalation"). Same bounds as
+    /// `assignees`, and `assignees` with the escalation together name at most 32
+    /// people and 32 groups; it needs a deadline whose warning stage is still
+    /// ahead (`NRY-0001` otherwise). Absent: no escalation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<Assignees>,
 }
 
 /// What an opening asks, by kind.

@@ -75,6 +75,22 @@ pub struct OpenInteractionRef {
     )]
     #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
     pub expires_at: Option<OffsetDateTime>,
+    /// Who may answer it (README "Assignees"), when it names anyone: a Holdpoint
+    /// field beside the extension's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignees: Option<Assignees>,
+    /// Who its deadline's warning stage adds to the assignees (README
+    /// "Escalation"), when it names an escalation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<Assignees>,
+    /// When it was escalated (RFC 3339 with milliseconds); absent until then.
+    #[serde(
+        default,
+        with = "crate::timestamp::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
+    pub escalated_at: Option<OffsetDateTime>,
 }
 
 /// A2A `TaskStatus` as carried on a status event.
@@ -257,6 +273,33 @@ pub enum EventData {
         /// Who could answer it before; absent: anyone of the organisation.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         previous: Option<Assignees>,
+    },
+    /// Nobody answered a pending interaction by its deadline's warning stage, so
+    /// its escalation was applied (README "Escalation"): the escalation's people
+    /// and groups were added to the assignees. Once per interaction; the audit
+    /// records it as `escalated`.
+    #[serde(
+        rename = "dev.holdpoint.interaction-escalated",
+        rename_all = "camelCase"
+    )]
+    InteractionEscalated {
+        /// The interaction (1 to 128 printable ASCII characters, no spaces).
+        interaction_id: InteractionId,
+        /// The interaction's kind: `approval`, `question` or `connection`.
+        kind: Kind,
+        /// The escalation the opening named: the people and groups added.
+        escalation: Assignees,
+        /// Who may answer it now (the assignees before, then the escalation's names
+        /// they lacked); absent: anyone of the organisation, as before.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        assignees: Option<Assignees>,
+        /// Who could answer it before; absent: anyone of the organisation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous: Option<Assignees>,
+        /// The deadline whose warning stage escalated it, RFC 3339 with milliseconds.
+        #[serde(with = "crate::timestamp")]
+        #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
+        expires_at: OffsetDateTime,
     },
     /// An interaction closed without an answer.
     #[serde(rename = "dev.holdpoint.interaction-closed", rename_all = "camelCase")]
@@ -456,6 +499,29 @@ pub enum EventData {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         previous: Option<Assignees>,
     },
+    /// Audit (`hp.audit.<org>`): an interaction's escalation was applied at its
+    /// deadline's warning stage (once, with `interaction-escalated` on the events
+    /// stream).
+    #[serde(rename = "dev.holdpoint.escalated", rename_all = "camelCase")]
+    Escalated {
+        /// The interaction (1 to 128 printable ASCII characters, no spaces).
+        interaction_id: InteractionId,
+        /// The interaction's kind: `approval`, `question` or `connection`.
+        kind: Kind,
+        /// The escalation the opening named: the people and groups added.
+        escalation: Assignees,
+        /// Who may answer it now (the assignees before, then the escalation's names
+        /// they lacked); absent: anyone of the organisation, as before.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        assignees: Option<Assignees>,
+        /// Who could answer it before; absent: anyone of the organisation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous: Option<Assignees>,
+        /// The deadline whose warning stage escalated it, RFC 3339 with milliseconds.
+        #[serde(with = "crate::timestamp")]
+        #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]
+        expires_at: OffsetDateTime,
+    },
     /// A command could not be decoded and was terminated.
     #[serde(rename = "dev.holdpoint.dead-letter", rename_all = "camelCase")]
     DeadLetter {
@@ -514,6 +580,7 @@ impl EventKind {
                 | EventKind::RuleWritten
                 | EventKind::RuleRevoked
                 | EventKind::AssigneesChanged
+                | EventKind::Escalated
         )
     }
 }

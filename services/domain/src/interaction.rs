@@ -180,6 +180,25 @@ impl Assignees {
     pub fn admits(&self, person: &PersonId, groups: &[GroupName]) -> bool {
         self.people.contains(person) || groups.iter().any(|g| self.groups.contains(g))
     }
+
+    /// These assignees and then those of `more` that are not among them yet, each
+    /// list in order (README "Escalation"). The result may name more than
+    /// [`MAX_ASSIGNEES`]; [`Assignees::check`] says so.
+    pub fn union(&self, more: &Assignees) -> Assignees {
+        fn join<T: PartialEq + Clone>(a: &[T], b: &[T]) -> Vec<T> {
+            let mut out = a.to_vec();
+            for x in b {
+                if !out.contains(x) {
+                    out.push(x.clone());
+                }
+            }
+            out
+        }
+        Assignees {
+            people: join(&self.people, &more.people),
+            groups: join(&self.groups, &more.groups),
+        }
+    }
 }
 
 fn first_repeat<T: PartialEq + std::fmt::Display>(items: &[T]) -> Option<String> {
@@ -224,6 +243,19 @@ pub struct Interaction {
     /// its spec); each person once, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub given_approvals: Vec<GivenApproval>,
+    /// Who is added to the assignees at the deadline's warning stage, if it still
+    /// waits then (README "Escalation"); absent: no escalation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<Assignees>,
+    /// When the escalation was applied, RFC 3339; absent until then. An
+    /// interaction escalates at most once.
+    #[serde(
+        default,
+        with = "crate::timestamp::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
+    pub escalated_at: Option<OffsetDateTime>,
     /// The prompt shown to the person.
     pub prompt: String,
     /// Where it is in its lifecycle: `pending`, `resolved`, `finished` or `closed`.
@@ -362,6 +394,8 @@ impl Interaction {
             assignees: self.assignees.clone(),
             for_you: None,
             approvals: self.approvals_view(None),
+            escalation: self.escalation.clone(),
+            escalated_at: self.escalated_at,
             opened_at: self.opened_at,
             expires_at: self.expires_at,
             on_expiry: self.on_expiry,
@@ -467,6 +501,18 @@ pub struct InteractionView {
     /// approved so far, and (in a person's view) whether they did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approvals: Option<ApprovalsView>,
+    /// Who the deadline's warning stage adds to the assignees while it still waits
+    /// (README "Escalation"); absent: no escalation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<Assignees>,
+    /// When it was escalated, RFC 3339 with milliseconds; absent until then.
+    #[serde(
+        default,
+        with = "crate::timestamp::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
+    pub escalated_at: Option<OffsetDateTime>,
     /// When it opened.
     #[serde(with = "crate::timestamp")]
     #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Rfc3339"))]

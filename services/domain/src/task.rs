@@ -20,6 +20,7 @@ use time::OffsetDateTime;
 
 use crate::event::{OpenInteractionRef, TaskStatusData};
 use crate::ids::{CallId, CommandId, ContextId, InteractionId, OrgId, TaskId};
+use crate::interaction::Assignees;
 use crate::vocab::{Kind, TaskState};
 
 /// How many tool calls one task may hold over its life.
@@ -57,6 +58,21 @@ pub struct Waiting {
     )]
     #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
     pub expires_at: Option<OffsetDateTime>,
+    /// Who may answer it; absent: anyone of the organisation (README "Assignees").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignees: Option<Assignees>,
+    /// Who its deadline's warning stage adds to the assignees (README
+    /// "Escalation"); absent: no escalation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<Assignees>,
+    /// When it was escalated, RFC 3339; absent until then.
+    #[serde(
+        default,
+        with = "crate::timestamp::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::Rfc3339>"))]
+    pub escalated_at: Option<OffsetDateTime>,
 }
 
 /// An interaction that stopped waiting, and the command that took it off the list.
@@ -82,6 +98,9 @@ impl Waiting {
             opened_at: i.opened_at,
             listed_by: command_id.clone(),
             expires_at: i.expires_at,
+            assignees: i.assignees.clone(),
+            escalation: i.escalation.clone(),
+            escalated_at: i.escalated_at,
         }
     }
 
@@ -93,6 +112,9 @@ impl Waiting {
             prompt: self.prompt.clone(),
             detail: self.detail.clone(),
             expires_at: self.expires_at,
+            assignees: self.assignees.clone(),
+            escalation: self.escalation.clone(),
+            escalated_at: self.escalated_at,
         }
     }
 }
@@ -181,19 +203,21 @@ impl Task {
         self.pending.insert(at, w);
     }
 
-    /// Shows `i`'s current [`detail`](crate::Interaction::detail) in its pending
-    /// entry (an approval that needs several people shows who approved so far).
-    /// Returns whether the entry changed; a no-op when `i` is not pending here.
+    /// Shows `i` as it now is in its pending entry: its
+    /// [`detail`](crate::Interaction::detail) (an approval that needs several
+    /// people shows who approved so far), who may answer it, its escalation and
+    /// when it escalated, so the status message shows them. Returns whether the
+    /// entry changed; a no-op when `i` is not pending here.
     pub(crate) fn refresh(&mut self, i: &crate::interaction::Interaction) -> bool {
         let detail = i.detail();
         let mut changed = false;
-        for w in self
-            .pending
-            .iter_mut()
-            .filter(|w| w.interaction_id == i.id && w.detail != detail)
-        {
+        for w in self.pending.iter_mut().filter(|w| w.interaction_id == i.id) {
+            let before = w.clone();
             w.detail = detail.clone();
-            changed = true;
+            w.assignees = i.assignees.clone();
+            w.escalation = i.escalation.clone();
+            w.escalated_at = i.escalated_at;
+            changed |= *w != before;
         }
         changed
     }

@@ -90,7 +90,7 @@ fn not_assignee_is_provisional_so_a_reassignment_lets_the_same_key_decide() {
         &mut s,
         &reassign("c-1", Some(assigned(&["bob"], &[]))),
         Accepted::Reassigned,
-        &["interaction-reassigned"],
+        &["interaction-reassigned", "task-status"],
     );
     accept(
         &mut s,
@@ -135,9 +135,17 @@ fn a_reassignment_is_one_event_and_one_audit_record_and_a_retry_is_a_replay() {
         &mut s,
         &change,
         Accepted::Reassigned,
-        &["interaction-reassigned"],
+        &["interaction-reassigned", "task-status"],
     );
     assert_eq!(d.effects.audit.len(), 1);
+    // The task's status message (A2A metadata) names the new assignees.
+    assert_eq!(
+        task_status(&d.effects.events)
+            .interaction
+            .as_ref()
+            .and_then(|r| r.assignees.as_ref()),
+        Some(&assigned(&[], &["ops"]))
+    );
     assert!(matches!(
         &d.effects.audit[0].body,
         EventData::AssigneesChanged { previous: Some(p), assignees: Some(a), .. }
@@ -157,7 +165,7 @@ fn a_reassignment_is_one_event_and_one_audit_record_and_a_retry_is_a_replay() {
         &mut s,
         &reassign("c-3", Some(assigned(&["ana"], &[]))),
         Accepted::Reassigned,
-        &["interaction-reassigned"],
+        &["interaction-reassigned", "task-status"],
     );
     assert_ne!(back.effects.events[0].id, d.effects.events[0].id);
     refuse(

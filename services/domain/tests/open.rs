@@ -41,6 +41,9 @@ fn open_approval_announces_it_without_the_arguments() {
                 prompt: prompt.into(),
                 detail: detail.clone(),
                 expires_at: None,
+                assignees: None,
+                escalation: None,
+                escalated_at: None,
             }),
         }
     );
@@ -123,6 +126,9 @@ fn open_question_asks_in_engine_order() {
                 prompt: prompt.into(),
                 detail: json!({"questions": example_questions()}),
                 expires_at: None,
+                assignees: None,
+                escalation: None,
+                escalated_at: None,
             }),
         }
     );
@@ -225,6 +231,9 @@ fn open_connection_prompts_and_cuts_in_characters() {
                     prompt: prompt.clone(),
                     detail: detail.clone(),
                     expires_at: None,
+                    assignees: None,
+                    escalation: None,
+                    escalated_at: None,
                 }),
             },
             "row {n}"

@@ -27,6 +27,7 @@ fn hold(effect: &str, call: &str, tool: &str) -> CommandEnvelope {
         expires_in: None,
         on_expiry: Default::default(),
         assignees: None,
+        escalation: None,
     })))
 }
 

@@ -168,6 +168,7 @@ _VERBS = {
     "answer",
     "tool-result",
     "deadline",
+    "reassign",
     "expire",
     "message",
     "turn-start",
@@ -244,6 +245,9 @@ def command_id(envelope: Mapping[str, Any]) -> str:
             _timestamp_text(c.get("expiresAt")),
             "" if expires_in is None else str(int(expires_in)),
         )
+    elif t == "reassign":
+        # One id per change: a retry is a replay, a later change back is new.
+        d = digest(org, t, c["interactionId"], c["changeId"])
     elif t == "expire":
         stage = "expiring" if c["stage"] == "warn" else "expire"
         d = digest(org, stage, c["interactionId"], _timestamp_text(c["expiresAt"]))

@@ -62,6 +62,7 @@ __all__ = [
     "deadline_command",
     "open_command",
     "question_request",
+    "reassign_command",
     "session_command",
     "tool_result_command",
     "turn_command",
@@ -171,7 +172,12 @@ class Placement:
     """Where an interaction lives: session, lane, A2A task and context (each 1 to
     128 printable ASCII characters, no spaces); optionally the agent its calls are
     held for (``agent``-scoped remembered rules match on it), the deadline of
-    what is opened here and who may answer it (``assignees``)."""
+    what is opened here, who may answer it (``assignees``) and who is added to
+    them at the deadline's warning stage if nobody answered by then
+    (``escalation``, README "Escalation": the worker refuses it with ``NRY-0001``
+    without a deadline, without a configured warning lead, with a deadline closer
+    than that lead, or when it and the assignees name more than 32 people or 32
+    groups together)."""
 
     session: str
     lane: str
@@ -180,6 +186,7 @@ class Placement:
     agent: str | None = None
     expiry: Expiry = field(default_factory=Expiry)
     assignees: Assignees | None = None
+    escalation: Assignees | None = None
 
     def __post_init__(self) -> None:
         _check_id("sessionId", self.session)
@@ -350,6 +357,8 @@ def open_command(
         command["onExpiry"] = at.expiry.on_expiry
     if at.assignees is not None:
         command["assignees"] = at.assignees.wire()
+    if at.escalation is not None:
+        command["escalation"] = at.escalation.wire()
     return command
 
 
@@ -426,6 +435,24 @@ def deadline_command(interaction_id: str, expiry: Expiry, task_id: str | None) -
         command["expiresAt"] = _wire.format_timestamp(expiry.expires_at)
     if expiry.expires_in is not None:
         command["expiresIn"] = int(expiry.expires_in)
+    return command
+
+
+def reassign_command(
+    interaction_id: str, change_id: str, assignees: Assignees | None, task_id: str | None
+) -> dict[str, Any]:
+    """A ``reassign`` command: ``assignees`` may answer from now on (``None``:
+    anyone of the organisation). ``change_id`` (1 to 128 printable ASCII
+    characters, no spaces) names this change: the same id again is a replay."""
+    command: dict[str, Any] = {
+        "type": "reassign",
+        "interactionId": _check_id("interactionId", interaction_id),
+    }
+    if task_id is not None:
+        command["taskId"] = task_id
+    command["changeId"] = _check_id("changeId", change_id)
+    if assignees is not None:
+        command["assignees"] = assignees.wire()
     return command
 
 
@@ -851,6 +878,23 @@ class Runtime:
         _check_id("interactionId", interaction_id)
         task = await self._task_of(interaction_id)
         return await self.send(deadline_command(interaction_id, expiry, task))
+
+    async def reassign(
+        self, interaction_id: str, assignees: Assignees | None, *, change_id: str | None = None
+    ) -> str:
+        """Changes who may answer a pending interaction (README "Assignees"):
+        ``assignees``, or ``None`` for anyone of the organisation; only the runtime
+        may. Each change is one ``interaction-reassigned`` event and one
+        ``assignees-changed`` audit record. ``change_id`` names the change (a new
+        one per call by default), so a retry of this call is published once.
+        Returns ``reassigned``, or ``unchanged`` when it already has these
+        assignees; ``NRY-0001`` when they are out of bounds (or do not fit beside
+        an escalation still to come), ``NRY-0021`` when it no longer waits,
+        ``NRY-0004`` when there is no such interaction."""
+        _check_id("interactionId", interaction_id)
+        change = change_id if change_id is not None else f"chg-{uuid.uuid4().hex}"
+        task = await self._task_of(interaction_id)
+        return await self.send(reassign_command(interaction_id, change, assignees, task))
 
     async def report_tool_result(self, effect_id: str, result: Mapping[str, Any]) -> str:
         """The tool executor reports a released call's result (:func:`tool_ok` or

@@ -701,7 +701,7 @@ export interface components {
              * @description Event names to deliver (see the README's event list); absent or empty: all.
              * @default []
              */
-            eventTypes?: ("session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-reassigned" | "interaction-closed" | "tool-call-released" | "approval-counted" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "approval-recorded" | "rule-written" | "rule-revoked" | "assignees-changed" | "dead-letter" | "webhook-disabled" | "webhook-test")[];
+            eventTypes?: ("session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-reassigned" | "interaction-escalated" | "interaction-closed" | "tool-call-released" | "approval-counted" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "approval-recorded" | "rule-written" | "rule-revoked" | "assignees-changed" | "escalated" | "dead-letter" | "webhook-disabled" | "webhook-test")[];
             /**
              * @description `https://…` (plain `http://` only to a loopback host when Holdpoint runs in
              *     local mode); at most 2048 bytes; no user or password; no fragment.
@@ -905,6 +905,29 @@ export interface components {
             };
             /** @constant */
             type: "dev.holdpoint.interaction-reassigned";
+        } | {
+            data: {
+                /**
+                 * @description Who may answer it now (the assignees before, then the escalation's names
+                 *     they lacked); absent: anyone of the organisation, as before.
+                 */
+                assignees?: components["schemas"]["Assignees"] | null;
+                /** @description The escalation the opening named: the people and groups added. */
+                escalation: components["schemas"]["Assignees"];
+                /**
+                 * Format: date-time
+                 * @description The deadline whose warning stage escalated it, RFC 3339 with milliseconds.
+                 */
+                expiresAt: string;
+                /** @description The interaction (1 to 128 printable ASCII characters, no spaces). */
+                interactionId: components["schemas"]["InteractionId"];
+                /** @description The interaction's kind: `approval`, `question` or `connection`. */
+                kind: components["schemas"]["Kind"];
+                /** @description Who could answer it before; absent: anyone of the organisation. */
+                previous?: components["schemas"]["Assignees"] | null;
+            };
+            /** @constant */
+            type: "dev.holdpoint.interaction-escalated";
         } | {
             data: {
                 /**
@@ -1148,6 +1171,29 @@ export interface components {
         } | {
             data: {
                 /**
+                 * @description Who may answer it now (the assignees before, then the escalation's names
+                 *     they lacked); absent: anyone of the organisation, as before.
+                 */
+                assignees?: components["schemas"]["Assignees"] | null;
+                /** @description The escalation the opening named: the people and groups added. */
+                escalation: components["schemas"]["Assignees"];
+                /**
+                 * Format: date-time
+                 * @description The deadline whose warning stage escalated it, RFC 3339 with milliseconds.
+                 */
+                expiresAt: string;
+                /** @description The interaction (1 to 128 printable ASCII characters, no spaces). */
+                interactionId: components["schemas"]["InteractionId"];
+                /** @description The interaction's kind: `approval`, `question` or `connection`. */
+                kind: components["schemas"]["Kind"];
+                /** @description Who could answer it before; absent: anyone of the organisation. */
+                previous?: components["schemas"]["Assignees"] | null;
+            };
+            /** @constant */
+            type: "dev.holdpoint.escalated";
+        } | {
+            data: {
+                /**
                  * @description Why it could not be decided: the decode error, or a subject that does not
                  *     match the command.
                  */
@@ -1241,6 +1287,16 @@ export interface components {
              *     arguments.
              */
             detail: unknown;
+            /**
+             * Format: date-time
+             * @description When it was escalated, RFC 3339 with milliseconds; absent until then.
+             */
+            escalatedAt?: string | null;
+            /**
+             * @description Who the deadline's warning stage adds to the assignees while it still waits
+             *     (README "Escalation"); absent: no escalation.
+             */
+            escalation?: components["schemas"]["Assignees"] | null;
             /**
              * Format: date-time
              * @description The deadline, RFC 3339 with milliseconds, while one is set; absent when the
@@ -1384,8 +1440,23 @@ export interface components {
          *     (README "A2A").
          */
         OpenInteractionRef: {
+            /**
+             * @description Who may answer it (README "Assignees"), when it names anyone: a Holdpoint
+             *     field beside the extension's own.
+             */
+            assignees?: components["schemas"]["Assignees"] | null;
             /** @description Detail (never arguments). */
             detail: unknown;
+            /**
+             * Format: date-time
+             * @description When it was escalated (RFC 3339 with milliseconds); absent until then.
+             */
+            escalatedAt?: string | null;
+            /**
+             * @description Who its deadline's warning stage adds to the assignees (README
+             *     "Escalation"), when it names an escalation.
+             */
+            escalation?: components["schemas"]["Assignees"] | null;
             /**
              * Format: date-time
              * @description The interaction's deadline (RFC 3339 with milliseconds), when it has one: a
@@ -2006,7 +2077,7 @@ export interface operations {
                 /** @description Only this task's events. */
                 task?: components["schemas"]["TaskId"];
                 /** @description Only events of this short name. */
-                type?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-reassigned" | "interaction-closed" | "tool-call-released" | "approval-counted" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "approval-recorded" | "rule-written" | "rule-revoked" | "assignees-changed" | "dead-letter" | "webhook-disabled" | "webhook-test";
+                type?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-reassigned" | "interaction-escalated" | "interaction-closed" | "tool-call-released" | "approval-counted" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "approval-recorded" | "rule-written" | "rule-revoked" | "assignees-changed" | "escalated" | "dead-letter" | "webhook-disabled" | "webhook-test";
             };
             header?: {
                 /** @description Resume after this sequence (what `EventSource` sends on reconnect); wins over `after`. */
@@ -2026,7 +2097,7 @@ export interface operations {
                     "text/event-stream": {
                         data: string;
                         /** @enum {string} */
-                        event?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-reassigned" | "interaction-closed" | "tool-call-released" | "approval-counted" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "approval-recorded" | "rule-written" | "rule-revoked" | "assignees-changed" | "dead-letter" | "webhook-disabled" | "webhook-test";
+                        event?: "session-opened" | "session-closed" | "approval-requested" | "question-asked" | "connection-requested" | "task-status" | "interaction-resolved" | "interaction-expiring" | "interaction-reassigned" | "interaction-escalated" | "interaction-closed" | "tool-call-released" | "approval-counted" | "tool-call-finished" | "lane-message" | "turn-started" | "approval-decided" | "approval-recorded" | "rule-written" | "rule-revoked" | "assignees-changed" | "escalated" | "dead-letter" | "webhook-disabled" | "webhook-test";
                         id?: string;
                         retry?: number;
                     };

@@ -37,7 +37,7 @@ fn print_view(v: &Value) {
         .map(|who| format!(" by {}", terminal::line(who)))
         .unwrap_or_default();
     println!(
-        "{} {} {}{}{}{}{} {}",
+        "{} {} {}{}{}{}{}{} {}",
         paint(kind_style(&kind), &format!("{kind:<10}")),
         paint(Style::new().bold(), &text(v, "interactionId")),
         paint(AnsiColor::BrightBlack.on_default(), &text(v, "state")),
@@ -45,6 +45,7 @@ fn print_view(v: &Value) {
         paint(AnsiColor::Yellow.on_default(), &left),
         paint(AnsiColor::Cyan.on_default(), &for_whom(v)),
         paint(AnsiColor::Cyan.on_default(), &approvals(v)),
+        paint(AnsiColor::Magenta.on_default(), &escalated(v)),
         terminal::line(v["prompt"].as_str().unwrap_or(""))
     );
 }
@@ -83,6 +84,16 @@ fn approvals(v: &Value) -> String {
         ""
     };
     format!(" approvals {}/{required}{who}{you}", given.len())
+}
+
+/// ` escalated` once the deadline's warning stage applied the interaction's
+/// escalation (README "Escalation"); nothing before, or without one.
+fn escalated(v: &Value) -> String {
+    if v["escalatedAt"].is_string() {
+        " escalated".into()
+    } else {
+        String::new()
+    }
 }
 
 /// `expires in 4m 10s` (or `expired`) for a deadline `at` seen at `now`.
@@ -433,6 +444,12 @@ pub async fn audit(args: AuditArgs) -> anyhow::Result<()> {
                 j(&d["rule"]["id"]),
                 j(&d["rule"]["revoked"]["by"])
             ),
+            Some("dev.holdpoint.escalated") => format!(
+                "{} {} escalated to {}",
+                j(&d["kind"]),
+                j(&d["interactionId"]),
+                names(&d["escalation"])
+            ),
             _ => j(&r["type"]),
         };
         println!("{:>6}  {}  {}", j(&e["sequence"]), j(&r["time"]), line);
@@ -440,9 +457,49 @@ pub async fn audit(args: AuditArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `ana, group oncall` for an assignees object (`?` when it names nobody).
+fn names(a: &Value) -> String {
+    let strings = |k: &str| -> Vec<String> {
+        a[k].as_array()
+            .map(|l| {
+                l.iter()
+                    .filter_map(Value::as_str)
+                    .map(|n| terminal::line(n).into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let all: Vec<String> = strings("people")
+        .into_iter()
+        .chain(strings("groups").into_iter().map(|g| format!("group {g}")))
+        .collect();
+    if all.is_empty() {
+        "?".into()
+    } else {
+        all.join(", ")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pending_says_whom_an_interaction_is_for_and_that_it_escalated() {
+        let w = |v: serde_json::Value| format!("{}{}", for_whom(&v), escalated(&v));
+        assert_eq!(w(serde_json::json!({})), "");
+        assert_eq!(w(serde_json::json!({"forYou": true})), " for you");
+        assert_eq!(w(serde_json::json!({"forYou": false})), " for others");
+        assert_eq!(
+            w(serde_json::json!({"forYou": true, "escalatedAt": "2026-05-01T12:00:00.000Z"})),
+            " for you escalated"
+        );
+        assert_eq!(
+            names(&serde_json::json!({"people": ["ana"], "groups": ["oncall"]})),
+            "ana, group oncall"
+        );
+        assert_eq!(names(&serde_json::json!({})), "?");
+    }
 
     #[test]
     fn a_question_says_what_it_takes() {

@@ -10,7 +10,7 @@ use crate::transition::Effects;
 use crate::{Accepted, Assignees, State};
 
 use super::base::{Ctx, Decision, Snapshot, Writes, accept, reject};
-use super::events;
+use super::{escalate, events};
 
 pub(super) fn reassign(
     ctx: &Ctx,
@@ -24,6 +24,13 @@ pub(super) fn reassign(
     };
     if let Some(a) = assignees
         && let Err(m) = a.check()
+    {
+        return reject(ctx, ErrorCode::InvalidRequest, m);
+    }
+    // An escalation still to come must fit beside the new assignees
+    // (`escalate.rs`, "Bounds").
+    if let (Some(a), Some(e), None) = (assignees, &i.escalation, i.escalated_at)
+        && let Err(m) = escalate::fits(a, e)
     {
         return reject(ctx, ErrorCode::InvalidRequest, m);
     }
@@ -41,13 +48,23 @@ pub(super) fn reassign(
     next.assignees = assignees.cloned();
     let transition = format!("reassign\u{0}{change}");
     let event = |data| events::on_interaction(i, &transition, ctx.now, data);
+    // The task's status message names the assignees (A2A metadata): a new status.
+    let task = snap
+        .task
+        .cloned()
+        .and_then(|mut t| t.refresh(&next).then_some(t));
+    let status = task
+        .as_ref()
+        .map(|t| events::task_status(i, t, &transition, ctx.now));
     let effects = Effects {
-        events: vec![event(EventData::InteractionReassigned {
+        events: std::iter::once(event(EventData::InteractionReassigned {
             interaction_id: i.id.clone(),
             kind: i.kind(),
             assignees: next.assignees.clone(),
             previous: i.assignees.clone(),
-        })],
+        }))
+        .chain(status)
+        .collect(),
         audit: vec![event(EventData::AssigneesChanged {
             interaction_id: i.id.clone(),
             kind: i.kind(),
@@ -57,6 +74,7 @@ pub(super) fn reassign(
         ..Effects::default()
     };
     Writes {
+        task,
         interaction: Some(next),
         ..Writes::default()
     }

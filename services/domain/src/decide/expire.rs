@@ -1,6 +1,7 @@
 //! Deadlines: an interaction may wait until `expiresAt`; the server then runs an
 //! `expire` command (a JetStream message schedule stored when the deadline was set),
-//! and the same command with stage `warn` the configured lead before it.
+//! and the same command with stage `warn` the configured lead before it. The
+//! `warn` stage also applies an escalation the opening named (`escalate.rs`).
 //!
 //! **What expiry decides**, unless the opening asked for `onExpiry: close`:
 //!
@@ -38,7 +39,7 @@ use crate::{
 use super::answer::leave_pending;
 use super::base::{Ctx, Decision, Snapshot, Writes, accept, blocks, reject};
 use super::events::Verdict;
-use super::{close, events};
+use super::{close, escalate, events};
 
 /// The deadline an opening or a change asks for: `Ok(None)` when it asks for none.
 /// `default` applies when neither field is given.
@@ -202,12 +203,12 @@ pub(super) fn tick(
         return accept(ctx, Accepted::Unchanged);
     }
     match stage {
-        DeadlineStage::Warn => warn(ctx, i, at),
+        DeadlineStage::Warn => warn(ctx, snap, i, at),
         DeadlineStage::Expire => expire(ctx, snap, i, at),
     }
 }
 
-fn warn(ctx: &Ctx, i: &Interaction, at: OffsetDateTime) -> Decision {
+fn warn(ctx: &Ctx, snap: Snapshot<'_>, i: &Interaction, at: OffsetDateTime) -> Decision {
     let event = events::on_interaction(
         i,
         &format!("expiring\u{0}{}", crate::timestamp::format(at)),
@@ -218,20 +219,27 @@ fn warn(ctx: &Ctx, i: &Interaction, at: OffsetDateTime) -> Decision {
             expires_at: at,
         },
     );
+    let mut effects = Effects {
+        events: vec![event],
+        ..Effects::default()
+    };
     // The interaction is written unchanged but for the transition in its outbox, so
-    // the warning is published exactly like any other effect.
+    // the warning is published exactly like any other effect; an escalation it
+    // names is applied in the same decision (`escalate.rs`).
+    let (next, task) = match escalate::due(ctx, snap.task, i, at) {
+        Some(e) => {
+            effects.events.extend(e.events);
+            effects.audit.push(e.audit);
+            (e.next, e.task)
+        }
+        None => (i.clone(), None),
+    };
     Writes {
-        interaction: Some(i.clone()),
+        task,
+        interaction: Some(next),
         ..Writes::default()
     }
-    .commit(
-        ctx,
-        Effects {
-            events: vec![event],
-            ..Effects::default()
-        },
-        ctx.outcome(Ok(Accepted::Unchanged)),
-    )
+    .commit(ctx, effects, ctx.outcome(Ok(Accepted::Unchanged)))
 }
 
 fn expire(ctx: &Ctx, snap: Snapshot<'_>, i: &Interaction, at: OffsetDateTime) -> Decision {

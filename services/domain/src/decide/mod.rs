@@ -23,18 +23,21 @@
 //! answers), [`close`](self::close) (the host closes an interaction, or reports a
 //! released call's result), [`assign`](self::assign) (the runtime changes who may
 //! answer), [`expire`](self::expire) (deadlines: set, warned,
-//! expired), [`lane`](self::lane) (messages and turns), and
+//! expired), [`escalate`](self::escalate) (the warning stage adds the
+//! escalation to the assignees), [`lane`](self::lane) (messages and turns), and
 //! [`events`](self::events) (the events they build). Below them all, `base`: what
 //! every step shares ([`Snapshot`], [`Ctx`], [`Deadlines`], [`Decision`], the writes
 //! that seal a decision, the reply helpers). A step uses `base`, `events` and the
-//! steps it builds on (`close` and `expire` use `answer`; `expire` uses `close`;
-//! `open` uses `answer` and `expire`), never this module and never a step that uses
+//! steps it builds on (`close` and `expire` use `answer`; `expire` uses `close`
+//! and `escalate`; `open` uses `answer`, `expire` and `escalate`; `assign` uses
+//! `escalate`), never this module and never a step that uses
 //! it, so there is no import cycle.
 
 mod answer;
 mod assign;
 mod base;
 mod close;
+mod escalate;
 mod events;
 mod expire;
 mod lane;

@@ -23,7 +23,7 @@ use super::answer::{ApprovalDecision, approval_decided};
 use super::base::{
     Ctx, Decision, Snapshot, Writes, accept, blocks, live_session, reject, session_missing,
 };
-use super::{events, expire};
+use super::{escalate, events, expire};
 
 pub(super) fn open(ctx: &Ctx, snap: Snapshot<'_>, open: &OpenInteraction) -> Decision {
     let spec = match spec_from_request(&open.request) {
@@ -57,6 +57,9 @@ pub(super) fn open(ctx: &Ctx, snap: Snapshot<'_>, open: &OpenInteraction) -> Dec
             Ok(at) => at,
             Err(r) => return Decision::reply(ctx.outcome(Err(r))),
         };
+    if let Err(r) = escalate::check_opening(ctx, open, expires_at) {
+        return Decision::reply(ctx.outcome(Err(r)));
+    }
     let Some(session) = live_session(snap.session) else {
         return session_missing(ctx, &open.session);
     };
@@ -85,6 +88,8 @@ pub(super) fn open(ctx: &Ctx, snap: Snapshot<'_>, open: &OpenInteraction) -> Dec
         spec,
         assignees: open.assignees.clone(),
         given_approvals: Vec::new(),
+        escalation: open.escalation.clone(),
+        escalated_at: None,
         state: State::Pending,
         opened_at: ctx.now,
         open_digest,

@@ -217,6 +217,7 @@ fn digests_of_ordinary_values_do_not_change() {
                 expires_in: None,
                 on_expiry: Default::default(),
                 assignees: None,
+                escalation: None,
             })),
         };
         assert_eq!(open.command_id(), command, "{text}");

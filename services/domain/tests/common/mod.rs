@@ -128,6 +128,7 @@ pub fn open_on(
         expires_in: None,
         on_expiry: Default::default(),
         assignees: None,
+        escalation: None,
     })))
 }
 

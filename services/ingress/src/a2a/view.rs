@@ -7,7 +7,8 @@
 //! is simply not found. A waiting task's status message is the prompt as text;
 //! with the extension, it also lists the URI and carries
 //! `metadata[URI] = {interactionId, kind, prompt, detail}` (never arguments), plus
-//! `expiresAt` when the interaction has a deadline.
+//! `expiresAt` when the interaction has a deadline, `assignees` and `escalation`
+//! (`{people, groups}`) when it names them, and `escalatedAt` once it escalated.
 
 use std::collections::HashMap;
 
@@ -167,12 +168,23 @@ pub fn status_message(
             "prompt": open.prompt,
             "detail": open.detail,
         });
-        // Holdpoint's field beside the extension's: the deadline, when there is one.
-        if let (Some(at), Some(obj)) = (open.expires_at, body.as_object_mut()) {
-            obj.insert(
-                "expiresAt".into(),
-                holdpoint_domain::timestamp::format(at).into(),
-            );
+        // Holdpoint's fields beside the extension's: the deadline, who may answer and
+        // the escalation, each when there is one.
+        if let Some(obj) = body.as_object_mut() {
+            if let Some(at) = open.expires_at {
+                obj.insert("expiresAt".into(), timestamp::format(at).into());
+            }
+            for (name, who) in [
+                ("assignees", &open.assignees),
+                ("escalation", &open.escalation),
+            ] {
+                if let Some(v) = who.as_ref().and_then(|a| serde_json::to_value(a).ok()) {
+                    obj.insert(name.into(), v);
+                }
+            }
+            if let Some(at) = open.escalated_at {
+                obj.insert("escalatedAt".into(), timestamp::format(at).into());
+            }
         }
         (
             Some(vec![EXTENSION_URI.to_owned()]),

@@ -314,8 +314,9 @@ async function handle(event) {
   const data = cloudEvent.data ?? {};
   if (INTERACTION_EVENTS.has(event.event)) {
     await open(event.event === 'question-asked' ? data.questionId : data.interactionId, true);
-  } else if (event.event === 'interaction-reassigned') {
-    // Who may answer changed: show the card again as this person now sees it.
+  } else if (event.event === 'interaction-reassigned' || event.event === 'interaction-escalated') {
+    // Who may answer changed (the runtime reassigned it, or its deadline's warning
+    // stage escalated it): show the card again as this person now sees it.
     const shown = cards.get(data.interactionId);
     if (shown && shown.article.getAttribute('aria-busy') !== 'true') {
       shown.li.remove();
@@ -481,6 +482,7 @@ function show(view, fresh) {
   const li = el('li', { class: `card kind-${view.kind}`, 'data-interaction-id': id }, article);
   const card = { li, view, n, article };
   render(card, titleId);
+  if (view.escalatedAt) escalated(card);
   if (view.forYou === true) forYou(card);
   if (view.forYou === false) notForYou(card);
   cards.set(id, card);
@@ -522,6 +524,20 @@ function assigneeNames(assignees) {
   const names = [...(assignees?.people ?? []), ...(assignees?.groups ?? []).map((g) => `group ${g}`)];
   if (names.length <= 1) return names.join('');
   return `${names.slice(0, -1).join(', ')} and ${names[names.length - 1]}`;
+}
+
+/**
+ * Marks a card whose deadline's warning stage escalated it (README "Escalation"):
+ * who was added, and when.
+ */
+function escalated(card) {
+  card.li.dataset.escalated = 'true';
+  const to = assigneeNames(card.view.escalation);
+  card.article.prepend(el('p', {
+    class: 'escalated',
+    title: `Escalated at ${card.view.escalatedAt}`,
+    text: to ? `Escalated to ${to}` : 'Escalated',
+  }));
 }
 
 /** Marks a card assigned to this person (README "Assignees"). */
