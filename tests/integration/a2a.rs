@@ -845,7 +845,7 @@ async fn no_outcome_in_time_is_a_retryable_internal_error_then_the_recorded_answ
 }
 
 /// The Python interpreter of the venv `ops/test.sh` makes (`HOLDPOINT_A2A_PYTHON`).
-fn a2a_python() -> Option<PathBuf> {
+pub(crate) fn a2a_python() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("HOLDPOINT_A2A_PYTHON").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }

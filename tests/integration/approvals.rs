@@ -316,3 +316,120 @@ async fn people_approve_from_the_command_line_and_pending_shows_the_count() {
     assert_eq!(out.trim(), r#"{"status":204}"#);
     assert_eq!(state_of(&app, "acme", &eff).await, State::Resolved);
 }
+
+#[tokio::test]
+async fn the_official_a2a_python_sdk_counts_two_approvals() {
+    let Some(python) = crate::a2a::a2a_python() else {
+        eprintln!("HOLDPOINT_SKIP_PYTHON=1: skipping the a2a-sdk two-person run");
+        return;
+    };
+    let app = TestApp::start().await;
+    let rt = app.runtime("acme").await;
+    let (at, eff) = hold_needing(&rt, 2).await;
+    let script = holdpoint_tests::nats::workspace_root().join("tests/python/two_person.py");
+    let out = tokio::process::Command::new(&python)
+        .arg(&script)
+        .args([
+            "--base", &app.base, "--org", "acme", "--first", "ana", "--second", "bob",
+        ])
+        .arg("--hold")
+        .arg(format!("{}:{}:{eff}", at.task_id, at.context_id))
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(120), out)
+        .await
+        .expect("two_person.py timed out")
+        .expect("python runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains("two-person: ok"),
+        "two_person.py failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    let i = app.interaction("acme", &eff).await.expect("stored");
+    let who: Vec<&str> = i.given_approvals.iter().map(|g| g.by.as_str()).collect();
+    assert_eq!(who, ["ana", "bob"]);
+    app.wait_idle().await;
+    assert_eq!(
+        released(&app.events("acme").await, &eff),
+        [vec!["ana", "bob"]]
+    );
+}
+
+#[tokio::test]
+async fn a_counted_approval_replays_after_many_reassignments_and_withdrawn_ones_count_for_nothing()
+{
+    use holdpoint_domain::Assignees;
+    let app = TestApp::start().await;
+    let rt = app.runtime("acme").await;
+    let session = open_session(&rt, SessionMode::Blocking).await;
+    let at = placement(&session).assigned_to(Assignees::of(&["ana", "bob"], &[]).expect("a"));
+    let eff = format!("eff_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
+    rt.hold_for_approval(&at, call(&eff, Some(2)))
+        .await
+        .expect("hold");
+    let ana = app.person("acme", "ana");
+    let yes = json!({"approved": true});
+    assert_counted(
+        &ana.post_keyed(&approve_path(&eff), "k-ana", &yes).await,
+        &eff,
+        1,
+        2,
+    );
+    // More changes than the record's recent transitions keep, inside the duplicate
+    // window: the key still replays at once (never a 503 until the window passes).
+    for n in 0..(holdpoint_domain::OUTBOX_KEEP + 2) {
+        let people: &[&str] = if n % 2 == 0 {
+            &["ana", "bob", "cy"]
+        } else {
+            &["ana", "bob"]
+        };
+        rt.reassign(&eff, Some(Assignees::of(people, &[]).expect("a")))
+            .await
+            .expect("reassign");
+    }
+    assert_counted(
+        &ana.post_keyed(&approve_path(&eff), "k-ana", &yes).await,
+        &eff,
+        1,
+        2,
+    );
+    // Ana is taken off: her approval is withdrawn (the event says so), her key
+    // still replays its answer, and two current assignees are needed.
+    rt.reassign(&eff, Some(Assignees::of(&["bob", "cy"], &[]).expect("a")))
+        .await
+        .expect("reassign");
+    assert_counted(
+        &ana.post_keyed(&approve_path(&eff), "k-ana", &yes).await,
+        &eff,
+        1,
+        2,
+    );
+    let r = ana.post_keyed(&approve_path(&eff), "k-ana-2", &yes).await;
+    assert_eq!((r.status, r.code()), (403, "NRY-0037"), "{r:?}");
+    let bob = app
+        .person("acme", "bob")
+        .post(&approve_path(&eff), &yes)
+        .await;
+    assert_counted(&bob, &eff, 1, 2);
+    let cy = app
+        .person("acme", "cy")
+        .post(&approve_path(&eff), &yes)
+        .await;
+    assert_eq!(cy.status, 204, "{cy:?}");
+    app.wait_idle().await;
+    let events = app.events("acme").await;
+    assert_eq!(released(&events, &eff), [vec!["bob", "cy"]]);
+    let withdrawn: Vec<&EventData> = named(&events, "interaction-reassigned", &eff)
+        .into_iter()
+        .map(|e| &e.body)
+        .filter(|b| {
+            matches!(b, EventData::InteractionReassigned { withdrawn_approvals, .. }
+                if withdrawn_approvals.iter().map(|p| p.as_str()).eq(["ana"]))
+        })
+        .collect();
+    assert_eq!(withdrawn.len(), 1, "{withdrawn:?}");
+}

@@ -302,8 +302,8 @@ impl Bus {
     }
 
     /// The outcome of the decision command `cmd` (`env`'s id) recorded in the record
-    /// it wrote: its transition in the record's outbox, or the interaction's
-    /// resolution.
+    /// it wrote: its transition in the record's outbox, the interaction's
+    /// resolution, or a counted approval (`givenApprovals`).
     async fn recorded_decision(
         &self,
         env: &CommandEnvelope,
@@ -333,7 +333,16 @@ impl Bus {
                     let loaded = self.load_interaction(&env.org, id).await?;
                     loaded.value.and_then(|i| match &i.resolution {
                         Some(r) if &r.command_id == cmd => Some(r.outcome.clone()),
-                        _ => i.outbox.find(cmd).map(|t| t.outcome.clone()),
+                        // A counted approval of a hold that needs several people
+                        // keeps its outcome as long as the record lives, however
+                        // many transitions came after it.
+                        _ => i
+                            .given_approvals
+                            .iter()
+                            .chain(&i.withdrawn_approvals)
+                            .find(|g| &g.command_id == cmd)
+                            .map(|g| g.outcome.clone())
+                            .or_else(|| i.outbox.find(cmd).map(|t| t.outcome.clone())),
                     })
                 }
                 None => None,

@@ -273,6 +273,10 @@ pub enum EventData {
         /// Who could answer it before; absent: anyone of the organisation.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         previous: Option<Assignees>,
+        /// The people whose counted approvals (of a hold that needs several) no
+        /// longer count: the new assignees do not admit them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        withdrawn_approvals: Vec<PersonId>,
     },
     /// Nobody answered a pending interaction by its deadline's warning stage, so
     /// its escalation was applied (README "Escalation"): the escalation's people
@@ -498,6 +502,10 @@ pub enum EventData {
         /// Who could answer it before; absent: anyone of the organisation.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         previous: Option<Assignees>,
+        /// The people whose counted approvals (of a hold that needs several) no
+        /// longer count: the new assignees do not admit them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        withdrawn_approvals: Vec<PersonId>,
     },
     /// Audit (`hp.audit.<org>`): an interaction's escalation was applied at its
     /// deadline's warning stage (once, with `interaction-escalated` on the events

@@ -75,9 +75,18 @@ pub struct GivenApproval {
     /// The person's reason, when they gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The assigned groups the person answered as a member of (at most 32); a
+    /// reassignment keeps the approval only while the person, or one of these
+    /// groups, is still assigned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub via: Vec<GroupName>,
     /// What their answer replied (`approval-counted`, or resolved for the last).
     pub outcome: Outcome,
 }
+
+/// How many withdrawn approvals an interaction record keeps for their keys'
+/// replays ([`Interaction::withdrawn_approvals`]).
+pub const WITHDRAWN_KEEP: usize = 16;
 
 /// How far an approval that needs several people has come, as the views show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -243,6 +252,11 @@ pub struct Interaction {
     /// its spec); each person once, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub given_approvals: Vec<GivenApproval>,
+    /// Approvals a reassignment withdrew (their givers were no longer assigned),
+    /// oldest first, at most [`WITHDRAWN_KEEP`]: kept so that their keys still
+    /// replay what they answered; they count for nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withdrawn_approvals: Vec<GivenApproval>,
     /// Who is added to the assignees at the deadline's warning stage, if it still
     /// waits then (README "Escalation"); absent: no escalation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -305,6 +319,19 @@ impl Interaction {
             Spec::Approval { approvals, .. } => (*approvals).max(1),
             _ => 1,
         }
+    }
+
+    /// The counted or withdrawn approval `key` of `person` answered with, if any:
+    /// the same key again replays its outcome.
+    pub fn approval_by_key(
+        &self,
+        person: &PersonId,
+        key: &IdempotencyKey,
+    ) -> Option<&GivenApproval> {
+        self.given_approvals
+            .iter()
+            .chain(&self.withdrawn_approvals)
+            .find(|g| &g.key == key && &g.by == person)
     }
 
     /// True when `person` already approved it (an approval that needs several).

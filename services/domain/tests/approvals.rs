@@ -359,3 +359,127 @@ fn the_views_show_who_approved_and_whether_you_did() {
             .is_none()
     );
 }
+
+fn reassign_to(change: &str, people: &[&str], groups: &[&str]) -> CommandEnvelope {
+    env(Command::Reassign {
+        interaction_id: iid(APPROVAL),
+        task_id: None,
+        change_id: holdpoint_domain::MessageId::parse(change).expect("change"),
+        assignees: Some(holdpoint_domain::Assignees::of(people, groups).expect("assignees")),
+    })
+}
+
+fn by_in(who: &str, groups: &[&str], k: &str) -> CommandEnvelope {
+    let mut a = answer_cmd(APPROVAL, k, approved(true));
+    a.by = person(who);
+    a.groups = groups
+        .iter()
+        .map(|g| holdpoint_domain::GroupName::parse(*g).expect("group"))
+        .collect();
+    answer_env(a)
+}
+
+#[test]
+fn a_reassignment_withdraws_the_approvals_of_people_it_no_longer_admits() {
+    let mut s = Fixture::new().blocking(S).store();
+    let mut opening = open(APPROVAL, S, needing(Some(3), false));
+    if let Command::Open(o) = &mut opening.command {
+        o.assignees =
+            Some(holdpoint_domain::Assignees::of(&["ana"], &["payments"]).expect("assignees"));
+    }
+    s.run(&opening);
+    accept(
+        &mut s,
+        &by_in("ana", &["dev"], "k-ana"),
+        counted(1, 3),
+        &["approval-counted", "task-status"],
+    );
+    accept(
+        &mut s,
+        &by_in("bo", &["payments", "ops"], "k-bo"),
+        counted(2, 3),
+        &["approval-counted", "task-status"],
+    );
+    assert_eq!(
+        s.interaction(APPROVAL).given_approvals[1]
+            .via
+            .iter()
+            .map(|g| g.as_str())
+            .collect::<Vec<_>>(),
+        ["payments"],
+        "only the assigned group is kept"
+    );
+    // Ana is no longer named; the payments group still is: Bo's approval stands.
+    let d = accept(
+        &mut s,
+        &reassign_to("c-1", &["cy"], &["payments"]),
+        Accepted::Reassigned,
+        &["interaction-reassigned", "task-status"],
+    );
+    match data(&d.effects.events, "interaction-reassigned") {
+        EventData::InteractionReassigned {
+            withdrawn_approvals,
+            ..
+        } => assert_eq!(withdrawn_approvals, &[person("ana")]),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(given(&s), ["bo"]);
+    // Her key still replays what it answered (idempotency), but counts for
+    // nothing; a new answer from her is refused, and the call needs two more.
+    let again = s.run(&by_in("ana", &[], "k-ana"));
+    assert_eq!(again.outcome.result, Ok(counted(1, 3)));
+    assert!(!again.writes());
+    assert_eq!(s.interaction(APPROVAL).withdrawn_approvals.len(), 1);
+    refuse(
+        &mut s,
+        &by_in("ana", &[], "k-ana-2"),
+        ErrorCode::NotAssignee,
+    );
+    accept(
+        &mut s,
+        &by_in("cy", &[], "k-cy"),
+        counted(2, 3),
+        &["approval-counted", "task-status"],
+    );
+    // The group goes too: Bo's approval is withdrawn as well.
+    accept(
+        &mut s,
+        &reassign_to("c-2", &["cy", "di"], &[]),
+        Accepted::Reassigned,
+        &["interaction-reassigned", "task-status"],
+    );
+    assert_eq!(given(&s), ["cy"]);
+}
+
+#[test]
+fn a_counted_approval_replays_after_any_number_of_later_transitions() {
+    let mut s = Fixture::new().blocking(S).store();
+    let mut opening = open(APPROVAL, S, needing(Some(2), false));
+    if let Command::Open(o) = &mut opening.command {
+        o.assignees = Some(holdpoint_domain::Assignees::of(&["ana", "bo"], &[]).expect("a"));
+    }
+    s.run(&opening);
+    s.run(&by_in("ana", &[], "k-ana"));
+    // More transitions than the record's outbox keeps.
+    for n in 0..(holdpoint_domain::OUTBOX_KEEP + 2) {
+        let people: &[&str] = if n % 2 == 0 {
+            &["ana", "bo", "cy"]
+        } else {
+            &["ana", "bo"]
+        };
+        s.run(&reassign_to(&format!("c-{n}"), people, &[]));
+    }
+    let again = s.run(&by_in("ana", &[], "k-ana"));
+    assert_eq!(again.outcome.result, Ok(counted(1, 2)));
+    assert!(!again.writes());
+    // Sent with remember this time: still the recorded answer, not a new refusal.
+    let mut a = answer_cmd(APPROVAL, "k-ana", approved(true));
+    a.by = person("ana");
+    a.remember = Some(Remember {
+        scope: RuleScope::Session,
+        expires_in: None,
+        arguments_digest: None,
+    });
+    let again = s.run(&answer_env(a));
+    assert_eq!(again.outcome.result, Ok(counted(1, 2)));
+}

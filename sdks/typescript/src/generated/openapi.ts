@@ -902,6 +902,11 @@ export interface components {
                 kind: components["schemas"]["Kind"];
                 /** @description Who could answer it before; absent: anyone of the organisation. */
                 previous?: components["schemas"]["Assignees"] | null;
+                /**
+                 * @description The people whose counted approvals (of a hold that needs several) no
+                 *     longer count: the new assignees do not admit them.
+                 */
+                withdrawnApprovals?: components["schemas"]["PersonId"][];
             };
             /** @constant */
             type: "dev.holdpoint.interaction-reassigned";
@@ -1165,6 +1170,11 @@ export interface components {
                 kind: components["schemas"]["Kind"];
                 /** @description Who could answer it before; absent: anyone of the organisation. */
                 previous?: components["schemas"]["Assignees"] | null;
+                /**
+                 * @description The people whose counted approvals (of a hold that needs several) no
+                 *     longer count: the new assignees do not admit them.
+                 */
+                withdrawnApprovals?: components["schemas"]["PersonId"][];
             };
             /** @constant */
             type: "dev.holdpoint.assignees-changed";

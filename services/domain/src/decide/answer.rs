@@ -33,6 +33,12 @@ pub(super) fn answer(ctx: &Ctx, snap: Snapshot<'_>, a: &AnswerCommand) -> Decisi
         Ok(i) => i,
         Err(d) => return *d,
     };
+    if let Some(g) = i.approval_by_key(&a.by, &a.key) {
+        // A counted (or since withdrawn) approval's key again, from the person who
+        // gave it: what it replied, whatever came since (a reassignment, a deadline
+        // moved, the body sent differently, the call released).
+        return Decision::reply(ctx.outcome(g.outcome.result.clone()));
+    }
     if !i.admits(&a.by, &a.groups) {
         // Checked before anything else the answer could learn or change: a person
         // outside the assignees gets the same refusal whatever the state.
@@ -56,7 +62,8 @@ pub(super) fn answer(ctx: &Ctx, snap: Snapshot<'_>, a: &AnswerCommand) -> Decisi
             ctx,
             ErrorCode::NotRememberable,
             format!(
-                "interaction {} needs approvals from {} people and a remembered rule never                  counts as one: answer without remember; nothing was decided",
+                "interaction {} needs approvals from {} people and a remembered rule never \
+                 counts as one: answer without remember; nothing was decided",
                 i.id,
                 i.approvals_required()
             ),
@@ -70,14 +77,7 @@ pub(super) fn answer(ctx: &Ctx, snap: Snapshot<'_>, a: &AnswerCommand) -> Decisi
         // recorded outcome, once more, with nothing new.
         return Decision::reply(ctx.outcome(r.outcome.result.clone()));
     }
-    if let Some(g) = i
-        .given_approvals
-        .iter()
-        .find(|g| g.key == a.key && g.by == a.by)
-    {
-        // A counted approval's key again: what it replied, whatever came since.
-        return Decision::reply(ctx.outcome(g.outcome.result.clone()));
-    }
+
     if let Some(d) = settled(ctx, i) {
         return d;
     }
@@ -335,6 +335,13 @@ fn count(
         command_id: ctx.command_id.clone(),
         at: ctx.now,
         reason: reason.map(str::to_owned),
+        via: next.assignees.as_ref().map_or_else(Vec::new, |named| {
+            a.groups
+                .iter()
+                .filter(|g| named.groups.contains(g))
+                .cloned()
+                .collect()
+        }),
         outcome: outcome.clone(),
     };
     let given = u8::try_from(next.given_approvals.len() + 1).unwrap_or(u8::MAX);

@@ -1,5 +1,6 @@
 //! The runtime changes who may answer a pending interaction (README "Assignees"):
-//! the interaction record takes the new assignees, and the change is an
+//! the interaction record takes the new assignees (and drops the counted
+//! approvals of people they no longer admit), and the change is an
 //! `interaction-reassigned` event and an `assignees-changed` audit record, both
 //! named after the change's id, so a retried change is published once.
 
@@ -46,6 +47,21 @@ pub(super) fn reassign(
     }
     let mut next = i.clone();
     next.assignees = assignees.cloned();
+    // An approval counts only while its giver may still answer (README
+    // "Two-person approvals"): the new assignees must admit the person, or one of
+    // the assigned groups they approved as a member of.
+    let (kept, withdrawn): (Vec<_>, Vec<_>) = std::mem::take(&mut next.given_approvals)
+        .into_iter()
+        .partition(|g| next.admits(&g.by, &g.via));
+    next.given_approvals = kept;
+    let withdrawn_by: Vec<crate::PersonId> = withdrawn.iter().map(|g| g.by.clone()).collect();
+    next.withdrawn_approvals.extend(withdrawn);
+    let excess = next
+        .withdrawn_approvals
+        .len()
+        .saturating_sub(crate::WITHDRAWN_KEEP);
+    next.withdrawn_approvals.drain(..excess);
+    let withdrawn = withdrawn_by;
     let transition = format!("reassign\u{0}{change}");
     let event = |data| events::on_interaction(i, &transition, ctx.now, data);
     // The task's status message names the assignees (A2A metadata): a new status.
@@ -62,6 +78,7 @@ pub(super) fn reassign(
             kind: i.kind(),
             assignees: next.assignees.clone(),
             previous: i.assignees.clone(),
+            withdrawn_approvals: withdrawn.clone(),
         }))
         .chain(status)
         .collect(),
@@ -70,6 +87,7 @@ pub(super) fn reassign(
             kind: i.kind(),
             assignees: next.assignees.clone(),
             previous: i.assignees.clone(),
+            withdrawn_approvals: withdrawn,
         })],
         ..Effects::default()
     };

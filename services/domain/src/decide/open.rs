@@ -88,6 +88,7 @@ pub(super) fn open(ctx: &Ctx, snap: Snapshot<'_>, open: &OpenInteraction) -> Dec
         spec,
         assignees: open.assignees.clone(),
         given_approvals: Vec::new(),
+        withdrawn_approvals: Vec::new(),
         escalation: open.escalation.clone(),
         escalated_at: None,
         state: State::Pending,

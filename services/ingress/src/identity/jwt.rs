@@ -84,18 +84,20 @@ impl AuthConfig {
 /// The most groups one token may name in the groups claim.
 pub const MAX_CALLER_GROUPS: usize = 256;
 
-/// The valid group names among `names`, each once, in order. A name that is not a
+/// The valid group names among the first [`MAX_CALLER_GROUPS`] of `names`, each
+/// once, in order (the development header's list is cut there; a token's claim
+/// naming more is refused before this). A name that is not a
 /// [`GroupName`] (empty, too long, a space, a character outside printable ASCII,
 /// so a look-alike such as Cyrillic `о` in `оps`) is left out: it could never
 /// match an assignee, which must be a valid name.
 pub fn groups_from(names: impl IntoIterator<Item = String>) -> Vec<GroupName> {
-    let mut out: Vec<GroupName> = Vec::new();
-    for g in names.into_iter().filter_map(|n| GroupName::parse(n).ok()) {
-        if !out.contains(&g) {
-            out.push(g);
-        }
-    }
-    out
+    let mut seen = std::collections::HashSet::new();
+    names
+        .into_iter()
+        .take(MAX_CALLER_GROUPS)
+        .filter_map(|n| GroupName::parse(n).ok())
+        .filter(|g| seen.insert(g.clone()))
+        .collect()
 }
 
 /// The caller's groups from the claim `name` of `claims`: absent is none; an array
