@@ -88,6 +88,10 @@ const INPUTS: &[(&str, &str)] = &[
         r#"{"org":"acme","command":{"type":"deadline","interactionId":"eff_1","taskId":"task-1","expiresAt":"2031-06-01T12:00:00.5+02:00"}}"#,
     ),
     (
+        "deadline moved, named by a change id",
+        r#"{"org":"acme","command":{"type":"deadline","interactionId":"eff_1","taskId":"task-1","expiresIn":90,"changeId":"chg-2"}}"#,
+    ),
+    (
         "deadline cleared",
         r#"{"org":"acme","command":{"type":"deadline","interactionId":"eff_1","taskId":"task-1"}}"#,
     ),

@@ -92,7 +92,9 @@ def rebuild(c: dict[str, Any]) -> dict[str, Any]:
         expiry = Expiry(
             expires_at=_wire.parse_timestamp(when) if when else None, expires_in=c.get("expiresIn")
         )
-        return runtime.deadline_command(c["interactionId"], expiry, c.get("taskId"))
+        return runtime.deadline_command(
+            c["interactionId"], expiry, c.get("taskId"), c.get("changeId")
+        )
     if t == "reassign":
         return runtime.reassign_command(c["interactionId"], c["changeId"], who(c.get("assignees")), c.get("taskId"))
     if t == "tool-result":

@@ -278,10 +278,16 @@ export function closeCommand(interactionId: string, reason: CloseReason, taskId?
   return command;
 }
 
-/** A `deadline` command: set, move or (neither time given) clear. */
-export function deadlineCommand(interactionId: string, expiry: Expiry, taskId?: string): CommandEnvelope['command'] {
+/**
+ * A `deadline` command: set, move or (neither time given) clear. `changeId` (1 to
+ * 128 printable ASCII characters, no spaces) names the change: part of the command
+ * id, so a retry is a replay and setting a deadline back to an earlier one is a
+ * change of its own.
+ */
+export function deadlineCommand(interactionId: string, expiry: Expiry, taskId?: string, changeId?: string): CommandEnvelope['command'] {
   const command: CommandEnvelope['command'] = { type: 'deadline', interactionId: checkId('interactionId', interactionId) };
   if (taskId !== undefined) command.taskId = taskId;
+  if (changeId !== undefined) command.changeId = checkId('changeId', changeId);
   if (expiry.expiresAt !== undefined) command.expiresAt = wire.formatTimestamp(expiry.expiresAt);
   if (expiry.expiresIn !== undefined) command.expiresIn = Math.trunc(expiry.expiresIn);
   return command;
@@ -818,7 +824,7 @@ export class Runtime {
   async setDeadline(interactionId: string, expiry: Expiry): Promise<string> {
     checkId('interactionId', interactionId);
     const task = await this.#taskOf(interactionId);
-    return this.send(deadlineCommand(interactionId, expiry, task));
+    return this.send(deadlineCommand(interactionId, expiry, task, `chg-${randomUUID().replaceAll('-', '')}`));
   }
 
   /**

@@ -294,8 +294,11 @@ export function commandId(envelope: CommandEnvelope): string {
       break;
     case 'deadline': {
       const expiresIn = c.expiresIn;
-      d = digest(org, t, str(c, 'interactionId'), timestampText(c.expiresAt),
-        expiresIn === undefined || expiresIn === null ? '' : String(Math.trunc(Number(expiresIn))));
+      const parts = [str(c, 'interactionId'), timestampText(c.expiresAt),
+        expiresIn === undefined || expiresIn === null ? '' : String(Math.trunc(Number(expiresIn)))];
+      // Appended only when given, as the Rust client does.
+      if (c.changeId !== undefined && c.changeId !== null) parts.push(str(c, 'changeId'));
+      d = digest(org, t, ...parts);
       break;
     }
     case 'reassign':

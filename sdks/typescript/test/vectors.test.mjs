@@ -37,7 +37,7 @@ function rebuild(c) {
     return openCommand(at, c.interactionId, c.callId, request);
   }
   if (t === 'close') return closeCommand(c.interactionId, c.reason, c.taskId);
-  if (t === 'deadline') return deadlineCommand(c.interactionId, { expiresAt: c.expiresAt, expiresIn: c.expiresIn }, c.taskId);
+  if (t === 'deadline') return deadlineCommand(c.interactionId, { expiresAt: c.expiresAt, expiresIn: c.expiresIn }, c.taskId, c.changeId);
   if (t === 'reassign') return reassignCommand(c.interactionId, c.changeId, c.assignees, c.taskId);
   if (t === 'tool-result') return toolResultCommand(c.interactionId, c.result, c.taskId);
   return turnCommand(t, c.session, c.lane, c.turnId);

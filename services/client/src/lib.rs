@@ -499,11 +499,15 @@ impl Runtime {
     pub async fn set_deadline(&self, id: &str, expiry: Expiry) -> Result<Accepted, ClientError> {
         let interaction_id = InteractionId::parse(id)?;
         let task_id = self.task_of(&interaction_id).await?;
+        // Each call is one change: a retry is a replay, a deadline set back to an
+        // earlier one is a change of its own.
+        let change_id = MessageId::parse(format!("chg-{}", uuid::Uuid::new_v4().simple()))?;
         self.send(Command::Deadline {
             interaction_id,
             task_id,
             expires_at: expiry.expires_at,
             expires_in: expiry.expires_in,
+            change_id: Some(change_id),
         })
         .await
     }

@@ -116,6 +116,14 @@ pub enum Command {
         /// (1 to [`MAX_EXPIRES_IN_SECS`]).
         #[serde(default, rename = "expiresIn", skip_serializing_if = "Option::is_none")]
         expires_in: Option<u64>,
+        /// Names this change (1 to 128 printable ASCII characters, no spaces; the
+        /// clients make a new one per call): it is part of the command id, so a
+        /// retry is a replay while setting a deadline back to one it had before is
+        /// a change of its own. Without it the id derives from the deadline alone,
+        /// and a deadline set again inside the duplicate window (or while the
+        /// record still lists the first setting) is taken for the first setting.
+        #[serde(default, rename = "changeId", skip_serializing_if = "Option::is_none")]
+        change_id: Option<MessageId>,
     },
     /// Runtime: change who may answer a pending interaction (README "Assignees").
     /// `assignees` absent opens it to anyone of the organisation again. Each
@@ -493,14 +501,19 @@ impl CommandEnvelope {
                 interaction_id,
                 expires_at,
                 expires_in,
+                change_id,
                 ..
-            } => digest(&[
-                org,
-                "deadline",
-                interaction_id.as_str(),
-                &expires_at.map(crate::timestamp::format).unwrap_or_default(),
-                &expires_in.map(|s| s.to_string()).unwrap_or_default(),
-            ]),
+            } => {
+                let at = expires_at.map(crate::timestamp::format).unwrap_or_default();
+                let secs = expires_in.map(|s| s.to_string()).unwrap_or_default();
+                let mut parts = vec![org, "deadline", interaction_id.as_str(), &at, &secs];
+                // Appended only when given, so the ids of commands without one
+                // stay what they were.
+                if let Some(c) = change_id {
+                    parts.push(c.as_str());
+                }
+                digest(&parts)
+            }
             // One id per change: the runtime's retry is a replay, a later change back
             // to the same assignees is another command.
             Command::Reassign {

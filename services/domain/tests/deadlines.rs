@@ -224,6 +224,7 @@ fn a_moved_or_cleared_deadline_makes_the_old_schedule_a_no_op() {
         task_id: None,
         expires_at: None,
         expires_in: Some(120),
+        change_id: None,
     }));
     assert_eq!(d.outcome.result, Ok(Accepted::Rescheduled));
     assert_eq!(d.effects.schedules.len(), 2);
@@ -236,6 +237,7 @@ fn a_moved_or_cleared_deadline_makes_the_old_schedule_a_no_op() {
         task_id: None,
         expires_at: None,
         expires_in: None,
+        change_id: None,
     }));
     assert_eq!(d.outcome.result, Ok(Accepted::Rescheduled));
     assert!(d.effects.schedules.is_empty());
@@ -293,4 +295,51 @@ fn each_kind_expires_with_its_default() {
         &s.interaction("eff_2").result,
         Some(CallResult::Error { code, .. }) if code == "interaction.closed"
     ));
+}
+
+/// A runtime's `deadline`, named by change `change`, setting the deadline `secs`
+/// from now.
+fn deadline_in(id: &str, secs: u64, change: Option<&str>) -> CommandEnvelope {
+    env(Command::Deadline {
+        interaction_id: holdpoint_domain::InteractionId::parse(id).expect("id"),
+        task_id: None,
+        expires_at: None,
+        expires_in: Some(secs),
+        change_id: change.map(|c| holdpoint_domain::MessageId::parse(c).expect("change")),
+    })
+}
+
+#[test]
+fn a_deadline_set_back_to_an_earlier_one_moves_when_each_change_is_named() {
+    let mut s = store(true);
+    s.run(&approval_in_a_minute());
+    let first = s.interaction("eff_1").expires_at;
+    // 120 s, then 300 s, then 120 s again: three changes, three ids.
+    for (n, secs) in [120, 300, 120].into_iter().enumerate() {
+        let change = format!("chg-{n}");
+        let d = s.run(&deadline_in("eff_1", secs, Some(&change)));
+        assert_eq!(d.outcome.result, Ok(Accepted::Rescheduled), "{secs}");
+        assert!(!d.replay, "change {n} is not a replay");
+    }
+    let last = s.interaction("eff_1").expires_at.expect("deadline");
+    let opened = s.interaction("eff_1").opened_at;
+    assert_ne!(Some(last), first);
+    assert!(
+        last - opened < time::Duration::seconds(300),
+        "the deadline went back to 120 s: {last}"
+    );
+    // The same change again is a replay of itself.
+    let again = s.run(&deadline_in("eff_1", 120, Some("chg-2")));
+    assert!(again.replay || !again.writes());
+    // Without change ids, the third setting has the first one's id: the record
+    // still lists it, so it is taken for that setting and the deadline stays put
+    // (why the clients name every change).
+    let mut t = store(true);
+    t.run(&approval_in_a_minute());
+    t.run(&deadline_in("eff_1", 120, None));
+    t.run(&deadline_in("eff_1", 300, None));
+    let stuck = t.interaction("eff_1").expires_at;
+    let d = t.run(&deadline_in("eff_1", 120, None));
+    assert!(d.replay);
+    assert_eq!(t.interaction("eff_1").expires_at, stuck);
 }

@@ -205,6 +205,7 @@ fn it_escalates_once_even_when_the_stage_is_decided_afresh_or_the_deadline_moves
             task_id: None,
             expires_at: None,
             expires_in: Some(600),
+            change_id: None,
         }),
         Accepted::Rescheduled,
         &["task-status"],

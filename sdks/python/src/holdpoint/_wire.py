@@ -244,6 +244,8 @@ def command_id(envelope: Mapping[str, Any]) -> str:
             c["interactionId"],
             _timestamp_text(c.get("expiresAt")),
             "" if expires_in is None else str(int(expires_in)),
+            # Appended only when given, as the Rust client does.
+            *([c["changeId"]] if c.get("changeId") is not None else []),
         )
     elif t == "reassign":
         # One id per change: a retry is a replay, a later change back is new.

@@ -423,12 +423,19 @@ def close_command(interaction_id: str, reason: CloseReason, task_id: str | None)
     return command
 
 
-def deadline_command(interaction_id: str, expiry: Expiry, task_id: str | None) -> dict[str, Any]:
-    """A ``deadline`` command: set, move or (neither time) clear."""
+def deadline_command(
+    interaction_id: str, expiry: Expiry, task_id: str | None, change_id: str | None = None
+) -> dict[str, Any]:
+    """A ``deadline`` command: set, move or (neither time) clear. ``change_id``
+    (1 to 128 printable ASCII characters, no spaces) names the change: part of the
+    command id, so a retry is a replay and setting a deadline back to an earlier
+    one is a change of its own."""
     command: dict[str, Any] = {
         "type": "deadline",
         "interactionId": _check_id("interactionId", interaction_id),
     }
+    if change_id is not None:
+        command["changeId"] = _check_id("changeId", change_id)
     if task_id is not None:
         command["taskId"] = task_id
     if expiry.expires_at is not None:
@@ -877,7 +884,8 @@ class Runtime:
         without schedules."""
         _check_id("interactionId", interaction_id)
         task = await self._task_of(interaction_id)
-        return await self.send(deadline_command(interaction_id, expiry, task))
+        change = f"chg-{uuid.uuid4().hex}"
+        return await self.send(deadline_command(interaction_id, expiry, task, change))
 
     async def reassign(
         self, interaction_id: str, assignees: Assignees | None, *, change_id: str | None = None
