@@ -337,6 +337,12 @@ describe('the TypeScript runtime against holdpoint up', () => {
       assert.equal(last.status, 204);
       assert.equal(last.approvals ?? undefined, undefined);
       assert.notEqual((await rest.get(other)).state, 'pending');
+    } finally {
+      await live.stop();
+      await rt.close();
+    }
+  });
+
   test('reassign: a person outside the assignees answers once the runtime reassigns to them; a retried change is published once', async () => {
     const rt = await Runtime.connect(hp.natsUrl, ORG);
     const bob = new HoldpointRest({ baseUrl: hp.api, token: await hp.token(ORG, 'bob@acme.example') });
