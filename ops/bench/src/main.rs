@@ -192,25 +192,7 @@ async fn holdpoint_run(args: &Args, plan: &Plan, setting: Setting) -> anyhow::Re
                 .with_context(|| format!("starting {}", args.holdpoint_bin.display()))?,
         })
     };
-    let ingress = spawn(vec![
-        "ingress".into(),
-        "--nats-url".into(),
-        url.clone(),
-        "--listen".into(),
-        format!("127.0.0.1:{api}"),
-        "--admin-listen".into(),
-        format!("127.0.0.1:{admin}"),
-        "--jwt-issuer".into(),
-        holdpoint_cli::devtoken::DEV_ISSUER.into(),
-        "--jwt-audience".into(),
-        holdpoint_cli::devtoken::DEV_AUDIENCE.into(),
-        "--jwks-file".into(),
-        key.jwks.display().to_string(),
-        "--jwt-algorithms".into(),
-        "EdDSA".into(),
-        "--replicas".into(),
-        replicas.clone(),
-    ])?;
+    let ingress = spawn(ingress_args(&url, (api, admin), &key, setting.replicas()))?;
     // Each worker serves /metrics, where the bench reads how many partitions it owns.
     let worker_args = |admin: u16| {
         vec![

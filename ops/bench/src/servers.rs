@@ -313,3 +313,33 @@ pub(crate) async fn effects_backlog(js: &async_nats::jetstream::Context) -> Opti
     }
     Some(total)
 }
+
+/// The arguments of `holdpoint ingress` on `url`, serving the API on `api` and
+/// its admin listener on `admin`, people authenticated with EdDSA JWTs the
+/// development key `key` signs (its JWKS file), streams with `replicas`.
+pub(crate) fn ingress_args(
+    url: &str,
+    (api, admin): (u16, u16),
+    key: &holdpoint_cli::devtoken::DevKey,
+    replicas: usize,
+) -> Vec<String> {
+    vec![
+        "ingress".into(),
+        "--nats-url".into(),
+        url.to_owned(),
+        "--listen".into(),
+        format!("127.0.0.1:{api}"),
+        "--admin-listen".into(),
+        format!("127.0.0.1:{admin}"),
+        "--jwt-issuer".into(),
+        holdpoint_cli::devtoken::DEV_ISSUER.into(),
+        "--jwt-audience".into(),
+        holdpoint_cli::devtoken::DEV_AUDIENCE.into(),
+        "--jwks-file".into(),
+        key.jwks.display().to_string(),
+        "--jwt-algorithms".into(),
+        "EdDSA".into(),
+        "--replicas".into(),
+        replicas.to_string(),
+    ]
+}

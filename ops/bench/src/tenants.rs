@@ -180,23 +180,7 @@ async fn one_size(args: &Args, pending: usize) -> anyhow::Result<Size> {
     let (api, admin) = (free_port()?, free_port()?);
     let ingress = Proc {
         child: Command::new(&args.holdpoint_bin)
-            .args([
-                "ingress".to_owned(),
-                "--nats-url".into(),
-                url.clone(),
-                "--listen".into(),
-                format!("127.0.0.1:{api}"),
-                "--admin-listen".into(),
-                format!("127.0.0.1:{admin}"),
-                "--jwt-issuer".into(),
-                holdpoint_cli::devtoken::DEV_ISSUER.into(),
-                "--jwt-audience".into(),
-                holdpoint_cli::devtoken::DEV_AUDIENCE.into(),
-                "--jwks-file".into(),
-                key.jwks.display().to_string(),
-                "--jwt-algorithms".into(),
-                "EdDSA".into(),
-            ])
+            .args(ingress_args(&url, (api, admin), &key, 1))
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
