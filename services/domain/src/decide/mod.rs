@@ -20,7 +20,9 @@
 //!
 //! One file per step: [`session`](self::session) (a session opens, closes, ends),
 //! [`open`](self::open) (an interaction opens), [`answer`](self::answer) (a person
-//! answers), [`close`](self::close) (the host closes an interaction, or reports a
+//! answers), [`approve`](self::approve) (an approval counted toward a hold that
+//! needs several people, and what an approval's decision records),
+//! [`close`](self::close) (the host closes an interaction, or reports a
 //! released call's result), [`assign`](self::assign) (the runtime changes who may
 //! answer), [`expire`](self::expire) (deadlines: set, warned,
 //! expired), [`escalate`](self::escalate) (the warning stage adds the
@@ -28,12 +30,13 @@
 //! [`events`](self::events) (the events they build). Below them all, `base`: what
 //! every step shares ([`Snapshot`], [`Ctx`], [`Deadlines`], [`Decision`], the writes
 //! that seal a decision, the reply helpers). A step uses `base`, `events` and the
-//! steps it builds on (`close` and `expire` use `answer`; `expire` uses `close`
-//! and `escalate`; `open` uses `answer`, `expire` and `escalate`; `assign` uses
-//! `escalate`), never this module and never a step that uses
-//! it, so there is no import cycle.
+//! steps it builds on (`answer` uses `approve`; `close` and `expire` use
+//! `answer`; `expire` uses `close` and `escalate`; `open` uses
+//! `approve`, `expire` and `escalate`; `assign` uses `escalate`), never this
+//! module and never a step that uses it, so there is no import cycle.
 
 mod answer;
+mod approve;
 mod assign;
 mod base;
 mod close;

@@ -19,7 +19,7 @@ use crate::transition::Effects;
 use crate::{Accepted, OpenInteraction};
 use crate::{Answer, CloseReason, Closure, Interaction, Resolution, State};
 
-use super::answer::{ApprovalDecision, approval_decided};
+use super::approve::{ApprovalDecision, approval_decided};
 use super::base::{
     Ctx, Decision, Snapshot, Writes, accept, blocks, live_session, reject, session_missing,
 };
